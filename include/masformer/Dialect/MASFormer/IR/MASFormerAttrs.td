@@ -1,0 +1,72 @@
+//===- MASFormerAttrs.td - masformer attributes ------------*- tablegen -*-===//
+//
+// The span attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_DIALECT_MASFORMER_IR_MASFORMERATTRS_TD
+#define MASFORMER_DIALECT_MASFORMER_IR_MASFORMERATTRS_TD
+
+include "masformer/Dialect/MASFormer/IR/MASFormerDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def MASFormer_SpanKind : I32EnumAttr<"SpanKind", "kind of attention span", [
+    I32EnumAttrCase<"Full", 0, "full">,
+    I32EnumAttrCase<"Block", 1, "block">,
+    I32EnumAttrCase<"Window", 2, "window">
+  ]> {
+  let cppNamespace = "::mlir::masformer";
+  let genSpecializedAttr = 0;
+}
+
+def MASFormer_SpanAttr : AttrDef<MASFormer_Dialect, "Span"> {
+  let mnemonic = "span";
+  let summary = "Which (query, key) pairs an attention op computes";
+  let description = [{
+    A span restricts attention to a subset of (query, key) pairs, before the
+    model's own masks (causal, padding) are applied on top. For query
+    position `i` and key position `j` (0-based):
+
+    - `full`: every `j`.
+    - `block B`: `j` is allowed iff `floor(i / B) == floor(j / B)`.
+    - `window W`: allowed iff `0 <= i - j < W` when the op is causal, or
+      `|i - j| < W` when it is not.
+
+    When an op has fewer queries than keys (decoding with a KV cache), query
+    `i` sits at position `i + (kv_seq - q_seq)`: queries align to the end of
+    the keys, as in FlashAttention.
+
+    The size of a block or window span is a positive integer; `full` takes no
+    size.
+
+    ```mlir
+    #masformer.span<full>
+    #masformer.span<block 1024>
+    #masformer.span<window 512>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<MASFormer_SpanKind>:$kind,
+    DefaultValuedParameter<"int64_t", "0">:$size
+  );
+  let assemblyFormat = "`<` $kind ($size^)? `>`";
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "::mlir::masformer::SpanKind":$kind), [{
+      return $_get($_ctxt, kind, 0);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    bool isFull() const { return getKind() == SpanKind::Full; }
+    /// Whether the query at absolute position `i` may attend the key at
+    /// position `j` under this span alone (the causal flag only selects the
+    /// one-sided window).
+    bool allows(int64_t i, int64_t j, bool causal) const;
+    /// Whether the span removes no pair for a key sequence of `kvSeq` keys
+    /// (and queries at positions below kvSeq).
+    bool coversSequence(int64_t kvSeq) const;
+  }];
+}
+
+#endif // MASFORMER_DIALECT_MASFORMER_IR_MASFORMERATTRS_TD

@@ -1,0 +1,33 @@
+//===- Passes.h - masformer passes --------------------------------*- C++ -*-===//
+//
+// Declarations of the masformer passes and their pattern sets.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H
+#define MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+namespace masformer {
+
+#define GEN_PASS_DECL
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"
+
+/// Patterns that rewrite masformer.attention into upstream tensor ops (the
+/// reference decomposition).
+void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"
+
+} // namespace masformer
+} // namespace mlir
+
+#endif // MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H

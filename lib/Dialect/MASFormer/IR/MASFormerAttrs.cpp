@@ -1,0 +1,70 @@
+//===- MASFormerAttrs.cpp - masformer attributes -----------------*- C++ -*-===//
+//
+// The span attribute: verification and the span predicate shared by every
+// pass that needs to know which (query, key) pairs a span keeps.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerAttrs.h"
+#include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "masformer/Dialect/MASFormer/IR/MASFormerAttrs.cpp.inc"
+
+void MASFormerDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "masformer/Dialect/MASFormer/IR/MASFormerAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult SpanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               SpanKind kind, int64_t size) {
+  if (kind == SpanKind::Full) {
+    if (size != 0)
+      return emitError() << "a full span takes no size, got " << size;
+    return success();
+  }
+  // A block or window of zero (or fewer) keys would leave every query with
+  // nothing to attend to.
+  if (size <= 0)
+    return emitError() << stringifySpanKind(kind)
+                       << " span size must be a positive integer, got "
+                       << size;
+  return success();
+}
+
+/// Floor division that rounds towards negative infinity, as the span
+/// definition requires for positions before the first block.
+static int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+bool SpanAttr::allows(int64_t i, int64_t j, bool causal) const {
+  switch (getKind()) {
+  case SpanKind::Full:
+    return true;
+  case SpanKind::Block:
+    return floorDiv(i, getSize()) == floorDiv(j, getSize());
+  case SpanKind::Window:
+    if (causal)
+      return i - j >= 0 && i - j < getSize();
+    return std::abs(i - j) < getSize();
+  }
+  llvm_unreachable("unknown span kind");
+}
+
+bool SpanAttr::coversSequence(int64_t kvSeq) const {
+  // Positions lie in [0, kvSeq): a block of at least kvSeq holds them all,
+  // and |i - j| <= kvSeq - 1 < W for a window of at least kvSeq.
+  return isFull() || getSize() >= kvSeq;
+}

@@ -1,0 +1,160 @@
+//===- MASFormerOps.cpp - masformer operations -------------------*- C++ -*-===//
+//
+// Verification and canonicalization of masformer.attention.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+#define GET_OP_CLASSES
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.cpp.inc"
+
+namespace {
+/// Dimension positions of the [batch, heads, seq, head_dim] layout.
+enum Dim : unsigned { kBatch = 0, kHeads = 1, kSeq = 2, kHeadDim = 3 };
+} // namespace
+
+static bool isSupportedElementType(Type t) {
+  return t.isF32() || t.isF16() || t.isBF16();
+}
+
+
+/// Two sizes conflict only when both are static and differ: dynamic sizes are
+/// checked at run time.
+static bool conflict(int64_t a, int64_t b) {
+  return ShapedType::isStatic(a) && ShapedType::isStatic(b) && a != b;
+}
+
+std::optional<int64_t> AttentionOp::getStaticGroupSize() {
+  int64_t qHeads = getQueryType().getDimSize(kHeads);
+  int64_t kvHeads = getKeyType().getDimSize(kHeads);
+  if (ShapedType::isDynamic(qHeads) || ShapedType::isDynamic(kvHeads))
+    return std::nullopt;
+  return qHeads / kvHeads;
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType qTy = getQueryType(), kTy = getKeyType(),
+                   vTy = getValueType();
+  // The layout every lowering assumes: [batch, heads, seq, head_dim].
+  for (auto [name, ty] : {std::pair<StringRef, RankedTensorType>{"query", qTy},
+                          {"key", kTy},
+                          {"value", vTy}}) {
+    if (ty.getRank() != 4)
+      return emitOpError() << name
+                           << " must have rank 4 ([batch, heads, seq, "
+                              "head_dim]), got rank "
+                           << ty.getRank();
+  }
+  if (!isSupportedElementType(qTy.getElementType()))
+    return emitOpError() << "query element type must be f32, f16 or bf16, got "
+                         << qTy.getElementType();
+  if (kTy.getElementType() != qTy.getElementType())
+    return emitOpError() << "key element type (" << kTy.getElementType()
+                         << ") must match query element type ("
+                         << qTy.getElementType() << ")";
+  if (vTy.getElementType() != qTy.getElementType())
+    return emitOpError() << "value element type (" << vTy.getElementType()
+                         << ") must match query element type ("
+                         << qTy.getElementType() << ")";
+  if (getResult().getType() != qTy)
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal query type " << qTy;
+
+  ArrayRef<int64_t> q = qTy.getShape(), k = kTy.getShape(),
+                    v = vTy.getShape();
+  if (conflict(k[kBatch], q[kBatch]))
+    return emitOpError() << "key batch (" << k[kBatch]
+                         << ") must equal query batch (" << q[kBatch] << ")";
+  if (conflict(k[kHeadDim], q[kHeadDim]))
+    return emitOpError() << "key head_dim (" << k[kHeadDim]
+                         << ") must equal query head_dim (" << q[kHeadDim]
+                         << ")";
+  static constexpr StringLiteral kDimNames[] = {"batch", "kv_heads", "kv_seq",
+                                                "head_dim"};
+  for (unsigned d = 0; d < 3; ++d)
+    if (conflict(v[d], k[d]))
+      return emitOpError() << "value " << kDimNames[d] << " (" << v[d]
+                           << ") must equal key " << kDimNames[d] << " ("
+                           << k[d] << ")";
+  if (conflict(v[kHeadDim], q[kHeadDim]))
+    return emitOpError() << "value head_dim (" << v[kHeadDim]
+                         << ") must equal query head_dim (" << q[kHeadDim]
+                         << ")";
+  // Grouped-query attention: each key/value head serves a whole group of
+  // query heads, so the group size must be an integer.
+  if (ShapedType::isStatic(k[kHeads]) && ShapedType::isStatic(q[kHeads]) &&
+      (k[kHeads] == 0 || q[kHeads] % k[kHeads] != 0))
+    return emitOpError() << "kv_heads (" << k[kHeads]
+                         << ") must divide q_heads (" << q[kHeads] << ")";
+
+  if (Value mask = getMask()) {
+    auto mTy = cast<RankedTensorType>(mask.getType());
+    if (mTy.getRank() > 4)
+      return emitOpError() << "mask rank (" << mTy.getRank()
+                           << ") must be at most 4";
+    if (!isSupportedElementType(mTy.getElementType()))
+      return emitOpError() << "mask element type must be f32, f16 or bf16, got "
+                           << mTy.getElementType();
+    // Numpy broadcasting, right-aligned, against [batch, q_heads, q_seq,
+    // kv_seq].
+    int64_t target[4] = {q[kBatch], q[kHeads], q[kSeq], k[kSeq]};
+    static constexpr StringLiteral kTargetNames[] = {"batch", "q_heads",
+                                                     "q_seq", "kv_seq"};
+    int64_t offset = 4 - mTy.getRank();
+    for (int64_t d = 0; d < mTy.getRank(); ++d) {
+      int64_t size = mTy.getDimSize(d);
+      if (size == 1)
+        continue;
+      if (conflict(size, target[offset + d]))
+        return emitOpError()
+               << "mask dim " << d << " (size " << size
+               << ") is not broadcastable to "
+               << kTargetNames[offset + d] << " (" << target[offset + d]
+               << ")";
+    }
+  }
+
+  if (std::optional<APFloat> scale = getScale()) {
+    double s = scale->convertToDouble();
+    if (!std::isfinite(s) || s <= 0.0)
+      return emitOpError() << "scale must be a finite positive number, got "
+                           << s;
+  }
+  if (std::optional<int64_t> layer = getLayer(); layer && *layer < 0)
+    return emitOpError() << "layer index must be non-negative, got " << *layer;
+
+  // Queries align to the end of the keys; with more queries than keys the
+  // first ones would sit at negative positions, where causal and span masks
+  // have no meaning.
+  if ((getCausal() || !getSpan().isFull()) && ShapedType::isStatic(q[kSeq]) &&
+      ShapedType::isStatic(k[kSeq]) && q[kSeq] > k[kSeq])
+    return emitOpError() << "q_seq (" << q[kSeq]
+                         << ") must not exceed kv_seq (" << k[kSeq]
+                         << ") when the attention is causal or its span is "
+                            "not full";
+  return success();
+}
+
+LogicalResult AttentionOp::canonicalize(AttentionOp op,
+                                        PatternRewriter &rewriter) {
+  // A block or window at least as long as the key sequence removes no pair:
+  // it is a full span, which every backend handles best.
+  SpanAttr span = op.getSpan();
+  int64_t kvSeq = op.getKeyType().getDimSize(kSeq);
+  if (span.isFull() || ShapedType::isDynamic(kvSeq) ||
+      !span.coversSequence(kvSeq))
+    return failure();
+  rewriter.modifyOpInPlace(op, [&] {
+    op.setSpanAttr(SpanAttr::get(op.getContext(), SpanKind::Full));
+  });
+  return success();
+}

@@ -1,0 +1,48 @@
+# -*- Python -*-
+# lit configuration for the masformer tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "MASFORMER"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "Consumer"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.masformer_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%mlir_lib_dir", config.llvm_lib_dir))
+config.substitutions.append(("%masformer_src_root", config.masformer_src_root))
+config.substitutions.append(("%masformer_obj_root", config.masformer_obj_root))
+
+# The upstream lowering of the reference decomposition to the LLVM dialect,
+# as MLIR's own CPU integration tests spell it.
+config.substitutions.append((
+    "%lower_to_llvm",
+    "--one-shot-bufferize=\"bufferize-function-boundaries\" "
+    "--convert-linalg-to-loops --lower-affine --expand-strided-metadata "
+    "--convert-scf-to-cf --arith-expand --convert-math-to-llvm "
+    "--finalize-memref-to-llvm --convert-arith-to-llvm --convert-index-to-llvm "
+    "--convert-cf-to-llvm --convert-func-to-llvm --reconcile-unrealized-casts"))
+config.substitutions.append((
+    "%runner_libs",
+    "-shared-libs=%s/libmlir_runner_utils.so,%s/libmlir_c_runner_utils.so"
+    % (config.llvm_lib_dir, config.llvm_lib_dir)))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.masformer_tools_dir, config.llvm_tools_dir]
+tools = ["masformer-opt", "mlir-opt", "mlir-runner", "FileCheck", "not", "count"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.masformer_tools_dir, append_path=True)
+# Python helpers under test/ import the shared masformer test utilities.
+llvm_config.with_environment(
+    "PYTHONPATH", os.path.join(config.masformer_src_root, "test", "python_utils"),
+    append_path=True)
