@@ -24,7 +24,7 @@ config.substitutions.append(("%masformer_obj_root", config.masformer_obj_root))
 # as MLIR's own CPU integration tests spell it.
 config.substitutions.append((
     "%lower_to_llvm",
-    "--one-shot-bufferize=\"bufferize-function-boundaries\" "
+    "--one-shot-bufferize=bufferize-function-boundaries "
     "--convert-linalg-to-loops --lower-affine --expand-strided-metadata "
     "--convert-scf-to-cf --arith-expand --convert-math-to-llvm "
     "--finalize-memref-to-llvm --convert-arith-to-llvm --convert-index-to-llvm "

@@ -26,6 +26,52 @@ void MASFormerDialect::registerAttributes() {
       >();
 }
 
+// `<full>`, `<block N>`, `<window N>`: the size follows the kind, and only
+// block and window spans have one. Range checks are left to verify() so that
+// programmatic construction gets the same messages.
+Attribute SpanAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<SpanKind> kind = symbolizeSpanKind(keyword);
+  if (!kind) {
+    parser.emitError(loc) << "unknown span kind '" << keyword
+                          << "', expected one of: full, block, window";
+    return {};
+  }
+  int64_t size = 0;
+  if (*kind != SpanKind::Full) {
+    SMLoc sizeLoc = parser.getCurrentLocation();
+    APInt value;
+    OptionalParseResult parsed = parser.parseOptionalInteger(value);
+    if (!parsed.has_value()) {
+      parser.emitError(sizeLoc)
+          << "expected the " << keyword << " span's size, a positive integer";
+      return {};
+    }
+    if (failed(*parsed))
+      return {};
+    if (value.getSignificantBits() > 64) {
+      parser.emitError(sizeLoc) << keyword << " span size is too large";
+      return {};
+    }
+    size = value.getSExtValue();
+  }
+  if (parser.parseGreater())
+    return {};
+  return SpanAttr::getChecked(
+      [&] { return parser.emitError(loc); }, parser.getContext(), *kind,
+      size);
+}
+
+void SpanAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifySpanKind(getKind());
+  if (!isFull())
+    printer << ' ' << getSize();
+  printer << '>';
+}
+
 LogicalResult SpanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                SpanKind kind, int64_t size) {
   if (kind == SpanKind::Full) {

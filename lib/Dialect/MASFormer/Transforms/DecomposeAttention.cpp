@@ -217,9 +217,9 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
                                 dims({0, 1, 2, 3}, 5)},
             ArrayRef<IteratorType>{kPar, kPar, kPar, kPar, kRed},
             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-              Value prod =
-                  arith::MulFOp::create(nb, nloc, toF32(nb, nloc, args[0]),
-                                        toF32(nb, nloc, args[1]));
+              Value q = toF32(nb, nloc, args[0]);
+              Value k = toF32(nb, nloc, args[1]);
+              Value prod = arith::MulFOp::create(nb, nloc, q, k);
               linalg::YieldOp::create(
                   nb, nloc, arith::AddFOp::create(nb, nloc, args[2], prod)
                                 .getResult());

@@ -50,7 +50,7 @@ def MASFormer_SpanAttr : AttrDef<MASFormer_Dialect, "Span"> {
     EnumParameter<MASFormer_SpanKind>:$kind,
     DefaultValuedParameter<"int64_t", "0">:$size
   );
-  let assemblyFormat = "`<` $kind ($size^)? `>`";
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins "::mlir::masformer::SpanKind":$kind), [{

@@ -1,0 +1,57 @@
+// RUN: masformer-opt %s --canonicalize --split-input-file | FileCheck %s
+
+// A block at least as long as the key sequence keeps every pair: full.
+// CHECK-LABEL: func @block_covers_sequence
+// CHECK: span = #masformer.span<full>
+func.func @block_covers_sequence(%q: tensor<1x2x128x16xf32>) -> tensor<1x2x128x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 128>, causal = true} : tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32> -> tensor<1x2x128x16xf32>
+  return %0 : tensor<1x2x128x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @window_covers_sequence
+// CHECK: {causal = true, layer = 1 : i64, span = #masformer.span<full>}
+func.func @window_covers_sequence(%q: tensor<1x2x4x16xf32>, %kv: tensor<1x2x100x16xf32>) -> tensor<1x2x4x16xf32> {
+  %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<window 4096>, causal = true, layer = 1} : tensor<1x2x4x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32> -> tensor<1x2x4x16xf32>
+  return %0 : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// One key short of covering the sequence: the span stays.
+// CHECK-LABEL: func @block_shorter_than_sequence
+// CHECK: span = #masformer.span<block 127>
+func.func @block_shorter_than_sequence(%q: tensor<1x2x128x16xf32>) -> tensor<1x2x128x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 127>} : tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32> -> tensor<1x2x128x16xf32>
+  return %0 : tensor<1x2x128x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @window_shorter_than_sequence
+// CHECK: span = #masformer.span<window 99>
+func.func @window_shorter_than_sequence(%q: tensor<1x2x100x16xf32>) -> tensor<1x2x100x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 99>} : tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32>, tensor<1x2x100x16xf32> -> tensor<1x2x100x16xf32>
+  return %0 : tensor<1x2x100x16xf32>
+}
+
+// -----
+
+// The key sequence length is unknown: nothing to fold.
+// CHECK-LABEL: func @dynamic_sequence
+// CHECK: span = #masformer.span<block 100000>
+func.func @dynamic_sequence(%q: tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 100000>} : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32> -> tensor<1x2x?x16xf32>
+  return %0 : tensor<1x2x?x16xf32>
+}
+
+// -----
+
+// Attention has no side effect: an unused one is erased.
+// CHECK-LABEL: func @dead
+// CHECK-NOT: masformer.attention
+func.func @dead(%q: tensor<1x2x8x16xf32>) {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
+  return
+}

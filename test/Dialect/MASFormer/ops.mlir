@@ -1,0 +1,46 @@
+// RUN: masformer-opt %s | masformer-opt | FileCheck %s
+// RUN: masformer-opt %s --mlir-print-op-generic | masformer-opt | FileCheck %s
+
+// CHECK-LABEL: func @full_mha
+// CHECK: masformer.attention %{{.*}}, %{{.*}}, %{{.*}} {span = #masformer.span<full>}
+// CHECK-SAME: : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
+func.func @full_mha(%q: tensor<1x4x16x32xf32>, %k: tensor<1x4x16x32xf32>, %v: tensor<1x4x16x32xf32>) -> tensor<1x4x16x32xf32> {
+  %0 = masformer.attention %q, %k, %v {span = #masformer.span<full>} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
+  return %0 : tensor<1x4x16x32xf32>
+}
+
+// CHECK-LABEL: func @block_gqa_causal
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x8x128x64xf16>, %[[K:.+]]: tensor<2x2x128x64xf16>, %[[V:.+]]: tensor<2x2x128x64xf16>)
+// CHECK: masformer.attention %[[Q]], %[[K]], %[[V]]
+// CHECK-SAME: {causal = true, layer = 3 : i64, scale = 1.250000e-01 : f32, span = #masformer.span<block 64>}
+func.func @block_gqa_causal(%q: tensor<2x8x128x64xf16>, %k: tensor<2x2x128x64xf16>, %v: tensor<2x2x128x64xf16>) -> tensor<2x8x128x64xf16> {
+  %0 = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true, scale = 0.125 : f32, layer = 3 : i64} : tensor<2x8x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16> -> tensor<2x8x128x64xf16>
+  return %0 : tensor<2x8x128x64xf16>
+}
+
+// A causal flag equal to its default (false) is not printed.
+// CHECK-LABEL: func @window_mqa_mask
+// CHECK-SAME: %[[M:[^:]+]]: tensor<2x1x1x128xf32>
+// CHECK: masformer.attention %{{.*}}, %{{.*}}, %{{.*}} mask(%[[M]] : tensor<2x1x1x128xf32>) {span = #masformer.span<window 512>}
+// CHECK-SAME: -> tensor<2x4x128x64xbf16>
+func.func @window_mqa_mask(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x1x128x64xbf16>, %v: tensor<2x1x128x64xbf16>, %m: tensor<2x1x1x128xf32>) -> tensor<2x4x128x64xbf16> {
+  %0 = masformer.attention %q, %k, %v mask(%m : tensor<2x1x1x128xf32>) {span = #masformer.span<window 512>, causal = false} : tensor<2x4x128x64xbf16>, tensor<2x1x128x64xbf16>, tensor<2x1x128x64xbf16> -> tensor<2x4x128x64xbf16>
+  return %0 : tensor<2x4x128x64xbf16>
+}
+
+// Batch, heads and sequence lengths may be dynamic; the decode shape has one
+// query against a longer key sequence.
+// CHECK-LABEL: func @dynamic_decode
+// CHECK: masformer.attention {{.*}} {causal = true, span = #masformer.span<block 1024>} : tensor<?x?x1x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32> -> tensor<?x?x1x64xf32>
+func.func @dynamic_decode(%q: tensor<?x?x1x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>) -> tensor<?x?x1x64xf32> {
+  %0 = masformer.attention %q, %k, %v {span = #masformer.span<block 1024>, causal = true} : tensor<?x?x1x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32> -> tensor<?x?x1x64xf32>
+  return %0 : tensor<?x?x1x64xf32>
+}
+
+// A rank-2 mask broadcasts over batch and heads.
+// CHECK-LABEL: func @rank2_mask
+// CHECK: mask(%{{.*}} : tensor<16x16xf16>)
+func.func @rank2_mask(%q: tensor<1x2x16x8xf32>, %m: tensor<16x16xf16>) -> tensor<1x2x16x8xf32> {
+  %0 = masformer.attention %q, %q, %q mask(%m : tensor<16x16xf16>) {span = #masformer.span<block 4>} : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32> -> tensor<1x2x16x8xf32>
+  return %0 : tensor<1x2x16x8xf32>
+}

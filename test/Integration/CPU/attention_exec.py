@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Runs masformer.attention on the CPU through the reference decomposition
+(--masformer-decompose-attention, the upstream lowering to LLVM, mlir-runner)
+and compares the result with the independent numpy reference.
+
+Usage: attention_exec.py --case NAME --pipeline="..." --lib-dir DIR
+Each case fixes shapes, element type, span, causal flag, mask and scale.
+Exits non-zero with a message naming the case and the worst element when the
+result is off.
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+import masformer_ref as ref
+
+# name: dict(b, hq, hkv, sq, skv, d, dtype, span, causal, mask, scale, dynamic)
+CASES = {
+    "full": dict(span=("full", 0), causal=False),
+    "full-causal": dict(span=("full", 0), causal=True),
+    "block-causal": dict(span=("block", 4), causal=True, sq=16, skv=16),
+    "block-ragged": dict(span=("block", 5), causal=False, sq=13, skv=13),
+    "block-ragged-causal": dict(span=("block", 5), causal=True, sq=13, skv=13),
+    "window-causal": dict(span=("window", 4), causal=True),
+    "window-bidirectional": dict(span=("window", 3), causal=False),
+    "gqa-block-causal": dict(hq=6, hkv=2, span=("block", 4), causal=True,
+                             sq=12, skv=12),
+    "mqa-full": dict(hq=4, hkv=1, span=("full", 0), causal=False),
+    "padding-mask": dict(span=("full", 0), causal=False, mask="padding"),
+    "padding-mask-block-causal": dict(span=("block", 4), causal=True,
+                                      mask="padding-min"),
+    "head-mask-window": dict(span=("window", 5), causal=False, mask="full4d"),
+    "decode-kv-cache": dict(sq=3, skv=17, span=("block", 4), causal=True),
+    "empty-rows": dict(span=("block", 4), causal=False, mask="neginf-batch1"),
+    "dynamic-gqa-window": dict(hq=4, hkv=2, span=("window", 3), causal=True,
+                               dynamic=True),
+    "explicit-scale": dict(span=("block", 6), causal=True, scale=0.5),
+    "f16-block-causal": dict(dtype="f16", span=("block", 4), causal=True),
+    "bf16-window-causal": dict(dtype="bf16", span=("window", 4), causal=True,
+                               hq=4, hkv=2),
+}
+
+DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
+                mask=None, scale=None, dynamic=False)
+
+# Tolerances on |got - want|: f32 accumulates in f32; f16/bf16 round the
+# output to their own precision (values are O(1)).
+ATOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
+
+
+def make_mask(kind, b, hq, sq, skv, rng):
+    if kind is None:
+        return None
+    if kind == "padding":  # HF-style (1 - m) * -10000 over [B, 1, 1, S].
+        keep = np.ones((b, 1, 1, skv), np.float32)
+        keep[0, ..., skv - 3:] = 0
+        return (1.0 - keep) * -10000.0
+    if kind == "padding-min":  # float-min on padded keys.
+        mask = np.zeros((b, 1, 1, skv), np.float32)
+        mask[1, ..., :2] = np.finfo(np.float32).min
+        return mask
+    if kind == "full4d":
+        return rng.standard_normal((b, hq, sq, skv)).astype(np.float32)
+    if kind == "neginf-batch1":  # Every key of batch 1 masked: zero rows.
+        mask = np.zeros((b, 1, sq, skv), np.float32)
+        mask[1] = -np.inf
+        return mask
+    raise ValueError(kind)
+
+
+def mlir_type(shape, dtype, dynamic=False):
+    dims = "x".join("?" if dynamic else str(s) for s in shape)
+    return f"tensor<{dims}x{dtype}>"
+
+
+def mlir_dense(x, dtype):
+    """The exact bits of `x` (already rounded to dtype) as an MLIR hex dense
+    literal, little-endian."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if dtype == "f16":
+        raw = x.astype("<f2").tobytes()
+    elif dtype == "bf16":
+        raw = (x.view("<u4") >> 16).astype("<u2").tobytes()
+    else:
+        raw = x.astype("<f4").tobytes()
+    return f'dense<"0x{raw.hex().upper()}">'
+
+
+def build_module(c, q, k, v, mask):
+    dt = c["dtype"]
+    qt, kt = mlir_type(q.shape, dt), mlir_type(k.shape, dt)
+    dq = mlir_type(q.shape, dt, c["dynamic"])
+    dk = mlir_type(k.shape, dt, c["dynamic"])
+    attrs = [f"span = #masformer.span<{c['span'][0]}"
+             + (f" {c['span'][1]}" if c["span"][0] != "full" else "") + ">"]
+    if c["causal"]:
+        attrs.append("causal = true")
+    if c["scale"] is not None:
+        attrs.append(f"scale = {c['scale']} : f32")
+    lines = []
+    args = [f"%q: {dq}", f"%k: {dk}", f"%v: {dk}"]
+    mask_clause = ""
+    if mask is not None:
+        mt = mlir_type(mask.shape, "f32")
+        args.append(f"%m: {mt}")
+        mask_clause = f" mask(%m : {mt})"
+    lines.append(f"func.func @attn({', '.join(args)}) -> {dq} {{")
+    lines.append(f"  %o = masformer.attention %q, %k, %v{mask_clause} "
+                 f"{{{', '.join(attrs)}}} : {dq}, {dk}, {dk} -> {dq}")
+    lines.append(f"  return %o : {dq}\n}}")
+    lines.append("func.func private @printMemrefF32(memref<*xf32>)")
+    lines.append("func.func @main() {")
+    names = ["q", "k", "v"] + (["m"] if mask is not None else [])
+    values = [q, k, v] + ([mask] if mask is not None else [])
+    call_args = []
+    for name, x in zip(names, values):
+        xt = dt if name != "m" else "f32"
+        t = mlir_type(x.shape, xt)
+        lines.append(f"  %{name}0 = arith.constant {mlir_dense(x, xt)} : {t}")
+        if c["dynamic"] and name != "m":
+            lines.append(f"  %{name}1 = tensor.cast %{name}0 : {t} to "
+                         f"{mlir_type(x.shape, dt, True)}")
+            call_args.append(f"%{name}1")
+        else:
+            call_args.append(f"%{name}0")
+    argtypes = [dq, dk, dk] + ([mlir_type(mask.shape, "f32")]
+                               if mask is not None else [])
+    lines.append(f"  %r0 = call @attn({', '.join(call_args)}) : "
+                 f"({', '.join(argtypes)}) -> {dq}")
+    res = "%r0"
+    if c["dynamic"]:
+        lines.append(f"  %r1 = tensor.cast %r0 : {dq} to {qt}")
+        res = "%r1"
+    ft = mlir_type(q.shape, "f32")
+    if dt != "f32":
+        lines.append(f"  %r2 = arith.extf {res} : {qt} to {ft}")
+        res = "%r2"
+    mt = "memref<" + "x".join(str(s) for s in q.shape) + "xf32>"
+    lines.append(f"  %buf = bufferization.to_buffer {res} : {ft} to {mt}")
+    lines.append(f"  %u = memref.cast %buf : {mt} to memref<*xf32>")
+    lines.append("  call @printMemrefF32(%u) : (memref<*xf32>) -> ()")
+    lines.append("  return\n}")
+    return "\n".join(lines) + "\n"
+
+
+NUMBER = re.compile(r"-?(?:nan|inf|\d+(?:\.\d*)?(?:e[-+]?\d+)?)")
+
+
+def parse_memref(text, shape):
+    if "data =" not in text:
+        raise RuntimeError(f"no memref printed:\n{text}")
+    body = text.split("data =", 1)[1]
+    vals = [float(x) for x in NUMBER.findall(body)]
+    if len(vals) != int(np.prod(shape)):
+        raise RuntimeError(f"expected {np.prod(shape)} values, got {len(vals)}")
+    return np.array(vals).reshape(shape)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    ap.add_argument("--opt", default="masformer-opt")
+    ap.add_argument("--runner", default="mlir-runner")
+    ap.add_argument("--pipeline", required=True,
+                    help="masformer-opt flags lowering to the LLVM dialect")
+    ap.add_argument("--lib-dir", required=True,
+                    help="directory of libmlir_runner_utils.so")
+    ap.add_argument("--dump", help="write the generated module here")
+    a = ap.parse_args()
+
+    c = dict(DEFAULTS)
+    c.update(CASES[a.case])
+    rng = np.random.default_rng(sum(map(ord, a.case)))
+    q = ref.round_to(rng.standard_normal((c["b"], c["hq"], c["sq"], c["d"])),
+                     c["dtype"])
+    k = ref.round_to(rng.standard_normal((c["b"], c["hkv"], c["skv"], c["d"])),
+                     c["dtype"])
+    v = ref.round_to(rng.standard_normal((c["b"], c["hkv"], c["skv"], c["d"])),
+                     c["dtype"])
+    mask = make_mask(c["mask"], c["b"], c["hq"], c["sq"], c["skv"], rng)
+
+    module = build_module(c, q, k, v, mask)
+    if a.dump:
+        open(a.dump, "w").write(module)
+    opt = subprocess.run(
+        [a.opt, "-", "--masformer-decompose-attention",
+         "--convert-elementwise-to-linalg"] + a.pipeline.split(),
+        input=module, capture_output=True, text=True)
+    if opt.returncode:
+        sys.exit(f"{a.case}: masformer-opt failed:\n{opt.stderr}")
+    run = subprocess.run(
+        [a.runner, "-e", "main", "-entry-point-result=void",
+         f"-shared-libs={a.lib_dir}/libmlir_runner_utils.so,"
+         f"{a.lib_dir}/libmlir_c_runner_utils.so"],
+        input=opt.stdout, capture_output=True, text=True)
+    if run.returncode:
+        sys.exit(f"{a.case}: mlir-runner failed:\n{run.stderr}")
+    got = parse_memref(run.stdout, q.shape)
+
+    want = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"])
+    want = ref.round_to(want, c["dtype"])
+    err = np.abs(got - want)
+    worst = np.unravel_index(np.argmax(err), err.shape)
+    tol = ATOL[c["dtype"]]
+    if not np.all(np.isfinite(got)) or err.max() > tol:
+        sys.exit(f"{a.case}: max |got - want| = {err.max():.3g} > {tol} at "
+                 f"{worst}: got {got[worst]}, want {want[worst]}")
+    # The case must exercise its span: the result must differ from what full
+    # attention would give, or the test could not catch an ignored span.
+    if c["span"][0] != "full":
+        full = ref.round_to(
+            ref.attention(q, k, v, mask, ("full", 0), c["causal"], c["scale"]),
+            c["dtype"])
+        assert np.abs(full - want).max() > 10 * tol, "span has no effect"
+    print(f"{a.case}: OK, max |got - want| = {err.max():.3g} "
+          f"(tolerance {tol}, {got.size} values)")
+
+
+if __name__ == "__main__":
+    main()

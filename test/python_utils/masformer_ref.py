@@ -1,0 +1,71 @@
+"""Independent numpy reference for masformer.attention.
+
+Written from the span definition in docs/ (DESIGN.md "The span"), not from the
+compiler's code, so that tests comparing against it can catch a wrong
+lowering. Computes in float64.
+"""
+
+import numpy as np
+
+
+def span_allowed(q_seq, kv_seq, span, causal):
+    """Boolean [q_seq, kv_seq]: which (query, key) pairs the span and the
+    causal flag keep. `span` is ("full", 0), ("block", B) or ("window", W).
+    Queries align to the end of the keys: query i sits at i + kv_seq - q_seq.
+    """
+    kind, size = span
+    i = np.arange(q_seq)[:, None] + (kv_seq - q_seq)
+    j = np.arange(kv_seq)[None, :]
+    allowed = np.ones((q_seq, kv_seq), dtype=bool)
+    if causal:
+        allowed &= j <= i
+    if kind == "block":
+        allowed &= (i // size) == (j // size)
+    elif kind == "window":
+        d = i - j
+        allowed &= ((d >= 0) & (d < size)) if causal else (np.abs(d) < size)
+    elif kind != "full":
+        raise ValueError(f"unknown span kind {kind}")
+    return allowed
+
+
+def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None):
+    """q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D], mask broadcastable to
+    [B, Hq, Sq, Skv] (additive). Rows with no allowed key give zeros."""
+    q = q.astype(np.float64)
+    k = k.astype(np.float64)
+    v = v.astype(np.float64)
+    b, hq, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    assert hq % hkv == 0
+    group = hq // hkv
+    k = np.repeat(k, group, axis=1)
+    v = np.repeat(v, group, axis=1)
+    if scale is None:
+        scale = 1.0 / np.sqrt(d)
+    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    if mask is not None:
+        s = s + mask.astype(np.float64)
+    allowed = np.broadcast_to(span_allowed(sq, skv, span, causal), s.shape)
+    s = np.where(allowed, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), 0.0, m)
+    p = np.exp(s - m)
+    z = p.sum(axis=-1, keepdims=True)
+    o = np.einsum("bhij,bhjd->bhid", p, v)
+    return np.where(z == 0, 0.0, o / np.where(z == 0, 1.0, z))
+
+
+def round_to(x, dtype):
+    """Rounds float data to `dtype` ("f32", "f16" or "bf16", the latter with
+    round-to-nearest-even) and returns it as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "f32":
+        return x
+    if dtype == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bf16":
+        bits = x.view(np.uint32).astype(np.uint64)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return rounded.astype(np.uint32).view(np.float32)
+    raise ValueError(dtype)
