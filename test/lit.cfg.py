@@ -10,25 +10,17 @@ from lit.llvm.subst import ToolSubst
 config.name = "MASFORMER"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "Consumer"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "input.mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.masformer_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%cmake", config.cmake_command))
 config.substitutions.append(("%mlir_lib_dir", config.llvm_lib_dir))
 config.substitutions.append(("%masformer_src_root", config.masformer_src_root))
 config.substitutions.append(("%masformer_obj_root", config.masformer_obj_root))
 
-# The upstream lowering of the reference decomposition to the LLVM dialect,
-# as MLIR's own CPU integration tests spell it.
-config.substitutions.append((
-    "%lower_to_llvm",
-    "--one-shot-bufferize=bufferize-function-boundaries "
-    "--convert-linalg-to-loops --lower-affine --expand-strided-metadata "
-    "--convert-scf-to-cf --arith-expand --convert-math-to-llvm "
-    "--finalize-memref-to-llvm --convert-arith-to-llvm --convert-index-to-llvm "
-    "--convert-cf-to-llvm --convert-func-to-llvm --reconcile-unrealized-casts"))
 config.substitutions.append((
     "%runner_libs",
     "-shared-libs=%s/libmlir_runner_utils.so,%s/libmlir_c_runner_utils.so"

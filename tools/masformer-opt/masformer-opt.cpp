@@ -8,6 +8,7 @@
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Pipelines/Pipelines.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   registry.insert<mlir::masformer::MASFormerDialect>();
   mlir::masformer::registerMASFormerPasses();
+  mlir::masformer::registerMASFormerPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "masformer optimizer driver\n", registry));
 }

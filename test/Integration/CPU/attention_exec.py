@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Runs masformer.attention on the CPU through the reference decomposition
-(--masformer-decompose-attention, the upstream lowering to LLVM, mlir-runner)
-and compares the result with the independent numpy reference.
+"""Runs masformer.attention on the CPU through a masformer-opt pipeline to the
+LLVM dialect (by default the reference decomposition,
+--masformer-reference-to-llvm) and mlir-runner, and compares the result with
+the independent numpy reference.
 
-Usage: attention_exec.py --case NAME --pipeline="..." --lib-dir DIR
+Usage: attention_exec.py --case NAME --lib-dir DIR [--pipeline="..."]
 Each case fixes shapes, element type, span, causal flag, mask and scale.
 Exits non-zero with a message naming the case and the worst element when the
 result is off.
@@ -165,7 +166,7 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     ap.add_argument("--opt", default="masformer-opt")
     ap.add_argument("--runner", default="mlir-runner")
-    ap.add_argument("--pipeline", required=True,
+    ap.add_argument("--pipeline", default="--masformer-reference-to-llvm",
                     help="masformer-opt flags lowering to the LLVM dialect")
     ap.add_argument("--lib-dir", required=True,
                     help="directory of libmlir_runner_utils.so")
@@ -187,8 +188,7 @@ def main():
     if a.dump:
         open(a.dump, "w").write(module)
     opt = subprocess.run(
-        [a.opt, "-", "--masformer-decompose-attention",
-         "--convert-elementwise-to-linalg"] + a.pipeline.split(),
+        [a.opt, "-"] + a.pipeline.split(),
         input=module, capture_output=True, text=True)
     if opt.returncode:
         sys.exit(f"{a.case}: masformer-opt failed:\n{opt.stderr}")

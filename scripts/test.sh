@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine, builds, and runs the whole test suite
+# (ctest, which runs the lit suite under test/). README command (2); CI runs
+# this through .ci/run.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+"$root/scripts/setup.sh"
+start=$(date +%s)
+BUILD_DIR="$build" "$root/scripts/build.sh"
+echo "build: $(( $(date +%s) - start )) s"
+status=0
+ctest --test-dir "$build" -V || status=$?
+# lit printed one PASS/FAIL line per test above; count them.
+python3 - "$build/lit-results.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError) as e:
+    sys.exit(f"no lit results: {e}")
+cases = root.iter("testcase")
+passed = failed = skipped = 0
+for c in cases:
+    if c.find("failure") is not None or c.find("error") is not None:
+        failed += 1
+    elif c.find("skipped") is not None:
+        skipped += 1
+    else:
+        passed += 1
+print(f"lit: {passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $status
