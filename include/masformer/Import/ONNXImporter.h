@@ -1,0 +1,62 @@
+//===- ONNXImporter.h - ONNX models into MLIR --------------------*- C++ -*-===//
+//
+// Imports an ONNX ModelProto into a module with one func.func (@main): one
+// group of upstream tensor-level ops (linalg, tensor, arith, math) per ONNX
+// node, located at the node's name, weights as dense_resource blobs. Shape
+// subgraphs are evaluated at import time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_IMPORT_ONNXIMPORTER_H
+#define MASFORMER_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
+namespace mlir::masformer {
+
+/// Options of the ONNX importer.
+struct ONNXImportOptions {
+  /// Static shapes for graph inputs, by name (`--input-shape
+  /// input_ids=1x2048`). Dynamic input dimensions must be fixed here.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Name of the function that holds the graph.
+  std::string functionName = "main";
+  /// Initializers with at most this many elements become inline dense
+  /// constants (readable, foldable); larger ones become dense_resource blobs.
+  int64_t inlineConstantLimit = 16;
+};
+
+/// Parses `spec` of the form `name=d0xd1x...` into `options`. Returns an
+/// error message, empty on success.
+std::string parseInputShapeOption(llvm::StringRef spec,
+                                  ONNXImportOptions &options);
+
+/// Imports the model stored at `path` (external data files are read relative
+/// to its directory). Errors are reported through the context's diagnostic
+/// handler, naming the file, node and op; on failure nothing is returned.
+FailureOr<OwningOpRef<ModuleOp>>
+importONNXFile(llvm::StringRef path, MLIRContext *context,
+               const ONNXImportOptions &options = {});
+
+/// Imports an in-memory model; `baseDir` locates external data files.
+FailureOr<OwningOpRef<ModuleOp>>
+importONNXModel(const onnx::ModelProto &model, llvm::StringRef baseDir,
+                llvm::StringRef sourceName, MLIRContext *context,
+                const ONNXImportOptions &options = {});
+
+/// Registers the dialects the importer creates ops of.
+void registerONNXImportDialects(DialectRegistry &registry);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,573 @@
+//===- ContractionOps.cpp - ONNX contractions, norms, reductions -*- C++ -*-===//
+//
+// MatMul, Gemm and Einsum as linalg.generic contractions (batch dimensions
+// broadcast through the indexing maps), Softmax as linalg.softmax,
+// LayerNormalization and the reductions as generics, and the opset-23
+// Attention op straight to masformer.attention.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Verifier.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+using utils::IteratorType;
+
+/// out[dims of outMap] += prod(inputs[k][dims of maps[k]]), accumulating in
+/// the output element type.
+Value buildContraction(OpBuilder &b, Location loc, ValueRange inputs,
+                       ArrayRef<AffineMap> inputMaps, AffineMap outMap,
+                       RankedTensorType outType,
+                       ArrayRef<IteratorType> iterators) {
+  Value init = buildFilled(b, loc, outType, 0.0);
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(outMap);
+  Type et = outType.getElementType();
+  bool isFloat = isa<FloatType>(et);
+  return linalg::GenericOp::create(
+             b, loc, outType, inputs, ValueRange{init}, maps, iterators,
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value prod = castScalar(nb, nloc, args[0], et);
+               for (Value a : args.drop_front().drop_back()) {
+                 Value x = castScalar(nb, nloc, a, et);
+                 prod = isFloat ? arith::MulFOp::create(nb, nloc, prod, x)
+                                      .getResult()
+                                : arith::MulIOp::create(nb, nloc, prod, x)
+                                      .getResult();
+               }
+               Value acc = args.back();
+               Value sum =
+                   isFloat
+                       ? arith::AddFOp::create(nb, nloc, acc, prod).getResult()
+                       : arith::AddIOp::create(nb, nloc, acc, prod).getResult();
+               linalg::YieldOp::create(nb, nloc, sum);
+             })
+      .getResult(0);
+}
+
+LogicalResult importMatMul(ONNXImporterImpl &im) {
+  RankedTensorType at = im.inputType(0), bt = im.inputType(1);
+  if (at.getElementType() != bt.getElementType())
+    return im.error() << "operand element types differ";
+  if (at.getRank() == 0 || bt.getRank() == 0)
+    return im.error() << "operands must have rank >= 1";
+  MLIRContext *ctx = im.getContext();
+  Value a = im.input(0), bv = im.input(1);
+  // Vectors are promoted to matrices as numpy does, and the extra unit
+  // dimension dropped from the result.
+  bool aVec = at.getRank() == 1, bVec = bt.getRank() == 1;
+  if (aVec) {
+    at = RankedTensorType::get({1, at.getDimSize(0)}, at.getElementType());
+    a = buildReshape(im.builder, im.loc, a, at);
+  }
+  if (bVec) {
+    bt = RankedTensorType::get({bt.getDimSize(0), 1}, bt.getElementType());
+    bv = buildReshape(im.builder, im.loc, bv, bt);
+  }
+  int64_t m = at.getDimSize(at.getRank() - 2), k = at.getDimSize(at.getRank() - 1);
+  int64_t k2 = bt.getDimSize(bt.getRank() - 2), n = bt.getDimSize(bt.getRank() - 1);
+  if (k != k2)
+    return im.error() << "contraction sizes differ: " << im.inputType(0)
+                      << " x " << im.inputType(1);
+  FailureOr<SmallVector<int64_t>> batch = broadcastShapes(
+      at.getShape().drop_back(2), bt.getShape().drop_back(2));
+  if (failed(batch))
+    return im.error() << "batch dimensions of " << at << " and " << bt
+                      << " do not broadcast";
+  int64_t br = batch->size(), rank = br + 3;
+  auto operandMap = [&](RankedTensorType t, int64_t d0, int64_t d1) {
+    SmallVector<AffineExpr> exprs;
+    int64_t tb = t.getRank() - 2;
+    for (int64_t d = 0; d < tb; ++d) {
+      int64_t o = br - tb + d;
+      exprs.push_back(t.getDimSize(d) == 1 && (*batch)[o] != 1
+                          ? getAffineConstantExpr(0, ctx)
+                          : getAffineDimExpr(o, ctx));
+    }
+    exprs.push_back(getAffineDimExpr(d0, ctx));
+    exprs.push_back(getAffineDimExpr(d1, ctx));
+    return AffineMap::get(rank, 0, exprs, ctx);
+  };
+  // Loops: batch..., m, n, k.
+  int64_t dm = br, dn = br + 1, dk = br + 2;
+  SmallVector<int64_t> outShape(*batch);
+  outShape.push_back(m);
+  outShape.push_back(n);
+  auto outType = RankedTensorType::get(outShape, at.getElementType());
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t d = 0; d < br + 2; ++d)
+    outExprs.push_back(getAffineDimExpr(d, ctx));
+  SmallVector<IteratorType> iters(br + 2, IteratorType::parallel);
+  iters.push_back(IteratorType::reduction);
+  Value result = buildContraction(
+      im.builder, im.loc, {a, bv},
+      {operandMap(at, dm, dk), operandMap(bt, dk, dn)},
+      AffineMap::get(rank, 0, outExprs, ctx), outType, iters);
+  if (aVec || bVec) {
+    SmallVector<int64_t> shape(*batch);
+    if (!aVec)
+      shape.push_back(m);
+    if (!bVec)
+      shape.push_back(n);
+    result = buildReshape(im.builder, im.loc, result,
+                          RankedTensorType::get(shape, at.getElementType()));
+  }
+  im.setOutput(0, result);
+  return success();
+}
+
+LogicalResult importGemm(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"alpha", "beta", "transA", "transB"})))
+    return failure();
+  RankedTensorType at = im.inputType(0), bt = im.inputType(1);
+  if (at.getRank() != 2 || bt.getRank() != 2)
+    return im.error() << "A and B must be matrices";
+  bool ta = im.attrInt("transA", 0), tb = im.attrInt("transB", 0);
+  float alpha = im.attrFloat("alpha", 1.0f), beta = im.attrFloat("beta", 1.0f);
+  int64_t m = at.getDimSize(ta ? 1 : 0), k = at.getDimSize(ta ? 0 : 1);
+  int64_t k2 = bt.getDimSize(tb ? 1 : 0), n = bt.getDimSize(tb ? 0 : 1);
+  if (k != k2)
+    return im.error() << "contraction sizes differ: " << at << " x " << bt;
+  MLIRContext *ctx = im.getContext();
+  AffineExpr dm = getAffineDimExpr(0, ctx), dn = getAffineDimExpr(1, ctx),
+             dk = getAffineDimExpr(2, ctx);
+  auto outType = RankedTensorType::get({m, n}, at.getElementType());
+  Value result = buildContraction(
+      im.builder, im.loc, {im.input(0), im.input(1)},
+      {AffineMap::get(3, 0, {ta ? dk : dm, ta ? dm : dk}, ctx),
+       AffineMap::get(3, 0, {tb ? dn : dk, tb ? dk : dn}, ctx)},
+      AffineMap::get(3, 0, {dm, dn}, ctx), outType,
+      {IteratorType::parallel, IteratorType::parallel,
+       IteratorType::reduction});
+  bool hasC = im.hasInput(2) && beta != 0.0f;
+  if (alpha != 1.0f || hasC) {
+    SmallVector<Value> ins = {result};
+    if (hasC)
+      ins.push_back(im.input(2));
+    if (hasC && failed(broadcastShapes({m, n}, im.inputType(2).getShape())))
+      return im.error() << "C " << im.inputType(2) << " does not broadcast to "
+                        << outType;
+    result = buildBroadcastGeneric(
+        im.builder, im.loc, ins, outType,
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          Type et = outType.getElementType();
+          Value x = args[0];
+          if (alpha != 1.0f)
+            x = arith::MulFOp::create(
+                b, loc, x,
+                arith::ConstantOp::create(b, loc, b.getFloatAttr(et, alpha)));
+          if (args.size() > 1) {
+            Value c = args[1];
+            if (beta != 1.0f)
+              c = arith::MulFOp::create(
+                  b, loc, c,
+                  arith::ConstantOp::create(b, loc,
+                                            b.getFloatAttr(et, beta)));
+            x = arith::AddFOp::create(b, loc, x, c);
+          }
+          return x;
+        });
+  }
+  im.setOutput(0, result);
+  return success();
+}
+
+LogicalResult importEinsum(ONNXImporterImpl &im) {
+  std::optional<std::string> eq = im.attrString("equation");
+  if (!eq)
+    return im.error() << "missing attribute 'equation'";
+  std::string spec;
+  for (char c : *eq)
+    if (c != ' ')
+      spec.push_back(c);
+  StringRef s(spec);
+  if (s.contains("..."))
+    return im.error() << "equation '" << *eq
+                      << "': ellipsis is not supported";
+  auto [lhs, out] = s.split("->");
+  if (!s.contains("->"))
+    return im.error() << "equation '" << *eq
+                      << "': implicit output is not supported";
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != im.numInputs())
+    return im.error() << "equation '" << *eq << "' has " << terms.size()
+                      << " operands, the node " << im.numInputs();
+  // Loop order: output letters, then reduced letters in order of appearance.
+  std::string letters(out);
+  for (StringRef t : terms)
+    for (char c : t)
+      if (!StringRef(letters).contains(c))
+        letters.push_back(c);
+  llvm::DenseMap<char, int64_t> sizes;
+  MLIRContext *ctx = im.getContext();
+  SmallVector<AffineMap> maps;
+  SmallVector<Value> inputs;
+  for (auto [i, t] : llvm::enumerate(terms)) {
+    RankedTensorType ty = im.inputType(i);
+    if ((int64_t)t.size() != ty.getRank())
+      return im.error() << "operand " << i << " " << ty << " does not match '"
+                        << t << "'";
+    SmallVector<AffineExpr> exprs;
+    for (auto [d, c] : llvm::enumerate(t)) {
+      if (t.count(c) > 1)
+        return im.error() << "equation '" << *eq
+                          << "': repeated indices (diagonals) are not "
+                             "supported";
+      int64_t size = ty.getDimSize(d);
+      auto [it, inserted] = sizes.try_emplace(c, size);
+      if (!inserted && it->second != size)
+        return im.error() << "index '" << c << "' has sizes " << it->second
+                          << " and " << size;
+      exprs.push_back(getAffineDimExpr(letters.find(c), ctx));
+    }
+    maps.push_back(AffineMap::get(letters.size(), 0, exprs, ctx));
+    inputs.push_back(im.input(i));
+  }
+  SmallVector<int64_t> outShape;
+  SmallVector<AffineExpr> outExprs;
+  for (char c : out) {
+    if (!sizes.count(c))
+      return im.error() << "output index '" << c << "' is not an input index";
+    outShape.push_back(sizes[c]);
+    outExprs.push_back(getAffineDimExpr(letters.find(c), ctx));
+  }
+  SmallVector<IteratorType> iters;
+  for (size_t d = 0; d < letters.size(); ++d)
+    iters.push_back(d < out.size() ? IteratorType::parallel
+                                   : IteratorType::reduction);
+  auto outType =
+      RankedTensorType::get(outShape, im.inputType(0).getElementType());
+  im.setOutput(0, buildContraction(
+                      im.builder, im.loc, inputs, maps,
+                      AffineMap::get(letters.size(), 0, outExprs, ctx),
+                      outType, iters));
+  return success();
+}
+
+LogicalResult importSoftmax(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis"})))
+    return failure();
+  RankedTensorType t = im.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return im.error() << "expects a float tensor, got " << t;
+  int64_t axis = im.attrInt("axis", im.opset >= 13 ? -1 : 1);
+  FailureOr<int64_t> ax = im.normalizeAxis(axis, t.getRank());
+  if (failed(ax))
+    return failure();
+  // Before opset 13 Softmax flattened from `axis` on; that equals a softmax
+  // over the last axis only when `axis` is the last one.
+  if (im.opset < 13 && *ax != t.getRank() - 1)
+    return im.error() << "opset " << im.opset
+                      << " Softmax over a non-last axis is not supported";
+  Value init = tensor::EmptyOp::create(im.builder, im.loc, t.getShape(),
+                                       t.getElementType());
+  im.setOutput(0, linalg::SoftmaxOp::create(im.builder, im.loc, t,
+                                            im.input(0), init, *ax)
+                      .getResult()[0]);
+  return success();
+}
+
+/// Sums `x` over `reduced` dims (true = reduced) into a tensor without them.
+Value reduceDims(OpBuilder &b, Location loc, Value x, ArrayRef<bool> reduced,
+                 bool isMax) {
+  auto t = cast<RankedTensorType>(x.getType());
+  MLIRContext *ctx = b.getContext();
+  SmallVector<int64_t> shape;
+  SmallVector<AffineExpr> outExprs;
+  SmallVector<IteratorType> iters;
+  for (int64_t d = 0; d < t.getRank(); ++d) {
+    iters.push_back(reduced[d] ? IteratorType::reduction
+                               : IteratorType::parallel);
+    if (!reduced[d]) {
+      shape.push_back(t.getDimSize(d));
+      outExprs.push_back(getAffineDimExpr(d, ctx));
+    }
+  }
+  auto outType = RankedTensorType::get(shape, t.getElementType());
+  double initValue = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
+  if (isMax && !isa<FloatType>(t.getElementType()))
+    initValue = static_cast<double>(std::numeric_limits<int64_t>::min());
+  Value init = buildFilled(b, loc, outType, initValue);
+  bool isFloat = isa<FloatType>(t.getElementType());
+  return linalg::GenericOp::create(
+             b, loc, outType, ValueRange{x}, ValueRange{init},
+             ArrayRef<AffineMap>{
+                 AffineMap::getMultiDimIdentityMap(t.getRank(), ctx),
+                 AffineMap::get(t.getRank(), 0, outExprs, ctx)},
+             iters,
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value r;
+               if (isMax)
+                 r = isFloat ? arith::MaximumFOp::create(nb, nloc, args[0],
+                                                         args[1])
+                                   .getResult()
+                             : arith::MaxSIOp::create(nb, nloc, args[0],
+                                                      args[1])
+                                   .getResult();
+               else
+                 r = isFloat
+                         ? arith::AddFOp::create(nb, nloc, args[0], args[1])
+                               .getResult()
+                         : arith::AddIOp::create(nb, nloc, args[0], args[1])
+                               .getResult();
+               linalg::YieldOp::create(nb, nloc, r);
+             })
+      .getResult(0);
+}
+
+LogicalResult importReduce(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axes", "keepdims", "noop_with_empty_axes"})))
+    return failure();
+  StringRef op = im.node->op_type();
+  RankedTensorType t = im.inputType(0);
+  int64_t rank = t.getRank();
+  SmallVector<int64_t> axes;
+  if (im.hasInput(1)) {
+    FailureOr<const HostTensor *> a = im.requireHostInput(1, "axes");
+    if (failed(a))
+      return failure();
+    axes.assign((*a)->ints.begin(), (*a)->ints.end());
+  } else if (auto a = im.attrInts("axes")) {
+    axes = *a;
+  }
+  bool keepDims = im.attrInt("keepdims", 1);
+  if (axes.empty() && im.attrInt("noop_with_empty_axes", 0)) {
+    im.setOutput(0, im.input(0));
+    return success();
+  }
+  SmallVector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) {
+    FailureOr<int64_t> ax = im.normalizeAxis(a, rank);
+    if (failed(ax))
+      return failure();
+    reduced[*ax] = true;
+  }
+  bool isMax = op == "ReduceMax";
+  Value r = reduceDims(im.builder, im.loc, im.input(0), reduced, isMax);
+  auto rt = cast<RankedTensorType>(r.getType());
+  if (op == "ReduceMean") {
+    if (!isa<FloatType>(t.getElementType()))
+      return im.error() << "expects a float tensor, got " << t;
+    int64_t count = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (reduced[d])
+        count *= t.getDimSize(d);
+    r = buildBroadcastGeneric(
+        im.builder, im.loc, {r}, rt,
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          Value c = arith::ConstantOp::create(
+              b, loc, b.getFloatAttr(args[0].getType(), (double)count));
+          return arith::DivFOp::create(b, loc, args[0], c).getResult();
+        });
+  }
+  if (keepDims) {
+    SmallVector<int64_t> shape;
+    for (int64_t d = 0; d < rank; ++d)
+      shape.push_back(reduced[d] ? 1 : t.getDimSize(d));
+    r = buildReshape(im.builder, im.loc, r,
+                     RankedTensorType::get(shape, t.getElementType()));
+  }
+  im.setOutput(0, r);
+  return success();
+}
+
+LogicalResult importLayerNorm(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis", "epsilon", "stash_type"})))
+    return failure();
+  if (im.hasOutput(1) || im.hasOutput(2))
+    return im.error() << "only output Y is supported (Mean and InvStdDev are "
+                         "requested)";
+  RankedTensorType t = im.inputType(0);
+  Type et = t.getElementType();
+  if (!isa<FloatType>(et))
+    return im.error() << "expects a float tensor, got " << t;
+  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", -1), t.getRank());
+  if (failed(axis))
+    return failure();
+  double eps = im.attrFloat("epsilon", 1e-5f);
+  int64_t rank = t.getRank(), count = 1;
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t d = *axis; d < rank; ++d) {
+    reduced[d] = true;
+    count *= t.getDimSize(d);
+  }
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  Value x = im.input(0);
+  SmallVector<int64_t> keptShape;
+  for (int64_t d = 0; d < rank; ++d)
+    keptShape.push_back(reduced[d] ? 1 : t.getDimSize(d));
+  auto keptType = RankedTensorType::get(keptShape, et);
+  auto scaleBy = [&](Value v, double c) {
+    auto vt = cast<RankedTensorType>(v.getType());
+    return buildBroadcastGeneric(
+        b, loc, {v}, vt, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+          Value cst = arith::ConstantOp::create(nb, nloc,
+                                                nb.getFloatAttr(et, c));
+          return arith::MulFOp::create(nb, nloc, args[0], cst).getResult();
+        });
+  };
+  Value mean = buildReshape(
+      b, loc, scaleBy(reduceDims(b, loc, x, reduced, false), 1.0 / count),
+      keptType);
+  Value centered = buildBroadcastGeneric(
+      b, loc, {x, mean}, t, [](OpBuilder &nb, Location nloc, ValueRange args) {
+        return arith::SubFOp::create(nb, nloc, args[0], args[1]).getResult();
+      });
+  Value sq = buildBroadcastGeneric(
+      b, loc, {centered}, t, [](OpBuilder &nb, Location nloc, ValueRange args) {
+        return arith::MulFOp::create(nb, nloc, args[0], args[0]).getResult();
+      });
+  Value var = buildReshape(
+      b, loc, scaleBy(reduceDims(b, loc, sq, reduced, false), 1.0 / count),
+      keptType);
+  SmallVector<Value> ins = {centered, var, im.input(1)};
+  bool hasBias = im.hasInput(2);
+  if (hasBias)
+    ins.push_back(im.input(2));
+  for (unsigned i = 1; i < im.numInputs(); ++i)
+    if (im.hasInput(i) &&
+        failed(broadcastShapes(t.getShape(), im.inputType(i).getShape())))
+      return im.error() << "input " << i << " " << im.inputType(i)
+                        << " does not broadcast to " << t;
+  im.setOutput(0, buildBroadcastGeneric(
+                      b, loc, ins, t,
+                      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                        Value e = arith::ConstantOp::create(
+                            nb, nloc, nb.getFloatAttr(et, eps));
+                        Value d = math::SqrtOp::create(
+                            nb, nloc,
+                            arith::AddFOp::create(nb, nloc, args[1], e));
+                        Value y = arith::DivFOp::create(nb, nloc, args[0], d);
+                        y = arith::MulFOp::create(nb, nloc, y, args[2]);
+                        if (hasBias)
+                          y = arith::AddFOp::create(nb, nloc, y, args[3]);
+                        return y;
+                      }));
+  return success();
+}
+
+/// [B, S, H*D] -> [B, H, S, D].
+Value splitHeads(OpBuilder &b, Location loc, Value x, int64_t heads) {
+  auto t = cast<RankedTensorType>(x.getType());
+  int64_t bs = t.getDimSize(0), s = t.getDimSize(1),
+          d = t.getDimSize(2) / heads;
+  Value r = buildReshape(
+      b, loc, x, RankedTensorType::get({bs, s, heads, d}, t.getElementType()));
+  Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{bs, heads, s, d},
+                                       t.getElementType());
+  return linalg::TransposeOp::create(b, loc, r, init,
+                                     ArrayRef<int64_t>{0, 2, 1, 3})
+      .getResult()[0];
+}
+
+LogicalResult importAttention(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"is_causal", "kv_num_heads", "q_num_heads",
+                                 "qk_matmul_output_mode", "scale", "softcap",
+                                 "softmax_precision"})))
+    return failure();
+  if (im.hasInput(4) || im.hasInput(5))
+    return im.error() << "past_key/past_value inputs are not supported";
+  if (im.numInputs() > 6)
+    return im.error() << "nonpad_kv_seqlen is not supported";
+  for (unsigned o = 1; o < 4; ++o)
+    if (im.hasOutput(o))
+      return im.error() << "only output Y is supported";
+  if (im.attrFloat("softcap", 0.0f) != 0.0f)
+    return im.error() << "softcap is not supported";
+  RankedTensorType qt = im.inputType(0), kt = im.inputType(1);
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  Value q = im.input(0), k = im.input(1), v = im.input(2);
+  bool threeD = qt.getRank() == 3;
+  if (threeD) {
+    std::optional<int64_t> qh = im.attrInt("q_num_heads"),
+                           kh = im.attrInt("kv_num_heads");
+    if (!qh || !kh || *qh <= 0 || *kh <= 0 ||
+        qt.getDimSize(2) % *qh || kt.getDimSize(2) % *kh)
+      return im.error() << "3-D inputs need q_num_heads and kv_num_heads "
+                           "that divide the hidden sizes";
+    q = splitHeads(b, loc, q, *qh);
+    k = splitHeads(b, loc, k, *kh);
+    v = splitHeads(b, loc, v, *kh);
+  } else if (qt.getRank() != 4) {
+    return im.error() << "Q must have rank 3 or 4, got " << qt;
+  }
+  auto q4 = cast<RankedTensorType>(q.getType());
+  auto k4 = cast<RankedTensorType>(k.getType());
+  bool causal = im.attrInt("is_causal", 0);
+  // ONNX aligns the causal triangle to the top-left, masformer (like
+  // FlashAttention) to the bottom-right: they agree only for square scores.
+  if (causal && q4.getDimSize(2) != k4.getDimSize(2))
+    return im.error() << "is_causal with q_seq (" << q4.getDimSize(2)
+                      << ") != kv_seq (" << k4.getDimSize(2)
+                      << ") is not supported";
+  Value mask;
+  if (im.hasInput(3)) {
+    mask = im.input(3);
+    auto mt = cast<RankedTensorType>(mask.getType());
+    if (mt.getElementType().isInteger(1)) {
+      auto ft = RankedTensorType::get(mt.getShape(), b.getF32Type());
+      mask = buildBroadcastGeneric(
+          b, loc, {mask}, ft, [](OpBuilder &nb, Location nloc, ValueRange a) {
+            Value zero = arith::ConstantOp::create(nb, nloc,
+                                                   nb.getF32FloatAttr(0.0f));
+            Value ninf = arith::ConstantOp::create(
+                nb, nloc,
+                nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+            return arith::SelectOp::create(nb, nloc, a[0], zero, ninf)
+                .getResult();
+          });
+    }
+  }
+  auto op = AttentionOp::create(
+      b, loc, q4, q, k, v, mask,
+      SpanAttr::get(im.getContext(), SpanKind::Full), b.getBoolAttr(causal),
+      im.attrFloat("scale") ? b.getF32FloatAttr(*im.attrFloat("scale"))
+                            : FloatAttr(),
+      IntegerAttr());
+  if (failed(mlir::verify(op)))
+    return failure();
+  Value y = op.getResult();
+  if (threeD) {
+    int64_t bs = q4.getDimSize(0), h = q4.getDimSize(1), s = q4.getDimSize(2),
+            d = q4.getDimSize(3);
+    Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{bs, s, h, d},
+                                         q4.getElementType());
+    y = linalg::TransposeOp::create(b, loc, y, init,
+                                    ArrayRef<int64_t>{0, 2, 1, 3})
+            .getResult()[0];
+    y = buildReshape(b, loc, y, qt);
+  }
+  im.setOutput(0, y);
+  return success();
+}
+
+} // namespace
+
+void mlir::masformer::registerContractionHandlers(
+    llvm::StringMap<NodeHandler> &handlers) {
+  handlers["MatMul"] = importMatMul;
+  handlers["Gemm"] = importGemm;
+  handlers["Einsum"] = importEinsum;
+  handlers["Softmax"] = importSoftmax;
+  handlers["ReduceMean"] = importReduce;
+  handlers["ReduceSum"] = importReduce;
+  handlers["ReduceMax"] = importReduce;
+  handlers["LayerNormalization"] = importLayerNorm;
+  handlers["Attention"] = importAttention;
+}

@@ -1,0 +1,477 @@
+//===- ElementwiseOps.cpp - ONNX elementwise ops -----------------*- C++ -*-===//
+//
+// Unary, binary (numpy broadcasting), Where and Cast. Each becomes one
+// linalg.generic whose body is the scalar op, or a HostTensor when its
+// inputs are known at import time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+//===----------------------------------------------------------------------===//
+// Shared builders
+//===----------------------------------------------------------------------===//
+
+Value mlir::masformer::buildBroadcastGeneric(
+    OpBuilder &b, Location loc, ValueRange inputs, RankedTensorType outType,
+    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  MLIRContext *ctx = b.getContext();
+  int64_t rank = outType.getRank();
+  SmallVector<AffineMap> maps;
+  for (Value in : inputs) {
+    auto ty = cast<RankedTensorType>(in.getType());
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d = 0; d < ty.getRank(); ++d) {
+      int64_t o = rank - ty.getRank() + d;
+      exprs.push_back(ty.getDimSize(d) == 1 && outType.getDimSize(o) != 1
+                          ? getAffineConstantExpr(0, ctx)
+                          : getAffineDimExpr(o, ctx));
+    }
+    maps.push_back(AffineMap::get(rank, 0, exprs, ctx));
+  }
+  maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
+  Value init = tensor::EmptyOp::create(b, loc, outType.getShape(),
+                                       outType.getElementType());
+  auto generic = linalg::GenericOp::create(
+      b, loc, outType, inputs, ValueRange{init}, maps,
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value r = body(nb, nloc, args.drop_back());
+        linalg::YieldOp::create(nb, nloc, r);
+      });
+  return generic.getResult(0);
+}
+
+Value mlir::masformer::buildFilled(OpBuilder &b, Location loc,
+                                   RankedTensorType type, double value) {
+  Type et = type.getElementType();
+  TypedAttr attr = isa<FloatType>(et)
+                       ? TypedAttr(b.getFloatAttr(et, value))
+                       : TypedAttr(b.getIntegerAttr(et, (int64_t)value));
+  Value cst = arith::ConstantOp::create(b, loc, attr);
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
+}
+
+Value mlir::masformer::buildReshape(OpBuilder &b, Location loc, Value input,
+                                    RankedTensorType resultType) {
+  auto srcType = cast<RankedTensorType>(input.getType());
+  if (srcType == resultType)
+    return input;
+  ArrayRef<int64_t> src = srcType.getShape(), dst = resultType.getShape();
+  if (src.size() > dst.size()) {
+    if (auto re = getReassociationIndicesForCollapse(src, dst))
+      return tensor::CollapseShapeOp::create(b, loc, resultType, input, *re);
+  } else if (src.size() < dst.size()) {
+    if (auto re = getReassociationIndicesForCollapse(dst, src))
+      return tensor::ExpandShapeOp::create(b, loc, resultType, input, *re);
+  }
+  SmallVector<int64_t> dims(dst.begin(), dst.end());
+  auto shapeType = RankedTensorType::get({(int64_t)dims.size()},
+                                         b.getIndexType());
+  SmallVector<Attribute> elems;
+  for (int64_t d : dims)
+    elems.push_back(b.getIndexAttr(d));
+  Value shape = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(shapeType, elems));
+  return tensor::ReshapeOp::create(b, loc, resultType, input, shape);
+}
+
+Value mlir::masformer::castScalar(OpBuilder &b, Location loc, Value v,
+                                  Type to) {
+  Type from = v.getType();
+  if (from == to)
+    return v;
+  bool fromF = isa<FloatType>(from), toF = isa<FloatType>(to);
+  if (fromF && toF)
+    return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
+               ? arith::ExtFOp::create(b, loc, to, v).getResult()
+               : arith::TruncFOp::create(b, loc, to, v).getResult();
+  if (!fromF && toF)
+    return from.isInteger(1)
+               ? arith::UIToFPOp::create(b, loc, to, v).getResult()
+               : arith::SIToFPOp::create(b, loc, to, v).getResult();
+  if (fromF && !toF) {
+    if (to.isInteger(1)) {
+      Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(from, 0));
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, v, zero);
+    }
+    return arith::FPToSIOp::create(b, loc, to, v);
+  }
+  if (to.isInteger(1)) {
+    Value zero = arith::ConstantOp::create(b, loc, b.getIntegerAttr(from, 0));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v, zero);
+  }
+  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+  if (fw < tw)
+    return from.isInteger(1) ? arith::ExtUIOp::create(b, loc, to, v).getResult()
+                             : arith::ExtSIOp::create(b, loc, to, v).getResult();
+  return arith::TruncIOp::create(b, loc, to, v);
+}
+
+//===----------------------------------------------------------------------===//
+// Binary ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct BinaryOp {
+  StringLiteral name;
+  /// Host semantics on doubles (floats) and int64 (integers and bool).
+  double (*hostFloat)(double, double);
+  int64_t (*hostInt)(int64_t, int64_t);
+  /// Builds the scalar op; `isFloat` is the operand kind.
+  Value (*build)(OpBuilder &, Location, Value, Value, bool isFloat);
+  bool returnsBool;
+};
+
+template <typename FOp, typename IOp>
+Value arithBinary(OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
+  if (isFloat)
+    return FOp::create(b, loc, x, y);
+  return IOp::create(b, loc, x, y);
+}
+
+template <arith::CmpFPredicate FP, arith::CmpIPredicate IP>
+Value compare(OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
+  if (isFloat)
+    return arith::CmpFOp::create(b, loc, FP, x, y);
+  return arith::CmpIOp::create(b, loc, IP, x, y);
+}
+
+Value powOp(OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
+  if (!isFloat)
+    return math::IPowIOp::create(b, loc, x, y);
+  return math::PowFOp::create(b, loc, x, y);
+}
+
+int64_t intPow(int64_t x, int64_t y) {
+  int64_t r = 1;
+  for (int64_t i = 0; i < y; ++i)
+    r *= x;
+  return r;
+}
+
+const BinaryOp kBinaryOps[] = {
+    {"Add", [](double a, double b) { return a + b; },
+     [](int64_t a, int64_t b) { return a + b; },
+     arithBinary<arith::AddFOp, arith::AddIOp>, false},
+    {"Sub", [](double a, double b) { return a - b; },
+     [](int64_t a, int64_t b) { return a - b; },
+     arithBinary<arith::SubFOp, arith::SubIOp>, false},
+    {"Mul", [](double a, double b) { return a * b; },
+     [](int64_t a, int64_t b) { return a * b; },
+     arithBinary<arith::MulFOp, arith::MulIOp>, false},
+    {"Div", [](double a, double b) { return a / b; },
+     [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; },
+     arithBinary<arith::DivFOp, arith::DivSIOp>, false},
+    {"Max", [](double a, double b) { return std::max(a, b); },
+     [](int64_t a, int64_t b) { return std::max(a, b); },
+     arithBinary<arith::MaximumFOp, arith::MaxSIOp>, false},
+    {"Min", [](double a, double b) { return std::min(a, b); },
+     [](int64_t a, int64_t b) { return std::min(a, b); },
+     arithBinary<arith::MinimumFOp, arith::MinSIOp>, false},
+    {"Pow", [](double a, double b) { return std::pow(a, b); }, intPow, powOp,
+     false},
+    {"And", nullptr, [](int64_t a, int64_t b) -> int64_t { return a && b; },
+     arithBinary<arith::AndIOp, arith::AndIOp>, false},
+    {"Or", nullptr, [](int64_t a, int64_t b) -> int64_t { return a || b; },
+     arithBinary<arith::OrIOp, arith::OrIOp>, false},
+    {"Equal", [](double a, double b) -> double { return a == b; },
+     [](int64_t a, int64_t b) -> int64_t { return a == b; },
+     compare<arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq>, true},
+    {"Less", [](double a, double b) -> double { return a < b; },
+     [](int64_t a, int64_t b) -> int64_t { return a < b; },
+     compare<arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt>, true},
+    {"LessOrEqual", [](double a, double b) -> double { return a <= b; },
+     [](int64_t a, int64_t b) -> int64_t { return a <= b; },
+     compare<arith::CmpFPredicate::OLE, arith::CmpIPredicate::sle>, true},
+    {"Greater", [](double a, double b) -> double { return a > b; },
+     [](int64_t a, int64_t b) -> int64_t { return a > b; },
+     compare<arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt>, true},
+    {"GreaterOrEqual", [](double a, double b) -> double { return a >= b; },
+     [](int64_t a, int64_t b) -> int64_t { return a >= b; },
+     compare<arith::CmpFPredicate::OGE, arith::CmpIPredicate::sge>, true},
+};
+
+const BinaryOp *findBinary(StringRef name) {
+  for (const BinaryOp &op : kBinaryOps)
+    if (op.name == name)
+      return &op;
+  return nullptr;
+}
+
+LogicalResult importBinary(ONNXImporterImpl &im) {
+  const BinaryOp *op = findBinary(im.node->op_type());
+  if (failed(im.checkAttributes({})))
+    return failure();
+  if (im.numInputs() != 2)
+    return im.error() << "expects 2 inputs, got " << im.numInputs();
+  RankedTensorType lt = im.inputType(0), rt = im.inputType(1);
+  Type et = lt.getElementType();
+  // Pow's exponent may have its own type; everything else must match.
+  if (op->name != "Pow" && rt.getElementType() != et)
+    return im.error() << "operand element types differ (" << et << " and "
+                      << rt.getElementType() << ")";
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(lt.getShape(), rt.getShape());
+  if (failed(shape))
+    return im.error() << "shapes " << lt << " and " << rt
+                      << " do not broadcast";
+  Type resultElem = op->returnsBool ? im.builder.getI1Type() : et;
+  auto outType = RankedTensorType::get(*shape, resultElem);
+  bool isFloat = isa<FloatType>(et);
+  if (!isFloat && !et.isIntOrIndex())
+    return im.error() << "unsupported element type " << et;
+
+  if (im.allInputsOnHost() && outType.getNumElements() <= kMaxHostElements &&
+      (isFloat ? op->hostFloat != nullptr : op->hostInt != nullptr)) {
+    const HostTensor &l = *im.hostInput(0), &r = *im.hostInput(1);
+    HostTensor out;
+    out.shape = *shape;
+    out.elemType = resultElem;
+    out.resize(outType.getNumElements());
+    ArrayRef<int64_t> shapes[] = {l.shape, r.shape};
+    forEachBroadcast(*shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
+      if (isFloat)
+        out.set(o, op->hostFloat(l.getDouble(in[0]), r.getDouble(in[1])));
+      else
+        out.setInt(o, op->hostInt(l.getInt(in[0]), r.getInt(in[1])));
+    });
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  Value result = buildBroadcastGeneric(
+      im.builder, im.loc, {im.input(0), im.input(1)}, outType,
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        Value y = castScalar(b, loc, args[1], et);
+        return op->build(b, loc, args[0], y, isFloat);
+      });
+  im.setOutput(0, result);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Unary ops
+//===----------------------------------------------------------------------===//
+
+struct UnaryOp {
+  StringLiteral name;
+  double (*host)(double);
+  Value (*build)(OpBuilder &, Location, Value);
+};
+
+template <typename Op>
+Value mathUnary(OpBuilder &b, Location loc, Value x) {
+  return Op::create(b, loc, x);
+}
+
+Value constLike(OpBuilder &b, Location loc, Value x, double v) {
+  return arith::ConstantOp::create(b, loc, b.getFloatAttr(x.getType(), v));
+}
+
+const UnaryOp kUnaryOps[] = {
+    {"Sqrt", [](double x) { return std::sqrt(x); }, mathUnary<math::SqrtOp>},
+    {"Exp", [](double x) { return std::exp(x); }, mathUnary<math::ExpOp>},
+    {"Log", [](double x) { return std::log(x); }, mathUnary<math::LogOp>},
+    {"Erf", [](double x) { return std::erf(x); }, mathUnary<math::ErfOp>},
+    {"Tanh", [](double x) { return std::tanh(x); }, mathUnary<math::TanhOp>},
+    {"Cos", [](double x) { return std::cos(x); }, mathUnary<math::CosOp>},
+    {"Sin", [](double x) { return std::sin(x); }, mathUnary<math::SinOp>},
+    {"Abs", [](double x) { return std::fabs(x); }, mathUnary<math::AbsFOp>},
+    {"Neg", [](double x) { return -x; }, mathUnary<arith::NegFOp>},
+    {"Reciprocal", [](double x) { return 1.0 / x; },
+     [](OpBuilder &b, Location loc, Value x) -> Value {
+       return arith::DivFOp::create(b, loc, constLike(b, loc, x, 1.0), x);
+     }},
+    {"Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); },
+     [](OpBuilder &b, Location loc, Value x) -> Value {
+       Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+       Value one = constLike(b, loc, x, 1.0);
+       return arith::DivFOp::create(b, loc, one,
+                                    arith::AddFOp::create(b, loc, one, e));
+     }},
+    {"Relu", [](double x) { return std::max(x, 0.0); },
+     [](OpBuilder &b, Location loc, Value x) -> Value {
+       return arith::MaximumFOp::create(b, loc, x, constLike(b, loc, x, 0.0));
+     }},
+};
+
+LogicalResult importUnary(ONNXImporterImpl &im) {
+  StringRef name = im.node->op_type();
+  const UnaryOp *op = nullptr;
+  for (const UnaryOp &u : kUnaryOps)
+    if (u.name == name)
+      op = &u;
+  if (failed(im.checkAttributes({})))
+    return failure();
+  RankedTensorType t = im.inputType(0);
+  Type et = t.getElementType();
+  if (name == "Neg" && et.isIntOrIndex()) {
+    if (const HostTensor *h = im.hostInput(0)) {
+      HostTensor out = *h;
+      for (int64_t &v : out.ints)
+        v = -v;
+      im.setHostOutput(0, std::move(out));
+      return success();
+    }
+    im.setOutput(0, buildBroadcastGeneric(
+                        im.builder, im.loc, {im.input(0)}, t,
+                        [&](OpBuilder &b, Location loc, ValueRange args) {
+                          Value zero = arith::ConstantOp::create(
+                              b, loc, b.getIntegerAttr(et, 0));
+                          return arith::SubIOp::create(b, loc, zero, args[0])
+                              .getResult();
+                        }));
+    return success();
+  }
+  if (!isa<FloatType>(et))
+    return im.error() << "expects a float tensor, got " << t;
+  if (const HostTensor *h = im.hostInput(0);
+      h && t.getNumElements() <= kMaxHostElements) {
+    HostTensor out = *h;
+    for (int64_t i = 0, e = out.numElements(); i < e; ++i)
+      out.set(i, op->host(h->floats[i]));
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  im.setOutput(0, buildBroadcastGeneric(
+                      im.builder, im.loc, {im.input(0)}, t,
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        return op->build(b, loc, args[0]);
+                      }));
+  return success();
+}
+
+LogicalResult importNot(ONNXImporterImpl &im) {
+  RankedTensorType t = im.inputType(0);
+  if (!t.getElementType().isInteger(1))
+    return im.error() << "expects a bool tensor, got " << t;
+  if (const HostTensor *h = im.hostInput(0)) {
+    HostTensor out = *h;
+    for (int64_t &v : out.ints)
+      v = !v;
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  im.setOutput(0, buildBroadcastGeneric(
+                      im.builder, im.loc, {im.input(0)}, t,
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        Value one = arith::ConstantIntOp::create(b, loc, 1, 1);
+                        return arith::XOrIOp::create(b, loc, args[0], one)
+                            .getResult();
+                      }));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Where and Cast
+//===----------------------------------------------------------------------===//
+
+LogicalResult importWhere(ONNXImporterImpl &im) {
+  if (im.numInputs() != 3)
+    return im.error() << "expects 3 inputs, got " << im.numInputs();
+  RankedTensorType ct = im.inputType(0), xt = im.inputType(1),
+                   yt = im.inputType(2);
+  if (!ct.getElementType().isInteger(1))
+    return im.error() << "condition must be bool, got " << ct;
+  if (xt.getElementType() != yt.getElementType())
+    return im.error() << "X and Y element types differ";
+  FailureOr<SmallVector<int64_t>> s1 =
+      broadcastShapes(ct.getShape(), xt.getShape());
+  FailureOr<SmallVector<int64_t>> shape = failure();
+  if (succeeded(s1))
+    shape = broadcastShapes(*s1, yt.getShape());
+  if (failed(shape))
+    return im.error() << "shapes " << ct << ", " << xt << ", " << yt
+                      << " do not broadcast";
+  auto outType = RankedTensorType::get(*shape, xt.getElementType());
+  if (im.allInputsOnHost() && outType.getNumElements() <= kMaxHostElements) {
+    const HostTensor &c = *im.hostInput(0), &x = *im.hostInput(1),
+                     &y = *im.hostInput(2);
+    HostTensor out;
+    out.shape = *shape;
+    out.elemType = outType.getElementType();
+    out.resize(outType.getNumElements());
+    ArrayRef<int64_t> shapes[] = {c.shape, x.shape, y.shape};
+    forEachBroadcast(*shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
+      const HostTensor &src = c.ints[in[0]] ? x : y;
+      int64_t idx = c.ints[in[0]] ? in[1] : in[2];
+      if (out.isFloat())
+        out.floats[o] = src.floats[idx];
+      else
+        out.ints[o] = src.ints[idx];
+    });
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  im.setOutput(0, buildBroadcastGeneric(
+                      im.builder, im.loc,
+                      {im.input(0), im.input(1), im.input(2)}, outType,
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        return arith::SelectOp::create(b, loc, args[0],
+                                                       args[1], args[2])
+                            .getResult();
+                      }));
+  return success();
+}
+
+LogicalResult importCast(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"to", "saturate"})))
+    return failure();
+  std::optional<int64_t> to = im.attrInt("to");
+  if (!to)
+    return im.error() << "missing attribute 'to'";
+  Type toType = im.convertElementType(*to);
+  if (!toType)
+    return im.error() << "unsupported target type " << *to;
+  RankedTensorType t = im.inputType(0);
+  auto outType = RankedTensorType::get(t.getShape(), toType);
+  if (const HostTensor *h = im.hostInput(0)) {
+    HostTensor out;
+    out.shape = h->shape;
+    out.elemType = toType;
+    out.resize(h->numElements());
+    for (int64_t i = 0, e = h->numElements(); i < e; ++i) {
+      if (h->isFloat() && !out.isFloat())
+        out.setInt(i, static_cast<int64_t>(h->floats[i]));
+      else if (h->isFloat())
+        out.set(i, h->floats[i]);
+      else
+        out.setInt(i, h->ints[i]);
+    }
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  im.setOutput(0, buildBroadcastGeneric(
+                      im.builder, im.loc, {im.input(0)}, outType,
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        return castScalar(b, loc, args[0], toType);
+                      }));
+  return success();
+}
+
+} // namespace
+
+void mlir::masformer::registerElementwiseHandlers(
+    llvm::StringMap<NodeHandler> &handlers) {
+  for (const BinaryOp &op : kBinaryOps)
+    handlers[op.name] = importBinary;
+  for (const UnaryOp &op : kUnaryOps)
+    handlers[op.name] = importUnary;
+  handlers["Not"] = importNot;
+  handlers["Where"] = importWhere;
+  handlers["Cast"] = importCast;
+}

@@ -1,0 +1,68 @@
+//===- HostTensor.h - Small constant tensors evaluated at import -*- C++ -*-===//
+//
+// The importer evaluates shape subgraphs (Shape -> Gather -> Concat ->
+// Reshape and friends) on the host. A HostTensor holds such a value: a static
+// shape, an element type, and the data as int64 (integers and bool) or
+// double (floats).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_LIB_IMPORT_HOSTTENSOR_H
+#define MASFORMER_LIB_IMPORT_HOSTTENSOR_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <functional>
+#include <vector>
+
+namespace mlir::masformer {
+
+struct HostTensor {
+  SmallVector<int64_t> shape;
+  Type elemType;
+  /// Exactly one of these holds the data, row-major.
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+
+  bool isFloat() const { return isa<FloatType>(elemType); }
+  int64_t numElements() const;
+  int64_t getInt(int64_t i) const {
+    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+  }
+  double getDouble(int64_t i) const {
+    return isFloat() ? floats[i] : static_cast<double>(ints[i]);
+  }
+  void resize(int64_t n);
+  void set(int64_t i, double v);
+  void setInt(int64_t i, int64_t v);
+
+  RankedTensorType getType() const {
+    return RankedTensorType::get(shape, elemType);
+  }
+  /// The data as a DenseElementsAttr of getType().
+  DenseElementsAttr toAttr() const;
+  /// Reads a DenseElementsAttr of a supported element type.
+  static std::optional<HostTensor> fromAttr(DenseElementsAttr attr);
+
+  static HostTensor scalarInt(Type type, int64_t v);
+  static HostTensor vectorInt(Type type, ArrayRef<int64_t> values);
+};
+
+/// Numpy broadcasting of two static shapes; failure if incompatible.
+FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                ArrayRef<int64_t> b);
+
+/// Row-major strides of `shape`.
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape);
+
+/// Applies `fn(outIndex, inputIndices)` over the broadcast of `inputs` to
+/// `outShape`: inputIndices[k] is the linear index into inputs[k].
+void forEachBroadcast(
+    ArrayRef<int64_t> outShape, ArrayRef<ArrayRef<int64_t>> inputShapes,
+    llvm::function_ref<void(int64_t, ArrayRef<int64_t>)> fn);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_LIB_IMPORT_HOSTTENSOR_H

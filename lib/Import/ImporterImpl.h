@@ -1,0 +1,157 @@
+//===- ImporterImpl.h - Private ONNX importer state --------------*- C++ -*-===//
+//
+// The importer's implementation class, shared by the per-op handler files
+// (ElementwiseOps.cpp, TensorOps.cpp, ContractionOps.cpp). A handler imports
+// the current node: it reads inputs and attributes through this class and
+// sets each output either to an MLIR value or, when every input is known on
+// the host, to a HostTensor (shape subgraphs fold away this way).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_LIB_IMPORT_IMPORTERIMPL_H
+#define MASFORMER_LIB_IMPORT_IMPORTERIMPL_H
+
+#include "HostTensor.h"
+#include "masformer/Import/ONNXImporter.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+
+namespace mlir::masformer {
+
+class ONNXImporterImpl;
+using NodeHandler = LogicalResult (*)(ONNXImporterImpl &);
+
+/// Ops whose results the importer computes on the host when every input is
+/// known there and the result is small.
+constexpr int64_t kMaxHostElements = 1 << 22;
+
+class ONNXImporterImpl {
+public:
+  ONNXImporterImpl(MLIRContext *ctx, const ONNXImportOptions &options,
+                   StringRef baseDir, StringRef sourceName);
+
+  FailureOr<OwningOpRef<ModuleOp>> run(const onnx::ModelProto &model);
+
+  //===--- Used by handlers ----------------------------------------------===//
+
+  OpBuilder builder;
+  Location loc;
+  const onnx::NodeProto *node = nullptr;
+  /// The default-domain opset the model imports.
+  int64_t opset = 0;
+
+  MLIRContext *getContext() { return builder.getContext(); }
+  unsigned numInputs() const { return node->input_size(); }
+  unsigned numOutputs() const { return node->output_size(); }
+  /// Whether optional input `i` is present.
+  bool hasInput(unsigned i) const {
+    return i < static_cast<unsigned>(node->input_size()) &&
+           !node->input(i).empty();
+  }
+  bool hasOutput(unsigned i) const {
+    return i < static_cast<unsigned>(node->output_size()) &&
+           !node->output(i).empty();
+  }
+  RankedTensorType inputType(unsigned i);
+  /// The input's value on the host, or null.
+  const HostTensor *hostInput(unsigned i);
+  /// Whether every present input is known on the host.
+  bool allInputsOnHost();
+  /// The input as an MLIR value (materializing constants).
+  Value input(unsigned i);
+  /// An input that must be known on the host (an axes list, a shape, ...);
+  /// emits an error naming the input otherwise.
+  FailureOr<const HostTensor *> requireHostInput(unsigned i, StringRef what);
+
+  void setOutput(unsigned i, Value v);
+  void setHostOutput(unsigned i, HostTensor t);
+  /// A large constant (a Constant node's tensor): imported like a weight.
+  LogicalResult setTensorOutput(unsigned i, const onnx::TensorProto &tensor);
+
+  /// An error located at the current node, prefixed with its name and type.
+  InFlightDiagnostic error();
+
+  std::optional<int64_t> attrInt(StringRef name);
+  int64_t attrInt(StringRef name, int64_t dflt) {
+    return attrInt(name).value_or(dflt);
+  }
+  std::optional<float> attrFloat(StringRef name);
+  float attrFloat(StringRef name, float dflt) {
+    return attrFloat(name).value_or(dflt);
+  }
+  std::optional<SmallVector<int64_t>> attrInts(StringRef name);
+  std::optional<std::string> attrString(StringRef name);
+  const onnx::TensorProto *attrTensor(StringRef name);
+  /// Fails (with an error naming it) if the node has an attribute outside
+  /// `known`: an attribute we would silently ignore is a wrong result.
+  LogicalResult checkAttributes(ArrayRef<StringRef> known);
+
+  /// ONNX TensorProto element type to MLIR; null if unsupported.
+  Type convertElementType(int32_t onnxType);
+  /// Reads a TensorProto (raw, typed or external data) into a HostTensor.
+  FailureOr<HostTensor> readHostTensor(const onnx::TensorProto &tensor);
+
+  /// Normalizes a possibly negative axis for `rank`; error if out of range.
+  FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+private:
+  struct Entry {
+    Value value;
+    RankedTensorType type;
+    std::optional<HostTensor> host;
+    /// A weight not yet materialized (kept as a proto reference).
+    const onnx::TensorProto *initializer = nullptr;
+  };
+
+  Entry *lookup(unsigned i);
+  Value materialize(Entry &entry, StringRef name);
+  FailureOr<std::string> readRawBytes(const onnx::TensorProto &tensor);
+  LogicalResult addInitializer(const onnx::TensorProto &tensor,
+                               StringRef name);
+  LogicalResult addGraphInput(const onnx::ValueInfoProto &info,
+                              SmallVectorImpl<Type> &argTypes,
+                              SmallVectorImpl<std::string> &argNames);
+  Location nodeLoc(const onnx::NodeProto &node);
+
+  const ONNXImportOptions &options;
+  Block *entryBlock = nullptr;
+  Operation *lastConstant = nullptr;
+  std::string baseDir;
+  std::string sourceName;
+  llvm::StringMap<Entry> values;
+  llvm::StringMap<NodeHandler> handlers;
+};
+
+void registerElementwiseHandlers(llvm::StringMap<NodeHandler> &handlers);
+void registerTensorHandlers(llvm::StringMap<NodeHandler> &handlers);
+void registerContractionHandlers(llvm::StringMap<NodeHandler> &handlers);
+
+//===--- Helpers shared by the handler files ------------------------------===//
+
+/// A linalg.generic over `outType` whose inputs broadcast (numpy rules) to
+/// its shape; `body` gets the scalar inputs and returns the scalar result.
+Value buildBroadcastGeneric(
+    OpBuilder &b, Location loc, ValueRange inputs, RankedTensorType outType,
+    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+
+/// A tensor.empty of `type` filled with `value` (float or integer).
+Value buildFilled(OpBuilder &b, Location loc, RankedTensorType type,
+                  double value);
+
+/// Reshape between static shapes: expand/collapse where possible, else
+/// tensor.reshape with a constant shape.
+Value buildReshape(OpBuilder &b, Location loc, Value input,
+                   RankedTensorType resultType);
+
+/// Converts a scalar between element types as ONNX Cast does.
+Value castScalar(OpBuilder &b, Location loc, Value v, Type to);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_LIB_IMPORT_IMPORTERIMPL_H

@@ -1,0 +1,709 @@
+//===- ONNXImporter.cpp - ONNX models into MLIR ------------------*- C++ -*-===//
+//
+// The driver: reads the ModelProto, creates @main with one argument per
+// graph input, imports initializers lazily (weights as dense_resource blobs
+// when first used), runs one handler per node in graph order and returns the
+// graph outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/AsmState.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+ONNXImporterImpl::ONNXImporterImpl(MLIRContext *ctx,
+                                   const ONNXImportOptions &options,
+                                   StringRef baseDir, StringRef sourceName)
+    : builder(ctx), loc(UnknownLoc::get(ctx)), options(options),
+      baseDir(baseDir.str()), sourceName(sourceName.str()) {
+  registerElementwiseHandlers(handlers);
+  registerTensorHandlers(handlers);
+  registerContractionHandlers(handlers);
+}
+
+//===----------------------------------------------------------------------===//
+// Diagnostics and attributes
+//===----------------------------------------------------------------------===//
+
+InFlightDiagnostic ONNXImporterImpl::error() {
+  InFlightDiagnostic diag = emitError(loc);
+  if (node)
+    diag << "node '" << node->name() << "' (" << node->op_type() << "): ";
+  return diag;
+}
+
+static const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
+                                            StringRef name) {
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+std::optional<int64_t> ONNXImporterImpl::attrInt(StringRef name) {
+  if (const onnx::AttributeProto *a = findAttr(*node, name))
+    return a->i();
+  return std::nullopt;
+}
+
+std::optional<float> ONNXImporterImpl::attrFloat(StringRef name) {
+  if (const onnx::AttributeProto *a = findAttr(*node, name))
+    return a->f();
+  return std::nullopt;
+}
+
+std::optional<SmallVector<int64_t>>
+ONNXImporterImpl::attrInts(StringRef name) {
+  if (const onnx::AttributeProto *a = findAttr(*node, name))
+    return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+  return std::nullopt;
+}
+
+std::optional<std::string> ONNXImporterImpl::attrString(StringRef name) {
+  if (const onnx::AttributeProto *a = findAttr(*node, name))
+    return a->s();
+  return std::nullopt;
+}
+
+const onnx::TensorProto *ONNXImporterImpl::attrTensor(StringRef name) {
+  if (const onnx::AttributeProto *a = findAttr(*node, name))
+    return a->has_t() ? &a->t() : nullptr;
+  return nullptr;
+}
+
+LogicalResult ONNXImporterImpl::checkAttributes(ArrayRef<StringRef> known) {
+  for (const onnx::AttributeProto &a : node->attribute())
+    if (!llvm::is_contained(known, StringRef(a.name())))
+      return error() << "unsupported attribute '" << a.name() << "'";
+  return success();
+}
+
+FailureOr<int64_t> ONNXImporterImpl::normalizeAxis(int64_t axis,
+                                                   int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return error() << "axis " << axis << " is out of range for rank " << rank;
+  return axis < 0 ? axis + rank : axis;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+Type ONNXImporterImpl::convertElementType(int32_t t) {
+  MLIRContext *ctx = getContext();
+  switch (t) {
+  case onnx::TensorProto::FLOAT:
+    return Float32Type::get(ctx);
+  case onnx::TensorProto::FLOAT16:
+    return Float16Type::get(ctx);
+  case onnx::TensorProto::BFLOAT16:
+    return BFloat16Type::get(ctx);
+  case onnx::TensorProto::DOUBLE:
+    return Float64Type::get(ctx);
+  case onnx::TensorProto::INT64:
+    return IntegerType::get(ctx, 64);
+  case onnx::TensorProto::INT32:
+    return IntegerType::get(ctx, 32);
+  case onnx::TensorProto::INT16:
+    return IntegerType::get(ctx, 16);
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+    return IntegerType::get(ctx, 8);
+  case onnx::TensorProto::BOOL:
+    return IntegerType::get(ctx, 1);
+  default:
+    return {};
+  }
+}
+
+/// Bytes per element in raw_data for a supported ONNX type.
+static int64_t rawElementSize(int32_t t) {
+  switch (t) {
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+    return 8;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+    return 4;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+FailureOr<std::string>
+ONNXImporterImpl::readRawBytes(const onnx::TensorProto &tensor) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return tensor.raw_data();
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" && !llvm::to_integer(kv.value(), offset))
+      offset = -1;
+    else if (kv.key() == "length" && !llvm::to_integer(kv.value(), length))
+      length = -2;
+  }
+  // External data must stay inside the model's directory: a model file must
+  // not make the importer read arbitrary files.
+  if (location.empty() || llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(llvm::make_range(llvm::sys::path::begin(location),
+                                          llvm::sys::path::end(location)),
+                         ".."))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data location '" << location
+                          << "' must be a relative path inside the model's "
+                             "directory",
+           failure();
+  if (offset < 0 || length < -1)
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': invalid external data offset or length",
+           failure();
+  SmallString<256> path(baseDir);
+  llvm::sys::path::append(path, location);
+  auto buffer = llvm::MemoryBuffer::getFileSlice(
+      path, length < 0 ? -1 : length, offset, /*IsVolatile=*/false);
+  if (length < 0)
+    buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': cannot read external data '" << path
+                          << "': " << buffer.getError().message(),
+           failure();
+  StringRef data = (*buffer)->getBuffer();
+  if (length < 0) {
+    if (offset > static_cast<int64_t>(data.size()))
+      return emitError(loc) << "initializer '" << tensor.name()
+                            << "': external data offset past the end of '"
+                            << path << "'",
+             failure();
+    data = data.drop_front(offset);
+  }
+  return data.str();
+}
+
+FailureOr<HostTensor>
+ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
+  HostTensor t;
+  t.elemType = convertElementType(tensor.data_type());
+  if (!t.elemType)
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has unsupported element type "
+                          << tensor.data_type(),
+           failure();
+  for (int64_t d : tensor.dims()) {
+    if (d < 0)
+      return emitError(loc) << "tensor '" << tensor.name()
+                            << "' has a negative dimension",
+             failure();
+    t.shape.push_back(d);
+  }
+  int64_t n = t.numElements();
+  t.resize(n);
+  int32_t dt = tensor.data_type();
+  bool raw = tensor.has_raw_data() ||
+             tensor.data_location() == onnx::TensorProto::EXTERNAL;
+  if (raw) {
+    FailureOr<std::string> bytes = readRawBytes(tensor);
+    if (failed(bytes))
+      return failure();
+    int64_t size = rawElementSize(dt);
+    if (static_cast<int64_t>(bytes->size()) != n * size)
+      return emitError(loc) << "tensor '" << tensor.name() << "' holds "
+                            << bytes->size() << " bytes, expected "
+                            << n * size,
+             failure();
+    const char *p = bytes->data();
+    for (int64_t i = 0; i < n; ++i, p += size) {
+      switch (dt) {
+      case onnx::TensorProto::FLOAT: {
+        float v;
+        std::memcpy(&v, p, 4);
+        t.floats[i] = v;
+        break;
+      }
+      case onnx::TensorProto::DOUBLE:
+        std::memcpy(&t.floats[i], p, 8);
+        break;
+      case onnx::TensorProto::FLOAT16:
+      case onnx::TensorProto::BFLOAT16: {
+        uint16_t bits;
+        std::memcpy(&bits, p, 2);
+        const llvm::fltSemantics &sem = dt == onnx::TensorProto::FLOAT16
+                                            ? APFloat::IEEEhalf()
+                                            : APFloat::BFloat();
+        t.floats[i] = APFloat(sem, APInt(16, bits)).convertToDouble();
+        break;
+      }
+      case onnx::TensorProto::INT64:
+        std::memcpy(&t.ints[i], p, 8);
+        break;
+      case onnx::TensorProto::INT32: {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        t.ints[i] = v;
+        break;
+      }
+      case onnx::TensorProto::INT16: {
+        int16_t v;
+        std::memcpy(&v, p, 2);
+        t.ints[i] = v;
+        break;
+      }
+      case onnx::TensorProto::INT8:
+        t.ints[i] = static_cast<int8_t>(*p);
+        break;
+      default: // UINT8, BOOL
+        t.ints[i] = static_cast<uint8_t>(*p);
+        break;
+      }
+    }
+    return t;
+  }
+  auto mismatch = [&](int64_t got) {
+    return emitError(loc) << "tensor '" << tensor.name() << "' holds " << got
+                          << " values, expected " << n,
+           failure();
+  };
+  switch (dt) {
+  case onnx::TensorProto::FLOAT:
+    if (tensor.float_data_size() != n)
+      return mismatch(tensor.float_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.floats[i] = tensor.float_data(i);
+    break;
+  case onnx::TensorProto::DOUBLE:
+    if (tensor.double_data_size() != n)
+      return mismatch(tensor.double_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.floats[i] = tensor.double_data(i);
+    break;
+  case onnx::TensorProto::INT64:
+    if (tensor.int64_data_size() != n)
+      return mismatch(tensor.int64_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.ints[i] = tensor.int64_data(i);
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16: {
+    if (tensor.int32_data_size() != n)
+      return mismatch(tensor.int32_data_size());
+    const llvm::fltSemantics &sem = dt == onnx::TensorProto::FLOAT16
+                                        ? APFloat::IEEEhalf()
+                                        : APFloat::BFloat();
+    for (int64_t i = 0; i < n; ++i)
+      t.floats[i] =
+          APFloat(sem, APInt(16, tensor.int32_data(i) & 0xffff))
+              .convertToDouble();
+    break;
+  }
+  default:
+    if (tensor.int32_data_size() != n)
+      return mismatch(tensor.int32_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.setInt(i, tensor.int32_data(i));
+    break;
+  }
+  return t;
+}
+
+LogicalResult ONNXImporterImpl::addInitializer(const onnx::TensorProto &t,
+                                               StringRef name) {
+  Entry entry;
+  Type elemType = convertElementType(t.data_type());
+  if (!elemType)
+    return emitError(loc) << "initializer '" << t.name()
+                          << "' has unsupported element type "
+                          << t.data_type();
+  SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+  entry.type = RankedTensorType::get(shape, elemType);
+  int64_t n = entry.type.getNumElements();
+  // Integers, booleans and tiny float tensors take part in folding; weights
+  // stay in the proto until an op uses them.
+  bool host = (elemType.isIntOrIndex() && n <= kMaxHostElements) ||
+              n <= options.inlineConstantLimit;
+  if (host) {
+    FailureOr<HostTensor> ht = readHostTensor(t);
+    if (failed(ht))
+      return failure();
+    entry.host = std::move(*ht);
+  } else {
+    entry.initializer = &t;
+  }
+  values[name] = std::move(entry);
+  return success();
+}
+
+LogicalResult
+ONNXImporterImpl::setTensorOutput(unsigned i, const onnx::TensorProto &t) {
+  if (!hasOutput(i))
+    return success();
+  return addInitializer(t, node->output(i));
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+ONNXImporterImpl::Entry *ONNXImporterImpl::lookup(unsigned i) {
+  if (!hasInput(i))
+    return nullptr;
+  auto it = values.find(node->input(i));
+  return it == values.end() ? nullptr : &it->second;
+}
+
+RankedTensorType ONNXImporterImpl::inputType(unsigned i) {
+  Entry *e = lookup(i);
+  return e ? e->type : RankedTensorType();
+}
+
+const HostTensor *ONNXImporterImpl::hostInput(unsigned i) {
+  Entry *e = lookup(i);
+  return e && e->host ? &*e->host : nullptr;
+}
+
+bool ONNXImporterImpl::allInputsOnHost() {
+  for (unsigned i = 0, e = numInputs(); i < e; ++i)
+    if (hasInput(i) && !hostInput(i))
+      return false;
+  return true;
+}
+
+FailureOr<const HostTensor *>
+ONNXImporterImpl::requireHostInput(unsigned i, StringRef what) {
+  if (const HostTensor *t = hostInput(i))
+    return t;
+  return error() << what << " (input " << i << ", '"
+                 << (hasInput(i) ? node->input(i) : std::string())
+                 << "') must be a constant or computable from static "
+                    "shapes",
+         failure();
+}
+
+Value ONNXImporterImpl::input(unsigned i) {
+  Entry *e = lookup(i);
+  assert(e && "input checked by the driver");
+  return materialize(*e, node->input(i));
+}
+
+Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
+  if (entry.value)
+    return entry.value;
+  TypedAttr attr;
+  if (entry.host) {
+    attr = entry.host->toAttr();
+  } else {
+    const onnx::TensorProto &t = *entry.initializer;
+    if (!t.has_raw_data() &&
+        t.data_location() != onnx::TensorProto::EXTERNAL) {
+      // Typed fields: decode on the host and re-encode.
+      FailureOr<HostTensor> ht = readHostTensor(t);
+      if (failed(ht))
+        return {};
+      attr = ht->toAttr();
+    } else {
+      FailureOr<std::string> bytes = readRawBytes(t);
+      if (failed(bytes))
+        return {};
+      int64_t expected =
+          entry.type.getNumElements() * rawElementSize(t.data_type());
+      if (static_cast<int64_t>(bytes->size()) != expected) {
+        emitError(loc) << "initializer '" << name << "' holds "
+                       << bytes->size() << " bytes, expected " << expected;
+        return {};
+      }
+      // Weights are blobs, never printed inline: the IR stays small and the
+      // bytes stay exactly those of the model.
+      AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+          ArrayRef<char>(bytes->data(), bytes->size()), alignof(uint64_t));
+      attr = DenseResourceElementsAttr::get(entry.type, name, std::move(blob));
+    }
+  }
+  // Constants go to the top of the function, in first-use order.
+  OpBuilder::InsertionGuard guard(builder);
+  if (lastConstant)
+    builder.setInsertionPointAfter(lastConstant);
+  else
+    builder.setInsertionPointToStart(entryBlock);
+  auto cst = arith::ConstantOp::create(
+      builder, NameLoc::get(builder.getStringAttr(name)), attr);
+  lastConstant = cst;
+  entry.value = cst.getResult();
+  return entry.value;
+}
+
+void ONNXImporterImpl::setOutput(unsigned i, Value v) {
+  if (!hasOutput(i))
+    return;
+  Entry entry;
+  entry.value = v;
+  entry.type = cast<RankedTensorType>(v.getType());
+  values[node->output(i)] = std::move(entry);
+}
+
+void ONNXImporterImpl::setHostOutput(unsigned i, HostTensor t) {
+  if (!hasOutput(i))
+    return;
+  Entry entry;
+  entry.type = t.getType();
+  entry.host = std::move(t);
+  values[node->output(i)] = std::move(entry);
+}
+
+//===----------------------------------------------------------------------===//
+// The graph
+//===----------------------------------------------------------------------===//
+
+Location ONNXImporterImpl::nodeLoc(const onnx::NodeProto &n) {
+  std::string name = n.name();
+  if (name.empty())
+    name = n.output_size() ? n.output(0) : n.op_type();
+  return NameLoc::get(builder.getStringAttr(name),
+                      FileLineColLoc::get(getContext(), sourceName, 0, 0));
+}
+
+LogicalResult
+ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
+                                SmallVectorImpl<Type> &argTypes,
+                                SmallVectorImpl<std::string> &argNames) {
+  const std::string &name = info.name();
+  if (!info.type().has_tensor_type())
+    return emitError(loc) << "graph input '" << name
+                          << "' is not a tensor";
+  const onnx::TypeProto::Tensor &tt = info.type().tensor_type();
+  Type elemType = convertElementType(tt.elem_type());
+  if (!elemType)
+    return emitError(loc) << "graph input '" << name
+                          << "' has unsupported element type "
+                          << tt.elem_type();
+  SmallVector<int64_t> shape;
+  SmallVector<std::string> symbolic;
+  bool hasShape = tt.has_shape();
+  if (hasShape) {
+    for (const onnx::TensorShapeProto::Dimension &d : tt.shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() >= 0) {
+        shape.push_back(d.dim_value());
+        symbolic.push_back("");
+      } else {
+        shape.push_back(ShapedType::kDynamic);
+        symbolic.push_back(d.has_dim_param() ? d.dim_param() : "?");
+      }
+    }
+  }
+  auto it = options.inputShapes.find(name);
+  if (it != options.inputShapes.end()) {
+    ArrayRef<int64_t> want = it->second;
+    if (hasShape && want.size() != shape.size())
+      return emitError(loc) << "--input-shape " << name << ": the input has "
+                            << shape.size() << " dimensions, got "
+                            << want.size();
+    for (size_t d = 0; hasShape && d < shape.size(); ++d)
+      if (ShapedType::isStatic(shape[d]) && shape[d] != want[d])
+        return emitError(loc) << "--input-shape " << name << ": dimension "
+                              << d << " is fixed to " << shape[d]
+                              << " by the model, got " << want[d];
+    shape.assign(want.begin(), want.end());
+    hasShape = true;
+  }
+  if (!hasShape)
+    return emitError(loc) << "graph input '" << name
+                          << "' has no shape; give one with --input-shape "
+                          << name << "=<d0>x<d1>...";
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (ShapedType::isDynamic(shape[d]))
+      return emitError(loc)
+             << "graph input '" << name << "' has dynamic dimension " << d
+             << " ('" << symbolic[d]
+             << "'); the importer needs static shapes: give them with "
+                "--input-shape "
+             << name << "=<d0>x<d1>...";
+  Entry entry;
+  entry.type = RankedTensorType::get(shape, elemType);
+  argTypes.push_back(entry.type);
+  argNames.push_back(name);
+  values[name] = std::move(entry);
+  return success();
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+ONNXImporterImpl::run(const onnx::ModelProto &model) {
+  MLIRContext *ctx = getContext();
+  loc = FileLineColLoc::get(ctx, sourceName, 0, 0);
+  for (const onnx::OperatorSetIdProto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  if (opset == 0)
+    return emitError(loc) << "model imports no default-domain opset",
+           failure();
+  const onnx::GraphProto &graph = model.graph();
+
+  // Every unsupported node at once, so that a user sees the whole gap.
+  SmallVector<std::string> unsupported;
+  for (const onnx::NodeProto &n : graph.node()) {
+    bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (!defaultDomain || !handlers.count(n.op_type()))
+      unsupported.push_back("'" + n.name() + "' (" +
+                            (defaultDomain ? "" : n.domain() + ".") +
+                            n.op_type() + ")");
+  }
+  if (!unsupported.empty()) {
+    InFlightDiagnostic diag = emitError(loc);
+    diag << unsupported.size() << " unsupported ONNX node"
+         << (unsupported.size() > 1 ? "s" : "") << ": ";
+    llvm::interleaveComma(unsupported, diag);
+    return failure();
+  }
+
+  for (const onnx::TensorProto &t : graph.initializer())
+    if (failed(addInitializer(t, t.name())))
+      return failure();
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    if (!values.count(in.name()) &&
+        failed(addGraphInput(in, argTypes, argNames)))
+      return failure();
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, loc, options.functionName,
+                                   builder.getFunctionType(argTypes, {}));
+  entryBlock = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    BlockArgument arg = entryBlock->getArgument(i);
+    arg.setLoc(NameLoc::get(builder.getStringAttr(name)));
+    func.setArgAttr(i, "onnx.name", builder.getStringAttr(name));
+    values[name].value = arg;
+  }
+  builder.setInsertionPointToEnd(entryBlock);
+
+  for (const onnx::NodeProto &n : graph.node()) {
+    node = &n;
+    loc = nodeLoc(n);
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty() && !values.count(n.input(i)))
+        return error() << "input '" << n.input(i)
+                       << "' is not produced by any earlier node, "
+                          "initializer or graph input",
+               failure();
+    if (failed(handlers.lookup(n.op_type())(*this)))
+      return failure();
+    for (int i = 0; i < n.output_size(); ++i)
+      if (!n.output(i).empty() && !values.count(n.output(i)))
+        return error() << "output " << i << " ('" << n.output(i)
+                       << "') is not supported",
+               failure();
+  }
+  node = nullptr;
+  loc = FileLineColLoc::get(ctx, sourceName, 0, 0);
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfoProto &out : graph.output()) {
+    auto it = values.find(out.name());
+    if (it == values.end())
+      return emitError(loc) << "graph output '" << out.name()
+                            << "' is not produced by any node",
+             failure();
+    Value v = materialize(it->second, out.name());
+    if (!v)
+      return failure();
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  func::ReturnOp::create(builder, loc, results);
+  func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
+  return module;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+std::string mlir::masformer::parseInputShapeOption(StringRef spec,
+                                                   ONNXImportOptions &opts) {
+  auto [name, dims] = spec.rsplit('=');
+  if (name.empty() || dims.empty() || !spec.contains('='))
+    return ("--input-shape '" + spec +
+            "': expected <input name>=<d0>x<d1>..., e.g. input_ids=1x2048")
+        .str();
+  SmallVector<StringRef> parts;
+  dims.split(parts, 'x');
+  SmallVector<int64_t> shape;
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.getAsInteger(10, d) || d <= 0)
+      return ("--input-shape '" + spec + "': dimension '" + p +
+              "' is not a positive integer")
+          .str();
+    shape.push_back(d);
+  }
+  opts.inputShapes[name] = shape;
+  return "";
+}
+
+FailureOr<OwningOpRef<ModuleOp>> mlir::masformer::importONNXModel(
+    const onnx::ModelProto &model, StringRef baseDir, StringRef sourceName,
+    MLIRContext *context, const ONNXImportOptions &options) {
+  DialectRegistry registry;
+  registerONNXImportDialects(registry);
+  context->appendDialectRegistry(registry);
+  context->loadAllAvailableDialects();
+  ONNXImporterImpl importer(context, options, baseDir, sourceName);
+  return importer.run(model);
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+mlir::masformer::importONNXFile(StringRef path, MLIRContext *context,
+                                const ONNXImportOptions &options) {
+  Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return emitError(fileLoc) << "cannot read '" << path
+                              << "': " << buffer.getError().message(),
+           failure();
+  onnx::ModelProto model;
+  StringRef data = (*buffer)->getBuffer();
+  if (data.size() > static_cast<size_t>(INT_MAX) ||
+      !model.ParseFromArray(data.data(), static_cast<int>(data.size())))
+    return emitError(fileLoc) << "'" << path
+                              << "' is not a valid ONNX model (protobuf "
+                                 "parsing failed)",
+           failure();
+  SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  return importONNXModel(model, dir, path, context, options);
+}
+
+void mlir::masformer::registerONNXImportDialects(DialectRegistry &registry) {
+  registry.insert<arith::ArithDialect, func::FuncDialect,
+                  linalg::LinalgDialect, math::MathDialect,
+                  tensor::TensorDialect, MASFormerDialect>();
+}
