@@ -439,6 +439,11 @@ LogicalResult importCast(ONNXImporterImpl &im) {
     return im.error() << "unsupported target type " << *to;
   RankedTensorType t = im.inputType(0);
   auto outType = RankedTensorType::get(t.getShape(), toType);
+  // Exporters leave casts to the same type around; they are no-ops.
+  if (toType == t.getElementType() && !im.hostInput(0)) {
+    im.setOutput(0, im.input(0));
+    return success();
+  }
   if (const HostTensor *h = im.hostInput(0)) {
     HostTensor out;
     out.shape = h->shape;

@@ -16,6 +16,7 @@ using namespace mlir::masformer;
 void mlir::masformer::buildReferenceToLLVMPipeline(
     OpPassManager &pm, const ReferenceToLLVMOptions &options) {
   pm.addPass(createDecomposeAttention());
+  pm.addPass(createDecomposeAggregates());
   // The upstream passes by their registered names, as MLIR's own CPU
   // integration tests spell this lowering; parsing keeps this list readable
   // and independent of the C++ factory names, which move between releases.

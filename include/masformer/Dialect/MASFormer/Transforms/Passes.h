@@ -7,7 +7,9 @@
 #ifndef MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H
 #define MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H
 
+#include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -23,6 +25,9 @@ namespace masformer {
 /// Patterns that rewrite masformer.attention into upstream tensor ops (the
 /// reference decomposition).
 void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
+
+/// Patterns that decompose linalg aggregate ops (softmax) and tensor.concat.
+void populateDecomposeAggregatesPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"

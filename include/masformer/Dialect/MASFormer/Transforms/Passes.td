@@ -38,4 +38,71 @@ def DecomposeAttention : Pass<"masformer-decompose-attention"> {
   ];
 }
 
+def DecomposeAggregates : Pass<"masformer-decompose-aggregates"> {
+  let summary = "Decompose linalg.softmax and tensor.concat into simpler ops";
+  let description = [{
+    The ONNX importer keeps `Softmax` as `linalg.softmax` and `Concat` as
+    `tensor.concat` so that passes such as `--masformer-raise-attention` can
+    recognize them. Upstream bufferization and loop lowering do not handle
+    these aggregate ops, so lowering pipelines run this pass first: softmax
+    becomes its max / exp / sum / divide generics, and concat an empty tensor
+    with one insert_slice per operand.
+
+    ```mlir
+    %1 = linalg.softmax dimension(1) ins(%0 : tensor<2x16xf32>)
+           outs(%init : tensor<2x16xf32>) -> tensor<2x16xf32>
+    ```
+    becomes four `linalg.generic`/`linalg.fill` ops.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def RaiseAttention : Pass<"masformer-raise-attention", "::mlir::func::FuncOp"> {
+  let summary = "Replace attention subgraphs by masformer.attention";
+  let description = [{
+    Finds, in an imported model, every attention layer as exporters write it
+    (`softmax(scale * Q K^T + masks) V` spread over contractions, transposes,
+    casts, `Mul`/`Div` by constants, `Where` and `Add` masks) and replaces it
+    with one `masformer.attention` whose `causal`, `scale`, mask and `layer`
+    say the same thing. The module computes the same values.
+
+    Recognized shapes: the scale applied to the scores, to Q, to K, or split
+    between Q and K (`head_dim^-1/4` each); a causal mask as `Where` with a
+    constant lower-triangular condition or as an added constant
+    `triu(-inf | float-min)`; other masks (padding, combined causal+padding)
+    as additive masks; key/value heads repeated by unsqueeze + expand +
+    reshape (grouped-query attention); softmax in f32 with casts around it.
+
+    Layer indices count the raised ops in function order from 0. A softmax
+    over the last axis of a rank-4 tensor that cannot be raised is reported
+    with its location (a warning, or an error with `strict`).
+
+    ```mlir
+    %s = linalg.generic ... (Q K^T) ...
+    %p = linalg.softmax dimension(3) ins(%s ...) ...
+    %o = linalg.generic ... (P V) ...
+    ```
+    becomes
+    ```mlir
+    %o = masformer.attention %q, %k, %v {span = #masformer.span<full>,
+           scale = 0.125 : f32, layer = 0 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"strict", "strict", "bool", /*default=*/"false",
+           "Fail on an attention-like softmax that cannot be raised">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::masformer::MASFormerDialect"
+  ];
+}
+
 #endif // MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_TD
