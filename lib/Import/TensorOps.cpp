@@ -703,6 +703,103 @@ LogicalResult importTrilu(ONNXImporterImpl &im) {
   return success();
 }
 
+/// ScatterND with reduction "none". Exporters use it to write a whole box
+/// (indices built from Ranges), which becomes a tensor.insert_slice; other
+/// index patterns are only supported on the host.
+LogicalResult importScatterND(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"reduction"})))
+    return failure();
+  if (im.attrString("reduction").value_or("none") != "none")
+    return im.error() << "reduction '" << *im.attrString("reduction")
+                      << "' is not supported";
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1),
+                   ut = im.inputType(2);
+  if (it.getRank() < 1)
+    return im.error() << "indices must have rank >= 1";
+  int64_t r = it.getDimSize(it.getRank() - 1);
+  if (r > dt.getRank())
+    return im.error() << "index tuples of length " << r << " for data "
+                      << dt;
+  SmallVector<int64_t> expectUpd(it.getShape().drop_back());
+  llvm::append_range(expectUpd, dt.getShape().drop_front(r));
+  if (ut.getShape() != ArrayRef<int64_t>(expectUpd) ||
+      ut.getElementType() != dt.getElementType())
+    return im.error() << "updates " << ut << " do not match indices " << it
+                      << " and data " << dt;
+  FailureOr<const HostTensor *> ind = im.requireHostInput(1, "indices");
+  if (failed(ind))
+    return failure();
+  int64_t tuples = it.getNumElements() / std::max<int64_t>(r, 1);
+  int64_t slice = 1;
+  for (int64_t d = r; d < dt.getRank(); ++d)
+    slice *= dt.getDimSize(d);
+  auto tupleAt = [&](int64_t k, int64_t d) {
+    int64_t v = (*ind)->ints[k * r + d];
+    return v < 0 ? v + dt.getDimSize(d) : v;
+  };
+  for (int64_t k = 0; k < tuples; ++k)
+    for (int64_t d = 0; d < r; ++d)
+      if (tupleAt(k, d) < 0 || tupleAt(k, d) >= dt.getDimSize(d))
+        return im.error() << "index out of range";
+  if (im.allInputsOnHost()) {
+    HostTensor out = *im.hostInput(0);
+    const HostTensor &upd = *im.hostInput(2);
+    SmallVector<int64_t> strides = stridesOf(dt.getShape());
+    for (int64_t k = 0; k < tuples; ++k) {
+      int64_t base = 0;
+      for (int64_t d = 0; d < r; ++d)
+        base += tupleAt(k, d) * strides[d];
+      for (int64_t e = 0; e < slice; ++e) {
+        if (out.isFloat())
+          out.floats[base + e] = upd.floats[k * slice + e];
+        else
+          out.ints[base + e] = upd.ints[k * slice + e];
+      }
+    }
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  // The tuples must enumerate a box, row-major.
+  SmallVector<int64_t> lo(r, INT64_MAX), hi(r, INT64_MIN);
+  for (int64_t k = 0; k < tuples; ++k)
+    for (int64_t d = 0; d < r; ++d) {
+      lo[d] = std::min(lo[d], tupleAt(k, d));
+      hi[d] = std::max(hi[d], tupleAt(k, d));
+    }
+  SmallVector<int64_t> box;
+  int64_t boxSize = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    box.push_back(tuples ? hi[d] - lo[d] + 1 : 0);
+    boxSize *= box.back();
+  }
+  bool isBox = boxSize == tuples;
+  SmallVector<int64_t> idx(r, 0);
+  for (int64_t k = 0; isBox && k < tuples; ++k) {
+    for (int64_t d = 0; d < r; ++d)
+      isBox &= tupleAt(k, d) == lo[d] + idx[d];
+    for (int64_t d = r - 1; d >= 0; --d) {
+      if (++idx[d] < box[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  if (!isBox || tuples == 0)
+    return im.error() << "indices that do not enumerate a box in row-major "
+                         "order need to be known with the data on the host";
+  SmallVector<int64_t> sizes(box), offsets(lo);
+  for (int64_t d = r; d < dt.getRank(); ++d) {
+    sizes.push_back(dt.getDimSize(d));
+    offsets.push_back(0);
+  }
+  Value upd = buildReshape(im.builder, im.loc, im.input(2),
+                           RankedTensorType::get(sizes, dt.getElementType()));
+  SmallVector<int64_t> strides(dt.getRank(), 1);
+  im.setOutput(0, tensor::InsertSliceOp::create(
+                      im.builder, im.loc, upd, im.input(0), ValueRange{},
+                      ValueRange{}, ValueRange{}, offsets, sizes, strides));
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerTensorHandlers(
@@ -723,4 +820,5 @@ void mlir::masformer::registerTensorHandlers(
   handlers["Gather"] = importGather;
   handlers["Expand"] = importExpand;
   handlers["Trilu"] = importTrilu;
+  handlers["ScatterND"] = importScatterND;
 }

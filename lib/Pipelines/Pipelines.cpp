@@ -23,8 +23,8 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
   static constexpr StringLiteral kLowering =
       "convert-elementwise-to-linalg,"
       "one-shot-bufferize{bufferize-function-boundaries},"
-      "convert-linalg-to-loops,lower-affine,expand-strided-metadata,"
-      "convert-scf-to-cf,arith-expand,convert-math-to-llvm,"
+      "convert-linalg-to-loops,expand-strided-metadata,lower-affine,"
+      "convert-scf-to-cf,arith-expand,convert-math-to-llvm,convert-math-to-libm,"
       "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts";
   if (failed(parsePassPipeline(kLowering, pm)))

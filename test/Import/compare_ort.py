@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Imports an ONNX fixture with masformer-translate, optionally runs
+masformer-opt passes on it (e.g. --masformer-raise-attention), executes it on
+the CPU through the reference pipeline, and compares every output with
+onnxruntime on the original model.
+
+Inputs: integer inputs (token ids) are random in [0, 100); an input named
+*mask* is all ones except the last three positions of the last batch row
+(padding). Float inputs are standard normal. Fixed seed.
+"""
+
+import argparse
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+import mlir_runner
+
+
+def make_inputs(sess, shapes):
+    rng = np.random.default_rng(7)
+    feeds = {}
+    for inp in sess.get_inputs():
+        shape = shapes[inp.name]
+        if "int" in inp.type:
+            if "mask" in inp.name:
+                x = np.ones(shape, np.int64)
+                x[-1, -3:] = 0
+            else:
+                x = rng.integers(0, 100, size=shape, dtype=np.int64)
+        else:
+            x = rng.standard_normal(shape).astype(np.float32)
+        feeds[inp.name] = x
+    return feeds
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--input-shape", action="append", default=[],
+                    help="name=d0xd1 (as masformer-translate takes it)")
+    ap.add_argument("--passes", default="",
+                    help="masformer-opt flags run after import")
+    ap.add_argument("--translate", default="masformer-translate")
+    ap.add_argument("--opt", default="masformer-opt")
+    ap.add_argument("--runner", default="mlir-runner")
+    ap.add_argument("--lib-dir", default="/usr/lib/llvm-22/lib")
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    a = ap.parse_args()
+
+    shapes = {}
+    for spec in a.input_shape:
+        name, dims = spec.split("=")
+        shapes[name] = [int(d) for d in dims.split("x")]
+    sess = ort.InferenceSession(a.model, providers=["CPUExecutionProvider"])
+    feeds = make_inputs(sess, shapes)
+    want = sess.run(None, feeds)
+
+    cmd = [a.translate, "--import-onnx", a.model]
+    for spec in a.input_shape:
+        cmd += ["--input-shape", spec]
+    imported = subprocess.run(cmd, capture_output=True, text=True)
+    if imported.returncode:
+        sys.exit(f"import failed:\n{imported.stderr}")
+    text = imported.stdout
+    if a.passes:
+        r = subprocess.run([a.opt, "-"] + a.passes.split(), input=text,
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"masformer-opt {a.passes} failed:\n{r.stderr}")
+        text = r.stdout
+    order = [i.name for i in sess.get_inputs()]
+    got = mlir_runner.run_module(text, [feeds[n] for n in order], opt=a.opt,
+                                 runner=a.runner, lib_dir=a.lib_dir)
+    worst = 0.0
+    for out, g, w in zip(sess.get_outputs(), got, want):
+        if g.shape != w.shape:
+            sys.exit(f"{out.name}: shape {g.shape}, onnxruntime {w.shape}")
+        err = np.abs(g - w)
+        bound = a.atol + a.rtol * np.abs(w)
+        if not np.all(err <= bound):
+            i = np.unravel_index(np.argmax(err - bound), err.shape)
+            sys.exit(f"{out.name}: |masformer - onnxruntime| = {err[i]:.3g} at "
+                     f"{i} (got {g[i]}, want {w[i]}); tolerance {a.atol} + "
+                     f"{a.rtol}*|want|")
+        worst = max(worst, float(err.max()))
+    print(f"OK: {len(want)} output(s) match onnxruntime, max abs diff "
+          f"{worst:.3g}")
+
+
+if __name__ == "__main__":
+    main()
