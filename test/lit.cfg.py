@@ -17,6 +17,7 @@ config.test_exec_root = os.path.join(config.masformer_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%cmake", config.cmake_command))
+config.substitutions.append(("%fixtures", os.path.join(config.masformer_src_root, "test", "fixtures")))
 config.substitutions.append(("%mlir_lib_dir", config.llvm_lib_dir))
 config.substitutions.append(("%masformer_src_root", config.masformer_src_root))
 config.substitutions.append(("%masformer_obj_root", config.masformer_obj_root))
@@ -30,7 +31,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.masformer_tools_dir, config.llvm_tools_dir]
-tools = ["masformer-opt", "mlir-opt", "mlir-runner", "FileCheck", "not", "count"]
+tools = ["masformer-opt", "masformer-translate", "mlir-opt", "mlir-runner", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.masformer_tools_dir, append_path=True)

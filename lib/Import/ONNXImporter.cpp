@@ -608,6 +608,15 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
                        << "' is not produced by any earlier node, "
                           "initializer or graph input",
                failure();
+    // Weights are read here, so that a bad initializer (external data that
+    // cannot be read) fails before a handler needs its value.
+    for (int i = 0; i < n.input_size(); ++i) {
+      if (n.input(i).empty())
+        continue;
+      Entry &e = values[n.input(i)];
+      if (e.initializer && !e.value && !materialize(e, n.input(i)))
+        return failure();
+    }
     if (failed(handlers.lookup(n.op_type())(*this)))
       return failure();
     for (int i = 0; i < n.output_size(); ++i)
