@@ -114,3 +114,39 @@ bool SpanAttr::coversSequence(int64_t kvSeq) const {
   // and |i - j| <= kvSeq - 1 < W for a window of at least kvSeq.
   return isFull() || getSize() >= kvSeq;
 }
+
+int64_t SpanAttr::countPairs(int64_t q, int64_t kv, bool causal) const {
+  // Per query, the allowed keys form one interval [lo, hi]: count it in
+  // closed form so that reports at 100k tokens stay instant.
+  int64_t total = 0;
+  int64_t size = getSize();
+  for (int64_t i = 0; i < q; ++i) {
+    int64_t pos = i + kv - q;
+    int64_t lo = 0, hi = kv - 1;
+    if (causal)
+      hi = std::min(hi, pos);
+    switch (getKind()) {
+    case SpanKind::Full:
+      break;
+    case SpanKind::Block: {
+      int64_t blk = floorDiv(pos, size);
+      lo = std::max(lo, blk * size);
+      hi = std::min(hi, blk * size + size - 1);
+      break;
+    }
+    case SpanKind::Window:
+      lo = std::max(lo, pos - size + 1);
+      if (!causal)
+        hi = std::min(hi, pos + size - 1);
+      break;
+    }
+    total += std::max<int64_t>(0, hi - lo + 1);
+  }
+  return total;
+}
+
+std::string SpanAttr::str() const {
+  if (isFull())
+    return "full";
+  return (stringifySpanKind(getKind()) + " " + Twine(getSize())).str();
+}

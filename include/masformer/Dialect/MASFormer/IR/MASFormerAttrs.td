@@ -66,6 +66,11 @@ def MASFormer_SpanAttr : AttrDef<MASFormer_Dialect, "Span"> {
     /// Whether the span removes no pair for a key sequence of `kvSeq` keys
     /// (and queries at positions below kvSeq).
     bool coversSequence(int64_t kvSeq) const;
+    /// How many (query, key) pairs this span and `causal` keep for `q`
+    /// queries aligned to the end of `kv` keys.
+    int64_t countPairs(int64_t q, int64_t kv, bool causal) const;
+    /// `full`, `block 64`, `window 512`.
+    std::string str() const;
   }];
 }
 

@@ -105,4 +105,72 @@ def RaiseAttention : Pass<"masformer-raise-attention", "::mlir::func::FuncOp"> {
   ];
 }
 
+def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
+  let summary = "MASFormer: keep full attention in a few layers, block-sparse "
+                "or windowed spans in the others";
+  let description = [{
+    The MASFormer rewrite (Zhang et al., EMNLP 2023): a transformer keeps
+    most of its quality at long context with full attention in only a few
+    layers and block-sparse attention in the rest, cutting attention cost by
+    up to 75% at 8k tokens. This pass sets the `span` of every
+    `masformer.attention` (numbered by its `layer` attribute, as
+    `--masformer-raise-attention` leaves them) without touching a weight.
+
+    Which layers stay full:
+    - `full-layers=0,1,5`: exactly these;
+    - `policy=bottom|top|spread` with `num-full=L`: the first L layers (the
+      paper's placement), the last L, or L spread evenly;
+    - default: `policy=bottom` with `num-full = ceil(layers / 6)`.
+    The others get `span=block:B` or `span=window:W`.
+
+    Errors (each one diagnostic, and the pass fails): no span or a span size
+    of 0 or less, a layer index out of range, `num-full` larger than the
+    number of layers, `full-layers` together with `policy` or `num-full`, a
+    module without attention layers. `policy=calibrated` (choosing layers
+    from data) is not implemented yet and says so.
+
+    ```mlir
+    // --masformer-rewrite-spans="span=block:64 full-layers=0"
+    %a = masformer.attention ... {layer = 1 : i64, span = #masformer.span<full>}
+    // becomes
+    %a = masformer.attention ... {layer = 1 : i64, span = #masformer.span<block 64>}
+    ```
+  }];
+  let options = [
+    Option<"span", "span", "std::string", /*default=*/"\"\"",
+           "Span of the rewritten layers: block:B or window:W">,
+    ListOption<"fullLayers", "full-layers", "int64_t",
+               "Layers that keep full attention (excludes policy/num-full)">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "bottom (default), top or spread">,
+    Option<"numFull", "num-full", "int64_t", /*default=*/"-1",
+           "How many layers keep full attention (default ceil(layers/6))">,
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "Calibration inputs (.npz) for policy=calibrated">
+  ];
+}
+
+def SpanReport : Pass<"masformer-span-report", "::mlir::ModuleOp"> {
+  let summary = "Print each attention layer's span and attention cost";
+  let description = [{
+    Prints, for every `masformer.attention` in layer order, its span, causal
+    flag, heads and head_dim, the attention FLOPs at sequence length
+    `seq-len` (batch 1; 4 * heads * head_dim per computed query/key pair, for
+    Q K^T and P V) and the fraction of what full attention with the same
+    causal flag computes; then the totals. With `json=path` the same goes to
+    a JSON file. The IR is not changed.
+
+    ```
+    layer  span          causal  heads  head_dim        GFLOP  of full
+        0  full          yes         4         8        0.000    1.000
+    ```
+  }];
+  let options = [
+    Option<"seqLen", "seq-len", "int64_t", /*default=*/"0",
+           "Sequence length the costs are computed at (required)">,
+    Option<"json", "json", "std::string", /*default=*/"\"\"",
+           "Also write the report as JSON to this file">
+  ];
+}
+
 #endif // MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_TD
