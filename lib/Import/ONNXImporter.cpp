@@ -643,6 +643,9 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     resultTypes.push_back(v.getType());
   }
   func::ReturnOp::create(builder, loc, results);
+  if (options.valueTypes)
+    for (const auto &kv : values)
+      (*options.valueTypes)[kv.getKey()] = kv.getValue().type;
   func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
@@ -686,9 +689,8 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::masformer::importONNXModel(
   return importer.run(model);
 }
 
-FailureOr<OwningOpRef<ModuleOp>>
-mlir::masformer::importONNXFile(StringRef path, MLIRContext *context,
-                                const ONNXImportOptions &options) {
+FailureOr<std::unique_ptr<onnx::ModelProto>>
+mlir::masformer::readONNXModel(StringRef path, MLIRContext *context) {
   Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
@@ -696,19 +698,29 @@ mlir::masformer::importONNXFile(StringRef path, MLIRContext *context,
     return emitError(fileLoc) << "cannot read '" << path
                               << "': " << buffer.getError().message(),
            failure();
-  onnx::ModelProto model;
+  auto model = std::make_unique<onnx::ModelProto>();
   StringRef data = (*buffer)->getBuffer();
   if (data.size() > static_cast<size_t>(INT_MAX) ||
-      !model.ParseFromArray(data.data(), static_cast<int>(data.size())))
+      !model->ParseFromArray(data.data(), static_cast<int>(data.size())))
     return emitError(fileLoc) << "'" << path
                               << "' is not a valid ONNX model (protobuf "
                                  "parsing failed)",
            failure();
+  return model;
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+mlir::masformer::importONNXFile(StringRef path, MLIRContext *context,
+                                const ONNXImportOptions &options) {
+  FailureOr<std::unique_ptr<onnx::ModelProto>> model =
+      readONNXModel(path, context);
+  if (failed(model))
+    return failure();
   SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
   if (dir.empty())
     dir = ".";
-  return importONNXModel(model, dir, path, context, options);
+  return importONNXModel(**model, dir, path, context, options);
 }
 
 void mlir::masformer::registerONNXImportDialects(DialectRegistry &registry) {

@@ -2,7 +2,8 @@
 """Imports an ONNX fixture with masformer-translate, optionally runs
 masformer-opt passes on it (e.g. --masformer-raise-attention), executes it on
 the CPU through the reference pipeline, and compares every output with
-onnxruntime on the original model.
+onnxruntime on the original model (or on --ort-model, e.g. the ONNX export of
+the same rewrite: then two independent implementations of the spans meet).
 
 Inputs: integer inputs (token ids) are random in [0, 100); an input named
 *mask* is all ones except the last three positions of the last batch row
@@ -10,6 +11,7 @@ Inputs: integer inputs (token ids) are random in [0, 100); an input named
 """
 
 import argparse
+import shlex
 import subprocess
 import sys
 
@@ -43,6 +45,9 @@ def main():
                     help="name=d0xd1 (as masformer-translate takes it)")
     ap.add_argument("--passes", default="",
                     help="masformer-opt flags run after import")
+    ap.add_argument("--ort-model",
+                    help="run this model in onnxruntime instead of MODEL "
+                         "(e.g. the exported rewrite of MODEL)")
     ap.add_argument("--translate", default="masformer-translate")
     ap.add_argument("--opt", default="masformer-opt")
     ap.add_argument("--runner", default="mlir-runner")
@@ -55,7 +60,10 @@ def main():
     for spec in a.input_shape:
         name, dims = spec.split("=")
         shapes[name] = [int(d) for d in dims.split("x")]
-    sess = ort.InferenceSession(a.model, providers=["CPUExecutionProvider"])
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(a.ort_model or a.model, opts,
+                                providers=["CPUExecutionProvider"])
     feeds = make_inputs(sess, shapes)
     want = sess.run(None, feeds)
 
@@ -67,7 +75,7 @@ def main():
         sys.exit(f"import failed:\n{imported.stderr}")
     text = imported.stdout
     if a.passes:
-        r = subprocess.run([a.opt, "-"] + a.passes.split(), input=text,
+        r = subprocess.run([a.opt, "-"] + shlex.split(a.passes), input=text,
                            capture_output=True, text=True)
         if r.returncode:
             sys.exit(f"masformer-opt {a.passes} failed:\n{r.stderr}")

@@ -4,26 +4,152 @@
 // and pass, so that a user can run the masformer passes and the upstream
 // lowerings in one pipeline.
 //
+// Given an .onnx input, it imports the model (--input-shape fixes dynamic
+// dimensions), raises its attention layers, runs the passes given on the
+// command line, and writes either MLIR or, for `-o out.onnx`, the original
+// model patched with the new spans:
+//
+//   masformer-opt model.onnx --input-shape input_ids=1x2048 \
+//     --masformer-rewrite-spans="span=block:256" -o out.onnx
+//
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Export/ONNXExporter.h"
+#include "masformer/Import/ONNXImporter.h"
 #include "masformer/Pipelines/Pipelines.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <onnx/onnx_pb.h>
+
+using namespace mlir;
+
+/// The positional input of the command line, skipping option values.
+static StringRef findInput(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    StringRef a(argv[i]);
+    if (a == "-o" || a == "--input-shape" || a == "-input-shape" ||
+        a == "-p" || a == "--p") {
+      ++i;
+      continue;
+    }
+    if (!a.starts_with("-"))
+      return a;
+  }
+  return "";
+}
+
+/// ONNX in, ONNX or MLIR out.
+static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
+  static llvm::cl::opt<std::string> inputFilename(
+      llvm::cl::Positional, llvm::cl::desc("<input .onnx>"),
+      llvm::cl::Required);
+  static llvm::cl::opt<std::string> outputFilename(
+      "o",
+      llvm::cl::desc("Output: a .onnx file gets the patched model, anything "
+                     "else the MLIR module"),
+      llvm::cl::value_desc("filename"), llvm::cl::init("-"));
+  static llvm::cl::list<std::string> inputShapes(
+      "input-shape",
+      llvm::cl::desc("Static shape of a graph input: name=d0xd1x... "
+                     "(repeatable)"),
+      llvm::cl::ZeroOrMore);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
+  llvm::cl::ParseCommandLineOptions(argc, argv,
+                                    "masformer optimizer driver (ONNX mode)\n");
+
+  MLIRContext context(registry);
+  Location loc = FileLineColLoc::get(&context, inputFilename, 0, 0);
+  masformer::ONNXImportOptions options;
+  for (const std::string &spec : inputShapes) {
+    std::string err = masformer::parseInputShapeOption(spec, options);
+    if (!err.empty()) {
+      emitError(loc) << err;
+      return 1;
+    }
+  }
+  llvm::StringMap<RankedTensorType> types;
+  options.valueTypes = &types;
+  FailureOr<std::unique_ptr<onnx::ModelProto>> model =
+      masformer::readONNXModel(inputFilename, &context);
+  if (failed(model))
+    return 1;
+  SmallString<256> dir(inputFilename);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  FailureOr<OwningOpRef<ModuleOp>> module = masformer::importONNXModel(
+      **model, dir, inputFilename, &context, options);
+  if (failed(module))
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  // Every span pass works on masformer.attention: raise first.
+  pm.addNestedPass<func::FuncOp>(masformer::createRaiseAttention());
+  auto errorHandler = [&](const Twine &msg) {
+    emitError(loc) << msg;
+    return failure();
+  };
+  if (failed(passPipeline.addToPipeline(pm, errorHandler)))
+    return 1;
+  if (failed(pm.run(**module)))
+    return 1;
+
+  if (StringRef(outputFilename).ends_with(".onnx")) {
+    masformer::ONNXExportOptions exportOptions;
+    exportOptions.valueTypes = &types;
+    if (failed(masformer::exportSpansToONNX(**module, **model,
+                                            exportOptions)) ||
+        failed(masformer::writeONNXFile(**model, outputFilename, &context)))
+      return 1;
+    return 0;
+  }
+  std::string err;
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      openOutputFile(outputFilename, &err);
+  if (!out) {
+    emitError(loc) << err;
+    return 1;
+  }
+  (*module)->print(out->os());
+  out->os() << "\n";
+  out->keep();
+  return 0;
+}
 
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   mlir::registerAllPasses();
   registry.insert<mlir::masformer::MASFormerDialect>();
+  mlir::masformer::registerONNXImportDialects(registry);
   mlir::masformer::registerMASFormerPasses();
   mlir::masformer::registerMASFormerPipelines();
+  if (findInput(argc, argv).ends_with(".onnx"))
+    return onnxMain(argc, argv, registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "masformer optimizer driver\n", registry));
 }

@@ -11,11 +11,13 @@
 #define MASFORMER_IMPORT_ONNXIMPORTER_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <memory>
 #include <string>
 
 namespace onnx {
@@ -34,12 +36,20 @@ struct ONNXImportOptions {
   /// Initializers with at most this many elements become inline dense
   /// constants (readable, foldable); larger ones become dense_resource blobs.
   int64_t inlineConstantLimit = 16;
+  /// If set, receives the static type of every tensor of the graph, by ONNX
+  /// name (the exporter uses it to rewrite nodes of the original model).
+  llvm::StringMap<RankedTensorType> *valueTypes = nullptr;
 };
 
 /// Parses `spec` of the form `name=d0xd1x...` into `options`. Returns an
 /// error message, empty on success.
 std::string parseInputShapeOption(llvm::StringRef spec,
                                   ONNXImportOptions &options);
+
+/// Reads and parses the ONNX model at `path`; errors go to the context's
+/// diagnostic handler.
+FailureOr<std::unique_ptr<onnx::ModelProto>>
+readONNXModel(llvm::StringRef path, MLIRContext *context);
 
 /// Imports the model stored at `path` (external data files are read relative
 /// to its directory). Errors are reported through the context's diagnostic
