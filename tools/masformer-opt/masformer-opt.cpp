@@ -33,6 +33,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <onnx/onnx_pb.h>
@@ -78,6 +79,11 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
                                     "masformer optimizer driver (ONNX mode)\n");
 
   MLIRContext context(registry);
+  // Print every diagnostic (warnings about layers that stay dense
+  // included), as mlir-opt does.
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  context.printOpOnDiagnostic(false);
   Location loc = FileLineColLoc::get(&context, inputFilename, 0, 0);
   masformer::ONNXImportOptions options;
   for (const std::string &spec : inputShapes) {

@@ -104,9 +104,8 @@ struct RewriteSpansPass final
     int64_t count = layers->size();
     if (count == 0)
       return emitError(loc) << "--masformer-rewrite-spans: the module has no "
-                               "attention layer (masformer.attention); an "
-                               "imported model needs "
-                               "--masformer-raise-attention first";
+                               "attention layer (masformer.attention) to "
+                               "rewrite";
     for (auto [i, op] : llvm::enumerate(*layers))
       if (*op.getLayer() != static_cast<int64_t>(i))
         return op.emitError() << "layer indices must be 0.." << count - 1

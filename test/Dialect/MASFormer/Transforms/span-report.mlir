@@ -1,0 +1,43 @@
+// RUN: masformer-opt %s --masformer-rewrite-spans="span=block:4 full-layers=0" --masformer-span-report="seq-len=16 json=%t.json" -o /dev/null | FileCheck %s
+// RUN: FileCheck %s --check-prefix=JSON < %t.json
+// RUN: not masformer-opt %s --masformer-span-report 2>&1 | FileCheck %s --check-prefix=NOLEN
+
+// Causal, 16 tokens: full attention computes 16*17/2 = 136 pairs, blocks of
+// 4 compute 4 * (4*5/2) = 40 (0.294 of full); 4 heads * head_dim 8 * 4 FLOP
+// per pair. Total: (136 + 6*40) / (7*136) = 0.395.
+// CHECK: masformer span report: 7 attention layers, seq-len 16, batch 1
+// CHECK: layer  span           causal  heads  head_dim     attn GFLOP   of full
+// CHECK-NEXT: 0  full              yes      4         8          0.000     1.000
+// CHECK-NEXT: 1  block 4           yes      4         8          0.000     0.294
+// CHECK: total {{.*}} 0.395
+// CHECK-NEXT: attention cost: 39.5% of full attention (60.5% saved)
+
+// JSON: "fraction_of_full": 0.394957983193277{{[0-9]*}}
+// JSON: "layers": [
+// JSON: "causal": true,
+// JSON-NEXT: "flops": 17408,
+// JSON-NEXT: "fraction_of_full": 1,
+// JSON-NEXT: "full_flops": 17408,
+// JSON-NEXT: "head_dim": 8,
+// JSON-NEXT: "heads": 4,
+// JSON-NEXT: "layer": 0,
+// JSON-NEXT: "span": "full",
+// JSON-NEXT: "span_size": 0
+// JSON: "flops": 5120,
+// JSON: "span": "block",
+// JSON-NEXT: "span_size": 4
+// JSON: "seq_len": 16
+
+// NOLEN: error: --masformer-span-report needs seq-len=N with N > 0
+
+// Seven attention layers of 8 tokens (4 heads, head_dim 8), causal.
+func.func @seven(%q: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
+  %a0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true, layer = 0 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %a1 = masformer.attention %a0, %q, %q {span = #masformer.span<full>, causal = true, layer = 1 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %a2 = masformer.attention %a1, %q, %q {span = #masformer.span<full>, causal = true, layer = 2 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %a3 = masformer.attention %a2, %q, %q {span = #masformer.span<full>, causal = true, layer = 3 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %a4 = masformer.attention %a3, %q, %q {span = #masformer.span<full>, causal = true, layer = 4 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %a5 = masformer.attention %a4, %q, %q {span = #masformer.span<full>, causal = true, layer = 5 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  %a6 = masformer.attention %a5, %q, %q {span = #masformer.span<full>, causal = true, layer = 6 : i64} : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  return %a6 : tensor<1x4x8x8xf32>
+}
