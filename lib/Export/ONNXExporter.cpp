@@ -272,12 +272,18 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
     return error() << "mask operand '" << name << "' of type " << *ty
                    << " does not broadcast along the sequence",
            failure();
+  // Leading unit dims by Unsqueeze, never by a static Reshape: the sizes
+  // that equal the sequence here change with it at run time.
   std::string m = name;
-  if (shape.size() < 4)
-    m = emit.node("Reshape", {m, emit.constI64(d)});
+  if (shape.size() < 4) {
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0, e = 4 - shape.size(); i < e; ++i)
+      axes.push_back(i);
+    m = emit.node("Unsqueeze", {m, emit.constI64(axes)});
+  }
   bool q = isSeq(d[2]), k = isSeq(d[3]);
   if (!q && !k)
-    return emit.node("Reshape", {m, emit.constI64({d[0], d[1], 1, 1, 1})});
+    return emit.node("Unsqueeze", {m, emit.constI64({2})});
   std::string zero = q && k ? std::string() : emit.constI64({0});
   std::string pads = emit.node(
       "Concat",

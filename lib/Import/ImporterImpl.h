@@ -111,6 +111,14 @@ private:
 
   Entry *lookup(unsigned i);
   Value materialize(Entry &entry, StringRef name);
+  /// Where an initializer's external data lies (checked to stay inside the
+  /// model's directory and the file).
+  struct ExternalRef {
+    std::string path;
+    int64_t offset, length;
+  };
+  FailureOr<ExternalRef> resolveExternal(const onnx::TensorProto &tensor);
+  LogicalResult readExternal(const ExternalRef &ref, char *dest);
   FailureOr<std::string> readRawBytes(const onnx::TensorProto &tensor);
   LogicalResult addInitializer(const onnx::TensorProto &tensor,
                                StringRef name);

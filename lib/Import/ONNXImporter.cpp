@@ -24,6 +24,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cstdio>
 #include <cstring>
 
 using namespace mlir;
@@ -152,10 +153,8 @@ static int64_t rawElementSize(int32_t t) {
   }
 }
 
-FailureOr<std::string>
-ONNXImporterImpl::readRawBytes(const onnx::TensorProto &tensor) {
-  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
-    return tensor.raw_data();
+FailureOr<ONNXImporterImpl::ExternalRef>
+ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
@@ -183,25 +182,49 @@ ONNXImporterImpl::readRawBytes(const onnx::TensorProto &tensor) {
            failure();
   SmallString<256> path(baseDir);
   llvm::sys::path::append(path, location);
-  auto buffer = llvm::MemoryBuffer::getFileSlice(
-      path, length < 0 ? -1 : length, offset, /*IsVolatile=*/false);
-  if (length < 0)
-    buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
+  uint64_t fileSize = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, fileSize))
     return emitError(loc) << "initializer '" << tensor.name()
                           << "': cannot read external data '" << path
-                          << "': " << buffer.getError().message(),
+                          << "': " << ec.message(),
            failure();
-  StringRef data = (*buffer)->getBuffer();
-  if (length < 0) {
-    if (offset > static_cast<int64_t>(data.size()))
-      return emitError(loc) << "initializer '" << tensor.name()
-                            << "': external data offset past the end of '"
-                            << path << "'",
-             failure();
-    data = data.drop_front(offset);
-  }
-  return data.str();
+  if (length < 0)
+    length = static_cast<int64_t>(fileSize) - offset;
+  if (offset + length > static_cast<int64_t>(fileSize) || length < 0)
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data [" << offset << ", "
+                          << offset + length << ") lies past the end of '"
+                          << path << "' (" << fileSize << " bytes)",
+           failure();
+  return ExternalRef{path.str().str(), offset, length};
+}
+
+FailureOr<std::string>
+ONNXImporterImpl::readRawBytes(const onnx::TensorProto &tensor) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return tensor.raw_data();
+  FailureOr<ExternalRef> ref = resolveExternal(tensor);
+  if (failed(ref))
+    return failure();
+  std::string data(ref->length, '\0');
+  if (failed(readExternal(*ref, data.data())))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': cannot read external data '" << ref->path
+                          << "'",
+           failure();
+  return data;
+}
+
+LogicalResult ONNXImporterImpl::readExternal(const ExternalRef &ref,
+                                             char *dest) {
+  std::FILE *f = std::fopen(ref.path.c_str(), "rb");
+  if (!f)
+    return failure();
+  bool ok = std::fseek(f, ref.offset, SEEK_SET) == 0 &&
+            std::fread(dest, 1, ref.length, f) ==
+                static_cast<size_t>(ref.length);
+  std::fclose(f);
+  return success(ok);
 }
 
 FailureOr<HostTensor>
@@ -424,20 +447,39 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
         return {};
       attr = ht->toAttr();
     } else {
-      FailureOr<std::string> bytes = readRawBytes(t);
-      if (failed(bytes))
-        return {};
+      // Weights are blobs, never printed inline: the IR stays small and the
+      // bytes stay exactly those of the model. External data is read
+      // straight into the blob, so a model costs its weights once in memory.
       int64_t expected =
           entry.type.getNumElements() * rawElementSize(t.data_type());
-      if (static_cast<int64_t>(bytes->size()) != expected) {
-        emitError(loc) << "initializer '" << name << "' holds "
-                       << bytes->size() << " bytes, expected " << expected;
-        return {};
+      AsmResourceBlob blob;
+      if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+        FailureOr<ExternalRef> ref = resolveExternal(t);
+        if (failed(ref))
+          return {};
+        if (ref->length != expected) {
+          emitError(loc) << "initializer '" << name << "' holds "
+                         << ref->length << " bytes, expected " << expected;
+          return {};
+        }
+        blob = HeapAsmResourceBlob::allocate(expected, alignof(uint64_t),
+                                             /*dataIsMutable=*/true);
+        if (failed(readExternal(*ref, blob.getMutableData().data()))) {
+          emitError(loc) << "initializer '" << name
+                         << "': cannot read external data '" << ref->path
+                         << "'";
+          return {};
+        }
+      } else {
+        const std::string &bytes = t.raw_data();
+        if (static_cast<int64_t>(bytes.size()) != expected) {
+          emitError(loc) << "initializer '" << name << "' holds "
+                         << bytes.size() << " bytes, expected " << expected;
+          return {};
+        }
+        blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+            ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
       }
-      // Weights are blobs, never printed inline: the IR stays small and the
-      // bytes stay exactly those of the model.
-      AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-          ArrayRef<char>(bytes->data(), bytes->size()), alignof(uint64_t));
       attr = DenseResourceElementsAttr::get(entry.type, name, std::move(blob));
     }
   }

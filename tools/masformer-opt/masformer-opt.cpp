@@ -32,6 +32,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -123,6 +124,25 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
     return 1;
 
   if (StringRef(outputFilename).ends_with(".onnx")) {
+    // External data is referenced relative to the model file: the patched
+    // model only finds it next to the original.
+    for (const onnx::TensorProto &t : (*model)->graph().initializer()) {
+      if (t.data_location() != onnx::TensorProto::EXTERNAL)
+        continue;
+      SmallString<256> outDir(outputFilename), inReal, outReal;
+      llvm::sys::path::remove_filename(outDir);
+      if (outDir.empty())
+        outDir = ".";
+      if (llvm::sys::fs::real_path(dir, inReal) ||
+          llvm::sys::fs::real_path(outDir, outReal) || inReal != outReal) {
+        emitError(loc) << "the model keeps its weights in external data "
+                          "files referenced relative to it; write the "
+                          "output .onnx into the input's directory ("
+                       << dir << ")";
+        return 1;
+      }
+      break;
+    }
     masformer::ONNXExportOptions exportOptions;
     exportOptions.valueTypes = &types;
     if (failed(masformer::exportSpansToONNX(**module, **model,
