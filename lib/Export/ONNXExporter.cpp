@@ -158,8 +158,12 @@ private:
   }
   LogicalResult findNodes();
   FailureOr<RankedTensorType> typeOf(const std::string &name);
-  /// The operand `name` cut into the blocked layout [.., .., nb, qb, kb].
+  /// The operand `name` cut into the blocked layout [.., .., nb, qb, kb]
+  /// (kb = 2B when windowed: the previous block, then the own block).
   FailureOr<std::string> blockOperand(const std::string &name);
+  /// x[.., nb, ...] -> the same with block i holding block i-1 (block 0 gets
+  /// padding), along `axis`.
+  std::string previousBlock(const std::string &x, int64_t axis, int64_t rank);
   LogicalResult emitBlocked();
   LogicalResult emitWindowMask();
   /// A layer imported from an opset-23 Attention node: the same node on
@@ -172,6 +176,9 @@ private:
   Emitter emit;
   LayerNodes layer;
   int64_t seq = 0, block = 0;
+  /// Causal window W: blocks of W, each query block attending its own and
+  /// the previous key block ([.., nb, W, 2W] scores).
+  bool windowed = false;
   int32_t scoreType = 0;
   // Run-time sizes of the blocked layout.
   std::string seq1, pad, nb;
@@ -253,6 +260,15 @@ FailureOr<RankedTensorType> LayerExporter::typeOf(const std::string &name) {
   return it->second;
 }
 
+std::string LayerExporter::previousBlock(const std::string &x, int64_t axis,
+                                         int64_t rank) {
+  SmallVector<int64_t> pads(2 * rank, 0);
+  pads[axis] = 1;
+  std::string shifted = emit.node("Pad", {x, emit.constI64(pads)});
+  return emit.node("Slice", {shifted, emit.constI64({0}), nb,
+                             emit.constI64({axis})});
+}
+
 FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
   FailureOr<RankedTensorType> ty = typeOf(name);
   if (failed(ty))
@@ -290,8 +306,14 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
       {emit.constI64({0, 0, 0, 0, 0, 0}), q ? pad : zero, k ? pad : zero},
       [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
   m = emit.node("Pad", {m, pads});
-  if (!q)
-    return emit.node("Reshape", {m, emit.constI64({0, 0, -1, 1, block})});
+  if (!q) {
+    std::string cur =
+        emit.node("Reshape", {m, emit.constI64({0, 0, -1, 1, block})});
+    if (!windowed)
+      return cur;
+    return emit.node("Concat", {previousBlock(cur, 2, 5), cur},
+                     [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
+  }
   if (!k)
     return emit.node("Reshape", {m, emit.constI64({0, 0, -1, block, 1})});
   // Both: the diagonal blocks of the [S', S'] plane.
@@ -319,8 +341,21 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
       "Squeeze", {emit.node("Add", {nb, emit.constI64({1})}), axis0});
   std::string diag = emit.node(
       "Range", {emit.constI64({0}, /*scalar=*/true), nbnbS, step});
-  return emit.node("Gather", {m, diag}, [](onnx::NodeProto &n) {
+  std::string own = emit.node("Gather", {m, diag}, [](onnx::NodeProto &n) {
     Emitter::intAttr(n, "axis", 2);
+  });
+  if (!windowed)
+    return own;
+  // The block left of the diagonal (row i, column i-1); block 0 has none
+  // and reads block (0, 0), which the window mask discards.
+  std::string sub = emit.node(
+      "Max", {emit.node("Sub", {diag, emit.constI64({1}, true)}),
+              emit.constI64({0}, true)});
+  std::string prev = emit.node("Gather", {m, sub}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 2);
+  });
+  return emit.node("Concat", {prev, own}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 4);
   });
 }
 
@@ -369,6 +404,12 @@ LogicalResult LayerExporter::emitBlocked() {
   ktb = emit.node("Transpose", {ktb}, [](onnx::NodeProto &n) {
     Emitter::intsAttr(n, "perm", {0, 1, 3, 2, 4});
   });
+  if (windowed) {
+    ktb = emit.node("Concat", {previousBlock(ktb, 2, 5), ktb},
+                    [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
+    vb = emit.node("Concat", {previousBlock(vb, 2, 5), vb},
+                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 3); });
+  }
   std::string scores = emit.node("MatMul", {qb, ktb});
 
   // The layer's own scale / mask / cast chain, on blocked operands.
@@ -405,15 +446,54 @@ LogicalResult LayerExporter::emitBlocked() {
     return error() << "unsupported score type " << sTy->getElementType();
   std::string padded = emit.node("Add", {seq1, pad});
   std::string axis0 = emit.constI64({0});
-  std::string positions = emit.node(
-      "Range", {emit.constI64({0}, true), emit.node("Squeeze", {padded, axis0}),
-                emit.constI64({1}, true)});
-  std::string real = emit.node("Less", {positions, seq1});
-  std::string keyMask = emit.node(
-      "Where", {real, emit.constFloat(0.0, et),
-                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
-  keyMask = emit.node("Reshape", {keyMask, emit.constI64({-1, 1, block})});
-  scores = emit.node("Add", {scores, keyMask});
+  std::string zero = emit.constFloat(0.0, et);
+  std::string ninf =
+      emit.constFloat(-std::numeric_limits<double>::infinity(), et);
+  if (!windowed) {
+    std::string positions = emit.node(
+        "Range", {emit.constI64({0}, true),
+                  emit.node("Squeeze", {padded, axis0}),
+                  emit.constI64({1}, true)});
+    std::string real = emit.node("Less", {positions, seq1});
+    std::string keyMask = emit.node("Where", {real, zero, ninf});
+    keyMask = emit.node("Reshape", {keyMask, emit.constI64({-1, 1, block})});
+    scores = emit.node("Add", {scores, keyMask});
+  } else {
+    // Key j of query block k sits at (k - 1) * W + j: it must exist
+    // (0 <= pos < S) and lie in the causal window, W + i - j in [0, W).
+    std::string one = emit.constI64({1}, true);
+    std::string blocks = emit.node(
+        "Range", {emit.constI64({0}, true),
+                  emit.node("Squeeze", {nb, axis0}), one});
+    std::string cols = emit.node(
+        "Range", {emit.constI64({0}, true), emit.constI64({2 * block}, true),
+                  one});
+    std::string keyPos = emit.node(
+        "Add",
+        {emit.node("Mul", {emit.node("Sub", {emit.node("Unsqueeze",
+                                                       {blocks, emit.constI64({1})}),
+                                             one}),
+                           emit.constI64({block}, true)}),
+         emit.node("Unsqueeze", {cols, axis0})});
+    std::string exists = emit.node(
+        "And", {emit.node("GreaterOrEqual", {keyPos, emit.constI64({0}, true)}),
+                emit.node("Less", {keyPos, seq1})});
+    std::string keyMask = emit.node("Where", {exists, zero, ninf});
+    keyMask = emit.node("Unsqueeze", {keyMask, emit.constI64({1})});
+    std::string rows = emit.node(
+        "Range", {emit.constI64({0}, true), emit.constI64({block}, true), one});
+    std::string dist = emit.node(
+        "Sub", {emit.node("Add", {emit.node("Unsqueeze",
+                                            {rows, emit.constI64({1})}),
+                                  emit.constI64({block}, true)}),
+                emit.node("Unsqueeze", {cols, axis0})});
+    std::string inWindow = emit.node(
+        "And", {emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)}),
+                emit.node("Less", {dist, emit.constI64({block}, true)})});
+    std::string windowMask = emit.node("Where", {inWindow, zero, ninf});
+    scores = emit.node("Add", {emit.node("Add", {scores, keyMask}),
+                               windowMask});
+  }
   std::string probs = emit.node("Softmax", {scores}, [](onnx::NodeProto &n) {
     Emitter::intAttr(n, "axis", -1);
   });
@@ -695,10 +775,22 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
     llvm::append_range(removed, layer.post);
     removed.push_back(layer.pv);
     anchor = layer.pv;
+  } else if (op.getCausal()) {
+    windowed = true;
+    if (failed(emitBlocked()))
+      return failure();
+    removed.push_back(layer.qk);
+    for (auto [idx, k] : layer.chain)
+      removed.push_back(idx);
+    removed.push_back(layer.softmax);
+    llvm::append_range(removed, layer.post);
+    removed.push_back(layer.pv);
+    anchor = layer.pv;
   } else {
     op.emitWarning() << "layer " << op.getLayer().value_or(-1)
-                     << ": the window span is exported as an added dense "
-                        "mask; onnxruntime still computes every pair";
+                     << ": a bidirectional window span is exported as an "
+                        "added dense mask; onnxruntime still computes every "
+                        "pair";
     if (failed(emitWindowMask()))
       return failure();
     removed.push_back(layer.softmax);

@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--rewritten", type=int, required=True,
                     help="how many layers were rewritten")
     ap.add_argument("--block", type=int)
+    ap.add_argument("--window", type=int,
+                    help="causal window W: scores must be [.., W, 2W]")
     ap.add_argument("--seq", type=int, default=16)
     a = ap.parse_args()
 
@@ -71,7 +73,10 @@ def main():
         fail(f"{softmaxes} layers were replaced, expected {a.rewritten}")
     removed = len(removed)
 
+    if a.window:
+        a.block = a.window
     if a.block:
+        want = [a.block, 2 * a.block] if a.window else [a.block, a.block]
         inferred = onnx.ModelProto()
         inferred.CopyFrom(out)
         for inp in inferred.graph.input:
@@ -101,9 +106,9 @@ def main():
                     [None, s[-2], s[-2]]
             # The block count is only known at run time; the block shape is
             # what proves that only in-block pairs are computed.
-            if s is None or s[-2:] != [a.block, a.block]:
+            if s is None or s[-2:] != want:
                 fail(f"{n.name} computes scores of shape {s}, expected "
-                     f"[..., {a.block}, {a.block}] ({nb} blocks)")
+                     f"[..., {want[0]}, {want[1]}] ({nb} blocks)")
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
