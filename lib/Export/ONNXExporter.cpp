@@ -765,18 +765,10 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
     return failure();
   seq = qTy->getDimSize(2);
   block = span.getSize();
-  if (span.getKind() == SpanKind::Block) {
-    if (failed(emitBlocked()))
-      return failure();
-    removed.push_back(layer.qk);
-    for (auto [idx, k] : layer.chain)
-      removed.push_back(idx);
-    removed.push_back(layer.softmax);
-    llvm::append_range(removed, layer.post);
-    removed.push_back(layer.pv);
-    anchor = layer.pv;
-  } else if (op.getCausal()) {
-    windowed = true;
+  // Blocks, or a causal window as blocks of W that also see the previous
+  // block.
+  if (span.getKind() == SpanKind::Block || op.getCausal()) {
+    windowed = span.getKind() == SpanKind::Window;
     if (failed(emitBlocked()))
       return failure();
     removed.push_back(layer.qk);
