@@ -458,6 +458,20 @@ LogicalResult LayerExporter::emitBlocked() {
     std::string keyMask = emit.node("Where", {real, zero, ninf});
     keyMask = emit.node("Reshape", {keyMask, emit.constI64({-1, 1, block})});
     scores = emit.node("Add", {scores, keyMask});
+    if (op.getCausal()) {
+      // The op's causal flag, exactly: -inf above the diagonal of each
+      // (square) block, also where the model's own mask only adds
+      // float-min there.
+      std::string one = emit.constI64({1}, true);
+      std::string idx = emit.node(
+          "Range", {emit.constI64({0}, true), emit.constI64({block}, true),
+                    one});
+      std::string above = emit.node(
+          "Greater", {emit.node("Unsqueeze", {idx, axis0}),
+                      emit.node("Unsqueeze", {idx, emit.constI64({1})})});
+      scores = emit.node("Add",
+                         {scores, emit.node("Where", {above, ninf, zero})});
+    }
   } else {
     // Key j of query block k sits at (k - 1) * W + j: it must exist
     // (0 <= pos < S) and lie in the causal window, W + i - j in [0, W).

@@ -265,6 +265,127 @@ bool isCausalPattern(DenseElementsAttr attr,
   return true;
 }
 
+/// Whether the last two dims of `map` (of an operand read by a generic) are
+/// the generic's last two loop dims, in order.
+bool keepsLastTwoDims(AffineMap map, unsigned numLoops) {
+  unsigned r = map.getNumResults();
+  if (r < 2)
+    return false;
+  auto d0 = dyn_cast<AffineDimExpr>(map.getResult(r - 2));
+  auto d1 = dyn_cast<AffineDimExpr>(map.getResult(r - 1));
+  return d0 && d1 && d0.getPosition() == numLoops - 2 &&
+         d1.getPosition() == numLoops - 1;
+}
+
+/// Whether every element of `v` above the causal diagonal (key j > query i,
+/// queries aligned to the end of the keys) is masked (<= -1e4) whatever the
+/// model's inputs are. Exporters build combined causal + padding masks as
+/// Where(padding, float-min, causal_constant) and friends: such a mask still
+/// makes the layer causal.
+bool isUpperMasked(Value v, int depth = 16) {
+  if (depth == 0)
+    return false;
+  auto ty = dyn_cast<RankedTensorType>(v.getType());
+  if (!ty || !isa<FloatType>(ty.getElementType()))
+    return false;
+  DenseElementsAttr attr;
+  if (matchPattern(v, m_Constant(&attr))) {
+    auto values = attr.getValues<APFloat>();
+    if (attr.isSplat())
+      return (*values.begin()).convertToDouble() <= kMaskedThreshold;
+    if (ty.getRank() < 2)
+      return false;
+    int64_t q = ty.getDimSize(ty.getRank() - 2),
+            kv = ty.getDimSize(ty.getRank() - 1);
+    int64_t slices = ty.getNumElements() / std::max<int64_t>(q * kv, 1);
+    for (int64_t sl = 0; sl < slices; ++sl)
+      for (int64_t i = 0; i < q; ++i)
+        for (int64_t j = i + kv - q + 1; j < kv; ++j)
+          if (j >= 0 && values[sl * q * kv + i * kv + j].convertToDouble() >
+                            kMaskedThreshold)
+            return false;
+    return true;
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  // Reshapes, slices and inserts that keep the last two dims in place.
+  auto sameLastTwo = [&](Value other) {
+    auto ot = dyn_cast<RankedTensorType>(other.getType());
+    return ot && ot.getRank() >= 2 &&
+           ot.getShape().take_back(2) == ty.getShape().take_back(2);
+  };
+  if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def))
+    return sameLastTwo(def->getOperand(0)) &&
+           isUpperMasked(def->getOperand(0), depth - 1);
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
+    // A top-left square cut of a square mask keeps its diagonal.
+    auto src = slice.getSourceType();
+    int64_t r = src.getRank();
+    ArrayRef<int64_t> offs = slice.getStaticOffsets(),
+                      strides = slice.getStaticStrides();
+    return r >= 2 && offs[r - 1] == 0 && offs[r - 2] == 0 &&
+           strides[r - 1] == 1 && strides[r - 2] == 1 &&
+           src.getDimSize(r - 1) == src.getDimSize(r - 2) &&
+           ty.getDimSize(r - 1) == ty.getDimSize(r - 2) &&
+           isUpperMasked(slice.getSource(), depth - 1);
+  }
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(def)) {
+    // An insert that overwrites the whole destination.
+    auto srcTy = insert.getSourceType();
+    return srcTy.getShape() == ty.getShape() &&
+           isUpperMasked(insert.getSource(), depth - 1);
+  }
+  auto g = dyn_cast<linalg::GenericOp>(def);
+  if (!g || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != g.getNumParallelLoops() ||
+      !g.getIndexingMapsArray().back().isIdentity())
+    return false;
+  unsigned loops = g.getNumLoops();
+  // An operand is masked where the result needs it if it is a masked
+  // scalar, or masked with its last two dims following the result's.
+  auto operandMasked = [&](OpOperand *in) {
+    AffineMap map = g.getMatchingIndexingMap(in);
+    if (map.getNumResults() == 0 ||
+        llvm::all_of(map.getResults(), [](AffineExpr e) {
+          return isa<AffineConstantExpr>(e);
+        }))
+      return getScalarConstant(in->get()).value_or(0.0) <= kMaskedThreshold;
+    return keepsLastTwoDims(map, loops) && isUpperMasked(in->get(), depth - 1);
+  };
+  Block &body = g.getRegion().front();
+  Value yielded = body.getTerminator()->getOperand(0);
+  auto inputOf = [&](Value x) -> OpOperand * {
+    auto arg = dyn_cast<BlockArgument>(x);
+    if (!arg || arg.getOwner() != &body ||
+        arg.getArgNumber() >= g.getNumDpsInputs())
+      return nullptr;
+    return g.getDpsInputOperand(arg.getArgNumber());
+  };
+  // A broadcast (Expand): the body yields its input.
+  if (OpOperand *in = inputOf(yielded))
+    return operandMasked(in);
+  Operation *payload = yielded.getDefiningOp();
+  if (!payload || payload->getBlock() != &body ||
+      !llvm::hasSingleElement(body.without_terminator()))
+    return false;
+  if (isa<arith::ExtFOp, arith::TruncFOp>(payload)) {
+    OpOperand *in = inputOf(payload->getOperand(0));
+    return in && operandMasked(in);
+  }
+  if (isa<arith::SelectOp>(payload)) {
+    OpOperand *a = inputOf(payload->getOperand(1));
+    OpOperand *b = inputOf(payload->getOperand(2));
+    return a && b && operandMasked(a) && operandMasked(b);
+  }
+  if (isa<arith::MinimumFOp>(payload)) {
+    OpOperand *a = inputOf(payload->getOperand(0));
+    OpOperand *b = inputOf(payload->getOperand(1));
+    return (a && operandMasked(a)) || (b && operandMasked(b));
+  }
+  return false;
+}
+
 //===----------------------------------------------------------------------===//
 // The raising of one layer
 //===----------------------------------------------------------------------===//
@@ -366,6 +487,10 @@ LogicalResult AttentionRaiser::addAdditiveMask(Value mask, double factor) {
       return success();
     }
   }
+  // A combined causal + padding mask computed at run time: still causal
+  // (and kept, for its padding part).
+  if (isUpperMasked(mask))
+    causal = true;
   masks.push_back({mask, factor});
   return success();
 }
