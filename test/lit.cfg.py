@@ -27,7 +27,11 @@ config.substitutions.append((
     "-shared-libs=%s/libmlir_runner_utils.so,%s/libmlir_c_runner_utils.so"
     % (config.llvm_lib_dir, config.llvm_lib_dir)))
 
-llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+if config.masformer_sanitize:
+    config.available_features.add("sanitizers")
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP",
+                                     "ASAN_OPTIONS", "UBSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.masformer_tools_dir, config.llvm_tools_dir]

@@ -121,6 +121,15 @@ HostTensor HostTensor::vectorInt(Type type, ArrayRef<int64_t> values) {
   return t;
 }
 
+bool mlir::masformer::isBadShape(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxTensorElements)
+      return true;
+  }
+  return false;
+}
+
 FailureOr<SmallVector<int64_t>>
 mlir::masformer::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
@@ -132,6 +141,8 @@ mlir::masformer::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
       return failure();
     out[i] = da == 1 ? db : da;
   }
+  if (isBadShape(out))
+    return failure();
   return out;
 }
 

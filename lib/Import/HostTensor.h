@@ -50,6 +50,15 @@ struct HostTensor {
   static HostTensor vectorInt(Type type, ArrayRef<int64_t> values);
 };
 
+/// The largest tensor the importer accepts (elements). Shapes computed from
+/// model data (Reshape targets, ConstantOfShape, Expand, Range) are checked
+/// against it, so that a hostile model cannot overflow an element count.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
+/// Whether `shape` has a negative dimension or more than kMaxTensorElements
+/// elements (computed without overflowing).
+bool isBadShape(ArrayRef<int64_t> shape);
+
 /// Numpy broadcasting of two static shapes; failure if incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                 ArrayRef<int64_t> b);

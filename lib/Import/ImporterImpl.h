@@ -91,6 +91,9 @@ public:
   /// Fails (with an error naming it) if the node has an attribute outside
   /// `known`: an attribute we would silently ignore is a wrong result.
   LogicalResult checkAttributes(ArrayRef<StringRef> known);
+  /// Fails (naming the node) when the node's input or output count is not
+  /// one its op takes.
+  LogicalResult checkArity();
 
   /// ONNX TensorProto element type to MLIR; null if unsupported.
   Type convertElementType(int32_t onnxType);

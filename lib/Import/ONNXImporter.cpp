@@ -90,6 +90,65 @@ const onnx::TensorProto *ONNXImporterImpl::attrTensor(StringRef name) {
   return nullptr;
 }
 
+LogicalResult ONNXImporterImpl::checkArity() {
+  // Inputs (min, max; required ones may not be empty) and outputs (max) of
+  // every supported op, so that handlers can index them freely.
+  struct Arity {
+    int minIn, maxIn, maxOut;
+  };
+  static const llvm::StringMap<Arity> kArity = [] {
+    llvm::StringMap<Arity> m;
+    for (StringRef op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
+                         "And", "Or", "Equal", "Less", "LessOrEqual",
+                         "Greater", "GreaterOrEqual", "MatMul"})
+      m[op] = {2, 2, 1};
+    for (StringRef op : {"Sqrt", "Exp", "Log", "Erf", "Tanh", "Cos", "Sin",
+                         "Abs", "Neg", "Reciprocal", "Sigmoid", "Relu", "Not",
+                         "Cast", "Identity", "Shape", "Flatten", "Transpose",
+                         "Softmax", "ConstantOfShape"})
+      m[op] = {1, 1, 1};
+    m["Where"] = {3, 3, 1};
+    m["Constant"] = {0, 0, 1};
+    m["Range"] = {3, 3, 1};
+    m["Reshape"] = {2, 2, 1};
+    m["Squeeze"] = {1, 2, 1};
+    m["Unsqueeze"] = {1, 2, 1};
+    m["Slice"] = {3, 5, 1};
+    m["Split"] = {1, 2, 1 << 16};
+    m["Concat"] = {1, 1 << 16, 1};
+    m["Gather"] = {2, 2, 1};
+    m["Expand"] = {2, 2, 1};
+    m["Trilu"] = {1, 2, 1};
+    m["ScatterND"] = {3, 3, 1};
+    m["Gemm"] = {2, 3, 1};
+    m["Einsum"] = {1, 1 << 16, 1};
+    for (StringRef op : {"ReduceMean", "ReduceSum", "ReduceMax"})
+      m[op] = {1, 2, 1};
+    m["LayerNormalization"] = {2, 3, 3};
+    m["Attention"] = {3, 7, 4};
+    return m;
+  }();
+  auto it = kArity.find(node->op_type());
+  if (it == kArity.end())
+    return success();
+  const Arity &a = it->second;
+  int n = node->input_size();
+  if (n < a.minIn || n > a.maxIn)
+    return error() << "expects " << a.minIn
+                   << (a.minIn == a.maxIn ? "" : " to ")
+                   << (a.minIn == a.maxIn ? "" : std::to_string(a.maxIn))
+                   << " inputs, got " << n;
+  for (int i = 0; i < a.minIn; ++i)
+    if (node->input(i).empty())
+      return error() << "required input " << i << " is missing";
+  if (node->output_size() < 1 || node->output_size() > a.maxOut ||
+      node->output(0).empty())
+    return error() << "has " << node->output_size()
+                   << " outputs; expects 1 to " << a.maxOut
+                   << " with the first one named";
+  return success();
+}
+
 LogicalResult ONNXImporterImpl::checkAttributes(ArrayRef<StringRef> known) {
   for (const onnx::AttributeProto &a : node->attribute())
     if (!llvm::is_contained(known, StringRef(a.name())))
@@ -182,15 +241,31 @@ ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
            failure();
   SmallString<256> path(baseDir);
   llvm::sys::path::append(path, location);
+  // Through links too: the file itself must lie inside the directory.
+  SmallString<256> realDir, realFile;
+  if (!llvm::sys::fs::real_path(baseDir, realDir) &&
+      !llvm::sys::fs::real_path(path, realFile) &&
+      !StringRef(realFile).starts_with((realDir + "/").str()))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data '" << location
+                          << "' resolves to '" << realFile
+                          << "', outside the model's directory",
+           failure();
   uint64_t fileSize = 0;
   if (std::error_code ec = llvm::sys::fs::file_size(path, fileSize))
     return emitError(loc) << "initializer '" << tensor.name()
                           << "': cannot read external data '" << path
                           << "': " << ec.message(),
            failure();
+  if (offset > static_cast<int64_t>(fileSize))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data offset " << offset
+                          << " lies past the end of '" << path << "' ("
+                          << fileSize << " bytes)",
+           failure();
   if (length < 0)
     length = static_cast<int64_t>(fileSize) - offset;
-  if (offset + length > static_cast<int64_t>(fileSize) || length < 0)
+  if (length > static_cast<int64_t>(fileSize) - offset)
     return emitError(loc) << "initializer '" << tensor.name()
                           << "': external data [" << offset << ", "
                           << offset + length << ") lies past the end of '"
@@ -243,6 +318,10 @@ ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
              failure();
     t.shape.push_back(d);
   }
+  if (isBadShape(t.shape))
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has too many elements",
+           failure();
   int64_t n = t.numElements();
   t.resize(n);
   int32_t dt = tensor.data_type();
@@ -361,6 +440,10 @@ LogicalResult ONNXImporterImpl::addInitializer(const onnx::TensorProto &t,
                           << "' has unsupported element type "
                           << t.data_type();
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+  if (isBadShape(shape))
+    return emitError(loc) << "initializer '" << t.name()
+                          << "' has a negative dimension or too many "
+                             "elements";
   entry.type = RankedTensorType::get(shape, elemType);
   int64_t n = entry.type.getNumElements();
   // Integers, booleans and tiny float tensors take part in folding; weights
@@ -581,6 +664,10 @@ ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
              << "'); the importer needs static shapes: give them with "
                 "--input-shape "
              << name << "=<d0>x<d1>...";
+  if (isBadShape(shape))
+    return emitError(loc) << "graph input '" << name
+                          << "' has a negative dimension or too many "
+                             "elements";
   Entry entry;
   entry.type = RankedTensorType::get(shape, elemType);
   argTypes.push_back(entry.type);
@@ -644,6 +731,14 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
   for (const onnx::NodeProto &n : graph.node()) {
     node = &n;
     loc = nodeLoc(n);
+    if (failed(checkArity()))
+      return failure();
+    for (int i = 0; i < n.output_size(); ++i)
+      if (!n.output(i).empty() && values.count(n.output(i)))
+        return error() << "output '" << n.output(i)
+                       << "' is already produced by an earlier node, an "
+                          "initializer or a graph input",
+               failure();
     for (int i = 0; i < n.input_size(); ++i)
       if (!n.input(i).empty() && !values.count(n.input(i)))
         return error() << "input '" << n.input(i)
@@ -742,8 +837,13 @@ mlir::masformer::readONNXModel(StringRef path, MLIRContext *context) {
            failure();
   auto model = std::make_unique<onnx::ModelProto>();
   StringRef data = (*buffer)->getBuffer();
-  if (data.size() > static_cast<size_t>(INT_MAX) ||
-      !model->ParseFromArray(data.data(), static_cast<int>(data.size())))
+  if (data.size() > static_cast<size_t>(INT_MAX))
+    return emitError(fileLoc) << "'" << path << "' is " << data.size()
+                              << " bytes, over protobuf's 2 GB limit; save "
+                                 "the model with its weights as external "
+                                 "data",
+           failure();
+  if (!model->ParseFromArray(data.data(), static_cast<int>(data.size())))
     return emitError(fileLoc) << "'" << path
                               << "' is not a valid ONNX model (protobuf "
                                  "parsing failed)",

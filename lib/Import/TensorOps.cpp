@@ -80,14 +80,17 @@ LogicalResult importShape(ONNXImporterImpl &im) {
 }
 
 LogicalResult importConstant(ONNXImporterImpl &im) {
-  const onnx::AttributeProto &a = im.node->attribute(0);
   if (im.node->attribute_size() != 1)
     return im.error() << "expects exactly one value attribute";
+  const onnx::AttributeProto &a = im.node->attribute(0);
   Type i64 = im.builder.getI64Type(), f32 = im.builder.getF32Type();
   if (a.name() == "value") {
-    RankedTensorType t;
+    SmallVector<int64_t> dims(a.t().dims().begin(), a.t().dims().end());
+    if (isBadShape(dims))
+      return im.error() << "value has a negative dimension or too many "
+                           "elements";
     int64_t n = 1;
-    for (int64_t d : a.t().dims())
+    for (int64_t d : dims)
       n *= d;
     Type et = im.convertElementType(a.t().data_type());
     if (et && (et.isIntOrIndex() ? n <= kMaxHostElements : n <= 4096)) {
@@ -125,6 +128,9 @@ LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
   if (failed(shapeT))
     return failure();
   SmallVector<int64_t> shape((*shapeT)->ints.begin(), (*shapeT)->ints.end());
+  if (isBadShape(shape))
+    return im.error() << "shape [" << shape
+                      << "] has a negative dimension or too many elements";
   HostTensor value;
   value.elemType = im.builder.getF32Type();
   value.floats = {0.0};
@@ -161,7 +167,11 @@ LogicalResult importRange(ONNXImporterImpl &im) {
          d = delta.getDouble(0);
   if (d == 0)
     return im.error() << "delta is zero";
-  int64_t n = std::max<int64_t>(0, (int64_t)std::ceil((l - s) / d));
+  double count = std::ceil((l - s) / d);
+  if (!(count < static_cast<double>(kMaxHostElements)))
+    return im.error() << "Range of " << count
+                      << " elements is too large (or not finite)";
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   out.shape = {n};
   out.resize(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -209,10 +219,13 @@ LogicalResult importReshape(ONNXImporterImpl &im) {
     } else if (d < 0) {
       return im.error() << "invalid target dimension " << d;
     }
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known) || known > kMaxTensorElements)
+      return im.error() << "target shape has too many elements";
     shape.push_back(d);
   }
   int64_t total = im.inputType(0).getNumElements();
+  if (isBadShape(shape))
+    return im.error() << "target shape has too many elements";
   if (inferred >= 0) {
     if (known == 0 || total % known)
       return im.error() << "cannot infer -1 reshaping " << im.inputType(0);
@@ -526,6 +539,8 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
   SmallVector<Value> inputs;
   for (unsigned i : present)
     inputs.push_back(im.input(i));
+  if (isBadShape(shape))
+    return im.error() << "result has too many elements";
   auto outType = RankedTensorType::get(shape, t0.getElementType());
   im.setOutput(0, inputs.size() == 1
                       ? inputs[0]
@@ -548,6 +563,8 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   SmallVector<int64_t> shape(dt.getShape().take_front(*axis));
   llvm::append_range(shape, it.getShape());
   llvm::append_range(shape, dt.getShape().drop_front(*axis + 1));
+  if (isBadShape(shape))
+    return im.error() << "result has too many elements";
   int64_t ir = it.getRank();
   if (im.allInputsOnHost()) {
     const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);

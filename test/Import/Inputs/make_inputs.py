@@ -46,6 +46,8 @@ model = h.make_model(h.make_graph(
     [h.make_tensor_value_info("x", T.FLOAT, [2, 8])],
     [h.make_tensor_value_info("y", T.FLOAT, [2, 8])],
     [nh.from_array(w, "w")]), opset_imports=[h.make_opsetid("", 17)])
+if os.path.exists("external.data"):
+    os.remove("external.data")
 onnx.save(model, "external.onnx", save_as_external_data=True,
           all_tensors_to_one_file=True, location="external.data",
           size_threshold=0)
@@ -59,3 +61,98 @@ onnx.save(model, "external-escape.onnx")
 
 with open("not-a-model.onnx", "wb") as f:
     f.write(b"this is not a protobuf \xff\xff\xff\xff")
+
+
+# --- Hostile models (docs/SECURITY.md) -------------------------------------
+
+def relu_graph(nodes, name, inits=(), inputs=None, outputs=None):
+    return h.make_graph(
+        nodes, name,
+        inputs or [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        outputs or [h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+        list(inits))
+
+
+def save_unchecked(graph, name, opset=17):
+    """Saves without onnx.checker: these models are broken on purpose."""
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+    with open(name, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+# A cycle: a consumes b's output, b consumes a's.
+save_unchecked(relu_graph(
+    [h.make_node("Add", ["x", "b"], ["a"], name="add_a"),
+     h.make_node("Relu", ["a"], ["b"], name="relu_b"),
+     h.make_node("Relu", ["b"], ["y"], name="relu_y")], "cycle"),
+    "cycle.onnx")
+
+# A dangling name (a missing initializer).
+save_unchecked(relu_graph(
+    [h.make_node("Add", ["x", "bias"], ["y"], name="add_bias")], "dangling"),
+    "dangling.onnx")
+
+# Two nodes writing the same output.
+save_unchecked(relu_graph(
+    [h.make_node("Relu", ["x"], ["y"], name="relu_1"),
+     h.make_node("Abs", ["x"], ["y"], name="abs_2")], "duplicate"),
+    "duplicate-output.onnx")
+
+# A node with the wrong number of inputs.
+save_unchecked(relu_graph(
+    [h.make_node("MatMul", ["x"], ["y"], name="matmul_1")], "arity"),
+    "wrong-arity.onnx")
+
+# An initializer whose element count overflows int64.
+huge = onnx.TensorProto()
+huge.name = "w"
+huge.data_type = T.FLOAT
+huge.dims.extend([1 << 40, 1 << 40])
+save_unchecked(relu_graph(
+    [h.make_node("Add", ["x", "w"], ["y"], name="add_w")], "huge", [huge]),
+    "huge-initializer.onnx")
+
+# A negative dimension.
+neg = onnx.TensorProto()
+neg.name = "w"
+neg.data_type = T.FLOAT
+neg.dims.extend([-1, 3])
+save_unchecked(relu_graph(
+    [h.make_node("Add", ["x", "w"], ["y"], name="add_w")], "neg", [neg]),
+    "negative-dim.onnx")
+
+# ConstantOfShape asked for 10^18 elements.
+save_unchecked(relu_graph(
+    [h.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")], "fill",
+    [nh.from_array(np.array([10**9, 10**9], np.int64), "shape")]),
+    "absurd-constantofshape.onnx")
+
+# A Reshape whose target overflows int64 when multiplied out.
+save_unchecked(relu_graph(
+    [h.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_1")],
+    "reshape", [nh.from_array(np.array([2**62, 2**62, -1], np.int64),
+                              "shape")]), "overflow-reshape.onnx")
+
+# Raw data that does not match the tensor's shape.
+short = nh.from_array(np.zeros((2, 3), np.float32), "w")
+short.raw_data = short.raw_data[:8]
+save_unchecked(relu_graph(
+    [h.make_node("Add", ["x", "w"], ["y"], name="add_w")], "short", [short]),
+    "short-raw-data.onnx")
+
+# External data: an offset past the end, and a length that disagrees with
+# the shape (external.data holds 256 bytes).
+for name, offset, length in (("external-offset.onnx", "4096", None),
+                             ("external-length.onnx", "0", "128")):
+    m = onnx.load("external.onnx", load_external_data=False)
+    t = m.graph.initializer[0]
+    for kv in list(t.external_data):
+        if kv.key in ("offset", "length"):
+            t.external_data.remove(kv)
+    kv = t.external_data.add()
+    kv.key, kv.value = "offset", offset
+    if length:
+        kv = t.external_data.add()
+        kv.key, kv.value = "length", length
+    with open(name, "wb") as f:
+        f.write(m.SerializeToString())
