@@ -156,3 +156,12 @@ for name, offset, length in (("external-offset.onnx", "4096", None),
         kv.key, kv.value = "length", length
     with open(name, "wb") as f:
         f.write(m.SerializeToString())
+
+# Control flow: an If node with nested subgraphs is reported, never imported.
+then_g = relu_graph([h.make_node("Relu", ["x"], ["t"], name="then_relu")],
+                    "then", outputs=[h.make_tensor_value_info("t", T.FLOAT,
+                                                              [2, 3])])
+save_unchecked(relu_graph(
+    [h.make_node("If", ["cond"], ["y"], name="if_0", then_branch=then_g,
+                 else_branch=then_g)], "if",
+    inputs=[h.make_tensor_value_info("cond", T.BOOL, [])]), "if.onnx")
