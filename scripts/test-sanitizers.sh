@@ -25,7 +25,20 @@ echo "sanitizer build: $(( $(date +%s) - start )) s"
 # poisoned.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-python3 /usr/lib/llvm-22/bin/lit -sv "$build/test"
+status=0
+python3 /usr/lib/llvm-22/bin/lit -sv --xunit-xml-output="$build/lit-results.xml" \
+  "$build/test" || status=$?
+python3 - "$build/lit-results.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
+failed = sum(c.find("failure") is not None or c.find("error") is not None
+             for c in cases)
+skipped = sum(c.find("skipped") is not None for c in cases)
+print(f"lit under sanitizers: {len(cases) - failed - skipped} passed, "
+      f"{failed} failed, {skipped} skipped")
+PY
+[ "$status" -eq 0 ] || exit "$status"
 
 corpus="$build/fuzz-corpus"
 mkdir -p "$corpus/onnx" "$corpus/options"
