@@ -22,7 +22,8 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
   // and independent of the C++ factory names, which move between releases.
   static constexpr StringLiteral kLowering =
       "convert-elementwise-to-linalg,"
-      "one-shot-bufferize{bufferize-function-boundaries},"
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "allow-return-allocs-from-loops},"
       "convert-linalg-to-loops,expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,arith-expand,convert-math-to-llvm,convert-math-to-libm,"
       "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"

@@ -12,6 +12,7 @@ result is off.
 
 import argparse
 import re
+import shlex
 import subprocess
 import sys
 
@@ -188,7 +189,7 @@ def main():
     if a.dump:
         open(a.dump, "w").write(module)
     opt = subprocess.run(
-        [a.opt, "-"] + a.pipeline.split(),
+        [a.opt, "-"] + shlex.split(a.pipeline),
         input=module, capture_output=True, text=True)
     if opt.returncode:
         sys.exit(f"{a.case}: masformer-opt failed:\n{opt.stderr}")

@@ -105,6 +105,42 @@ def RaiseAttention : Pass<"masformer-raise-attention", "::mlir::func::FuncOp"> {
   ];
 }
 
+def TileAttention : Pass<"masformer-tile-attention"> {
+  let summary = "Span-aware tiled attention with online softmax";
+  let description = [{
+    Rewrites every `masformer.attention` (static shapes) into loops over
+    batch, query head and query tiles of `tile-q` rows; for each query tile,
+    an inner loop visits only the key tiles of `tile-kv` keys that meet the
+    span and the causal triangle. Its bounds come from the span, not from a
+    mask: a block span visits the keys of the query tile's blocks, a window
+    the keys within W, causal attention the keys up to the tile's last
+    query. Inside, scores are computed in f32 and folded into a running
+    softmax (flash-attention style: row max, rescaled sums and accumulator).
+    Tiles entirely inside the span and the triangle run without any mask;
+    only boundary tiles evaluate the position mask.
+
+    ```mlir
+    %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
+           : tensor<1x4x256x32xf32>, ... -> tensor<1x4x256x32xf32>
+    ```
+    becomes `scf.for` nests whose key-tile loop runs from
+    `floor(q0 / 64) * 64 / tile-kv` to the end of the last query's block.
+  }];
+  let options = [
+    Option<"tileQ", "tile-q", "int64_t", /*default=*/"64",
+           "Query rows per tile">,
+    Option<"tileKV", "tile-kv", "int64_t", /*default=*/"64",
+           "Keys per tile">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
   let summary = "MASFormer: keep full attention in a few layers, block-sparse "
                 "or windowed spans in the others";

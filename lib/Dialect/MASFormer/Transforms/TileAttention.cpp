@@ -1,0 +1,480 @@
+//===- TileAttention.cpp - Span-aware tiled attention -------------*- C++ -*-===//
+//
+// masformer.attention as loops over (batch, head, query tile) and, inside, a
+// loop over exactly the key tiles that meet the span and the causal
+// triangle, with an online softmax. The key-tile bounds are computed from
+// the span: tiles outside it are never visited, and tiles entirely inside
+// it run without a position mask.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+#include <limits>
+
+namespace mlir::masformer {
+#define GEN_PASS_DEF_TILEATTENTION
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"
+} // namespace mlir::masformer
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+using utils::IteratorType;
+constexpr IteratorType kPar = IteratorType::parallel;
+constexpr IteratorType kRed = IteratorType::reduction;
+
+/// Index arithmetic with short names.
+struct Idx {
+  OpBuilder &b;
+  Location loc;
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value fdiv(Value x, Value y) {
+    return arith::FloorDivSIOp::create(b, loc, x, y);
+  }
+  Value cdiv(Value x, Value y) {
+    return arith::CeilDivSIOp::create(b, loc, x, y);
+  }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value andI(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+};
+
+Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+Value toF32(OpBuilder &b, Location loc, Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+/// A [rows, cols] tensor of f32 filled with `value` (sizes may be dynamic).
+Value filled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+             float value) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  return linalg::FillOp::create(b, loc, f32Const(b, loc, value), empty)
+      .getResult(0);
+}
+
+AffineMap dims(MLIRContext *ctx, unsigned n, ArrayRef<unsigned> ds) {
+  SmallVector<AffineExpr> e;
+  for (unsigned d : ds)
+    e.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(n, 0, e, ctx);
+}
+
+/// A rank-reduced 2-D slice x[lead..., r0:r0+rs, c0:c0+cs] of a 4-D tensor.
+Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
+              OpFoldResult r0, OpFoldResult rs, OpFoldResult c0,
+              OpFoldResult cs) {
+  auto ty = cast<RankedTensorType>(x.getType());
+  SmallVector<OpFoldResult> offsets(lead.begin(), lead.end());
+  offsets.push_back(r0);
+  offsets.push_back(c0);
+  SmallVector<OpFoldResult> sizes(lead.size(), b.getIndexAttr(1));
+  sizes.push_back(rs);
+  sizes.push_back(cs);
+  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+  auto staticSize = [](OpFoldResult s) {
+    if (auto a = dyn_cast<Attribute>(s))
+      return cast<IntegerAttr>(a).getInt();
+    return ShapedType::kDynamic;
+  };
+  auto resultTy = RankedTensorType::get({staticSize(rs), staticSize(cs)},
+                                        ty.getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, resultTy, x, offsets, sizes,
+                                        strides);
+}
+
+struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
+  TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk)
+      : OpRewritePattern(ctx), tileQ(tq), tileKV(tk) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override;
+
+  int64_t tileQ, tileKV;
+};
+
+LogicalResult
+TileAttentionPattern::matchAndRewrite(AttentionOp op,
+                                      PatternRewriter &rewriter) const {
+  RankedTensorType qTy = op.getQueryType(), kTy = op.getKeyType();
+  Value mask = op.getMask();
+  if (!qTy.hasStaticShape() || !kTy.hasStaticShape() ||
+      !op.getValueType().hasStaticShape() ||
+      (mask && !cast<RankedTensorType>(mask.getType()).hasStaticShape()))
+    return rewriter.notifyMatchFailure(op, "needs static shapes");
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
+  OpBuilder &b = rewriter;
+  Idx ix{b, loc};
+  int64_t batch = qTy.getDimSize(0), heads = qTy.getDimSize(1),
+          sq = qTy.getDimSize(2), d = qTy.getDimSize(3),
+          skv = kTy.getDimSize(2);
+  int64_t group = heads / kTy.getDimSize(1);
+  Type elemTy = qTy.getElementType();
+  SpanAttr span = op.getSpan();
+  bool causal = op.getCausal();
+  float scale = op.getScale() ? op.getScale()->convertToFloat()
+                              : 1.0f / std::sqrt(static_cast<float>(d));
+  float negInf = -std::numeric_limits<float>::infinity();
+
+  Value out0 = tensor::EmptyOp::create(b, loc, qTy.getShape(), elemTy);
+  auto bLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(batch), ix.c(1),
+                                  ValueRange{out0});
+  b.setInsertionPointToStart(bLoop.getBody());
+  auto hLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(heads), ix.c(1),
+                                  ValueRange{bLoop.getRegionIterArg(0)});
+  b.setInsertionPointToStart(hLoop.getBody());
+  auto qLoop = scf::ForOp::create(b, loc, ix.c(0),
+                                  ix.c(llvm::divideCeil(sq, tileQ)), ix.c(1),
+                                  ValueRange{hLoop.getRegionIterArg(0)});
+  b.setInsertionPointToStart(qLoop.getBody());
+  Value bi = bLoop.getInductionVar(), hi = hLoop.getInductionVar();
+  Value kvh = arith::DivUIOp::create(b, loc, hi, ix.c(group));
+  Value q0 = ix.mul(qLoop.getInductionVar(), ix.c(tileQ));
+  Value qs = ix.min(ix.c(tileQ), ix.sub(ix.c(sq), q0));
+  // Absolute positions of the tile's first and last query.
+  Value qPos0 = ix.add(q0, ix.c(skv - sq));
+  Value qPosLast = ix.add(qPos0, ix.sub(qs, ix.c(1)));
+
+  // The keys this query tile may see, from the span and the triangle.
+  Value lo = ix.c(0), hiK = ix.c(skv);
+  if (causal)
+    hiK = ix.min(hiK, ix.add(qPosLast, ix.c(1)));
+  if (span.getKind() == SpanKind::Block) {
+    Value bs = ix.c(span.getSize());
+    lo = ix.max(lo, ix.mul(ix.fdiv(qPos0, bs), bs));
+    hiK = ix.min(hiK, ix.mul(ix.add(ix.fdiv(qPosLast, bs), ix.c(1)), bs));
+  } else if (span.getKind() == SpanKind::Window) {
+    Value w = ix.c(span.getSize());
+    lo = ix.max(lo, ix.add(ix.sub(qPos0, w), ix.c(1)));
+    if (!causal)
+      hiK = ix.min(hiK, ix.add(qPosLast, w));
+  }
+  Value ktLo = ix.fdiv(lo, ix.c(tileKV));
+  Value ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(tileKV)));
+
+  SmallVector<OpFoldResult> lead = {bi, hi};
+  SmallVector<OpFoldResult> kvLead = {bi, kvh};
+  Value qTile = slice2D(b, loc, op.getQuery(), lead, q0, qs, b.getIndexAttr(0),
+                        b.getIndexAttr(d));
+  Value m0 = filled(b, loc, {qs}, negInf);
+  Value l0 = filled(b, loc, {qs}, 0.0f);
+  Value acc0 = filled(b, loc, {qs, b.getIndexAttr(d)}, 0.0f);
+  auto kLoop = scf::ForOp::create(b, loc, ktLo, ktHi, ix.c(1),
+                                  ValueRange{m0, l0, acc0});
+  b.setInsertionPointToStart(kLoop.getBody());
+  Value m = kLoop.getRegionIterArg(0), l = kLoop.getRegionIterArg(1),
+        acc = kLoop.getRegionIterArg(2);
+  Value k0 = ix.mul(kLoop.getInductionVar(), ix.c(tileKV));
+  Value ks = ix.min(ix.c(tileKV), ix.sub(ix.c(skv), k0));
+  Value kLast = ix.add(k0, ix.sub(ks, ix.c(1)));
+  Value kTile = slice2D(b, loc, op.getKey(), kvLead, k0, ks,
+                        b.getIndexAttr(0), b.getIndexAttr(d));
+  Value vTile = slice2D(b, loc, op.getValue(), kvLead, k0, ks,
+                        b.getIndexAttr(0), b.getIndexAttr(d));
+
+  // S = Q K^T in f32, loops (i, j, e).
+  Value s0 = filled(b, loc, {qs, ks}, 0.0f);
+  Value scores =
+      linalg::GenericOp::create(
+          b, loc, s0.getType(), ValueRange{qTile, kTile}, ValueRange{s0},
+          ArrayRef<AffineMap>{dims(ctx, 3, {0, 2}), dims(ctx, 3, {1, 2}),
+                              dims(ctx, 3, {0, 1})},
+          ArrayRef<IteratorType>{kPar, kPar, kRed},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            Value x = toF32(nb, nl, a[0]);
+            Value y = toF32(nb, nl, a[1]);
+            Value p = arith::MulFOp::create(nb, nl, x, y);
+            linalg::YieldOp::create(nb, nl,
+                                    arith::AddFOp::create(nb, nl, a[2], p)
+                                        .getResult());
+          })
+          .getResult(0);
+
+  // The additive mask's piece for this tile, broadcast dims kept at 0.
+  Value maskTile;
+  AffineMap maskMap;
+  if (mask) {
+    auto mTy = cast<RankedTensorType>(mask.getType());
+    int64_t r = mTy.getRank();
+    SmallVector<OpFoldResult> offs, sizes, strides(r, b.getIndexAttr(1));
+    SmallVector<int64_t> resultShape;
+    SmallVector<AffineExpr> exprs;
+    OpFoldResult pos[4] = {bi, hi, q0, k0};
+    OpFoldResult ext[4] = {b.getIndexAttr(1), b.getIndexAttr(1), qs, ks};
+    for (int64_t i = 0; i < r; ++i) {
+      int64_t dim = 4 - r + i;
+      bool bcast = mTy.getDimSize(i) == 1;
+      offs.push_back(bcast ? OpFoldResult(b.getIndexAttr(0)) : pos[dim]);
+      sizes.push_back(bcast || dim < 2 ? OpFoldResult(b.getIndexAttr(1))
+                                       : ext[dim]);
+      if (dim >= 2) {
+        resultShape.push_back(bcast ? 1 : ShapedType::kDynamic);
+        exprs.push_back(bcast ? getAffineConstantExpr(0, ctx)
+                              : getAffineDimExpr(dim - 2, ctx));
+      }
+    }
+    auto resTy = RankedTensorType::get(resultShape, mTy.getElementType());
+    maskTile = tensor::ExtractSliceOp::create(b, loc, resTy, mask, offs, sizes,
+                                              strides);
+    maskMap = AffineMap::get(2, 0, exprs, ctx);
+  }
+
+  // Does every (query, key) pair of the tile pass the span and the
+  // triangle? Then no position mask is evaluated for it.
+  using P = arith::CmpIPredicate;
+  Value interior;
+  auto andWith = [&](Value c) { interior = interior ? ix.andI(interior, c) : c; };
+  if (causal)
+    andWith(ix.cmp(P::sle, kLast, qPos0));
+  if (span.getKind() == SpanKind::Block) {
+    Value bs = ix.c(span.getSize());
+    Value blk = ix.fdiv(qPos0, bs);
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(qPosLast, bs)));
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(k0, bs)));
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(kLast, bs)));
+  } else if (span.getKind() == SpanKind::Window) {
+    Value w = ix.c(span.getSize());
+    andWith(ix.cmp(P::slt, ix.sub(qPosLast, k0), w));
+    if (causal)
+      andWith(ix.cmp(P::sge, ix.sub(qPos0, kLast), ix.c(0)));
+    else
+      andWith(ix.cmp(P::slt, ix.sub(kLast, qPos0), w));
+  }
+
+  // logits = scale * S (+ mask), -inf outside the span on boundary tiles.
+  auto buildLogits = [&](OpBuilder &bb, bool masked) {
+    SmallVector<Value> ins = {scores};
+    SmallVector<AffineMap> maps = {dims(ctx, 2, {0, 1})};
+    if (maskTile) {
+      ins.push_back(maskTile);
+      maps.push_back(maskMap);
+    }
+    maps.push_back(dims(ctx, 2, {0, 1}));
+    Value init = tensor::EmptyOp::create(
+        bb, loc, ArrayRef<OpFoldResult>{qs, ks}, bb.getF32Type());
+    return linalg::GenericOp::create(
+               bb, loc, init.getType(), ins, ValueRange{init}, maps,
+               ArrayRef<IteratorType>{kPar, kPar},
+               [&](OpBuilder &nb, Location nl, ValueRange a) {
+                 Value x = arith::MulFOp::create(nb, nl, a[0],
+                                                 f32Const(nb, nl, scale));
+                 if (maskTile)
+                   x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[1]));
+                 if (masked) {
+                   Idx nx{nb, nl};
+                   Value qp = nx.add(qPos0, linalg::IndexOp::create(nb, nl, 0));
+                   Value kp = nx.add(k0, linalg::IndexOp::create(nb, nl, 1));
+                   Value ok;
+                   auto both = [&](Value c) { ok = ok ? nx.andI(ok, c) : c; };
+                   if (causal)
+                     both(nx.cmp(P::sle, kp, qp));
+                   if (span.getKind() == SpanKind::Block) {
+                     Value bs = nx.c(span.getSize());
+                     both(nx.cmp(P::eq, nx.fdiv(qp, bs), nx.fdiv(kp, bs)));
+                   } else if (span.getKind() == SpanKind::Window) {
+                     Value w = nx.c(span.getSize());
+                     Value dist = nx.sub(qp, kp);
+                     both(nx.cmp(P::slt, dist, w));
+                     both(causal ? nx.cmp(P::sge, dist, nx.c(0))
+                                 : nx.cmp(P::sgt, dist, nx.c(-span.getSize())));
+                   }
+                   if (ok)
+                     x = arith::SelectOp::create(nb, nl, ok, x,
+                                                 f32Const(nb, nl, negInf));
+                 }
+                 linalg::YieldOp::create(nb, nl, x);
+               })
+        .getResult(0);
+  };
+  Value logits;
+  if (!interior) {
+    logits = buildLogits(b, /*masked=*/false);
+  } else {
+    auto ifOp = scf::IfOp::create(
+        b, loc, interior,
+        [&](OpBuilder &tb, Location) {
+          scf::YieldOp::create(tb, loc, buildLogits(tb, false));
+        },
+        [&](OpBuilder &eb, Location) {
+          scf::YieldOp::create(eb, loc, buildLogits(eb, true));
+        });
+    logits = ifOp.getResult(0);
+  }
+
+  // Online softmax: m' = max(m, rowmax), corr = exp(m - m'),
+  // l' = l * corr + rowsum(exp(logits - m')), acc' = acc * corr + P V.
+  auto safe = [&](OpBuilder &nb, Location nl, Value x) {
+    Value isInf = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, x,
+                                        f32Const(nb, nl, negInf));
+    return arith::SelectOp::create(nb, nl, isInf, f32Const(nb, nl, 0.0f), x)
+        .getResult();
+  };
+  Value mNew =
+      linalg::GenericOp::create(
+          b, loc, m.getType(), ValueRange{logits}, ValueRange{m},
+          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0})},
+          ArrayRef<IteratorType>{kPar, kRed},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, nl, arith::MaximumFOp::create(nb, nl, a[0], a[1])
+                            .getResult());
+          })
+          .getResult(0);
+  Value pInit = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{qs, ks},
+                                        b.getF32Type());
+  Value probs =
+      linalg::GenericOp::create(
+          b, loc, pInit.getType(), ValueRange{logits, mNew}, ValueRange{pInit},
+          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0}),
+                              dims(ctx, 2, {0, 1})},
+          ArrayRef<IteratorType>{kPar, kPar},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            Value e = math::ExpOp::create(
+                nb, nl, arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])));
+            linalg::YieldOp::create(nb, nl, e);
+          })
+          .getResult(0);
+  Value corrInit = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{qs},
+                                           b.getF32Type());
+  Value corr =
+      linalg::GenericOp::create(
+          b, loc, corrInit.getType(), ValueRange{m, mNew}, ValueRange{corrInit},
+          ArrayRef<AffineMap>{dims(ctx, 1, {0}), dims(ctx, 1, {0}),
+                              dims(ctx, 1, {0})},
+          ArrayRef<IteratorType>{kPar},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            Value e = math::ExpOp::create(
+                nb, nl, arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])));
+            linalg::YieldOp::create(nb, nl, e);
+          })
+          .getResult(0);
+  // l * corr, then + rowsum(P).
+  Value lScaled =
+      linalg::GenericOp::create(
+          b, loc, l.getType(), ValueRange{l, corr}, ValueRange{l},
+          ArrayRef<AffineMap>{dims(ctx, 1, {0}), dims(ctx, 1, {0}),
+                              dims(ctx, 1, {0})},
+          ArrayRef<IteratorType>{kPar},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, nl, arith::MulFOp::create(nb, nl, a[0], a[1]).getResult());
+          })
+          .getResult(0);
+  Value lNew =
+      linalg::GenericOp::create(
+          b, loc, l.getType(), ValueRange{probs}, ValueRange{lScaled},
+          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0})},
+          ArrayRef<IteratorType>{kPar, kRed},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, nl, arith::AddFOp::create(nb, nl, a[0], a[1]).getResult());
+          })
+          .getResult(0);
+  Value accScaled =
+      linalg::GenericOp::create(
+          b, loc, acc.getType(), ValueRange{acc, corr}, ValueRange{acc},
+          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0}),
+                              dims(ctx, 2, {0, 1})},
+          ArrayRef<IteratorType>{kPar, kPar},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, nl, arith::MulFOp::create(nb, nl, a[0], a[1]).getResult());
+          })
+          .getResult(0);
+  // acc += P V, loops (i, e, j).
+  Value accNew =
+      linalg::GenericOp::create(
+          b, loc, acc.getType(), ValueRange{probs, vTile},
+          ValueRange{accScaled},
+          ArrayRef<AffineMap>{dims(ctx, 3, {0, 2}), dims(ctx, 3, {2, 1}),
+                              dims(ctx, 3, {0, 1})},
+          ArrayRef<IteratorType>{kPar, kPar, kRed},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            Value p = arith::MulFOp::create(nb, nl, a[0], toF32(nb, nl, a[1]));
+            linalg::YieldOp::create(
+                nb, nl, arith::AddFOp::create(nb, nl, a[2], p).getResult());
+          })
+          .getResult(0);
+  scf::YieldOp::create(b, loc, ValueRange{mNew, lNew, accNew});
+
+  // O = acc / l (zero for rows with no allowed key), into the output.
+  b.setInsertionPointAfter(kLoop);
+  Value oInit = tensor::EmptyOp::create(
+      b, loc, ArrayRef<OpFoldResult>{qs, b.getIndexAttr(d)}, elemTy);
+  Value oTile =
+      linalg::GenericOp::create(
+          b, loc, oInit.getType(),
+          ValueRange{kLoop.getResult(2), kLoop.getResult(1)},
+          ValueRange{oInit},
+          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0}),
+                              dims(ctx, 2, {0, 1})},
+          ArrayRef<IteratorType>{kPar, kPar},
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            Value zero = f32Const(nb, nl, 0.0f);
+            Value empty = arith::CmpFOp::create(
+                nb, nl, arith::CmpFPredicate::OEQ, a[1], zero);
+            Value x = arith::SelectOp::create(
+                nb, nl, empty, zero, arith::DivFOp::create(nb, nl, a[0], a[1]));
+            if (!elemTy.isF32())
+              x = arith::TruncFOp::create(nb, nl, elemTy, x);
+            linalg::YieldOp::create(nb, nl, x);
+          })
+          .getResult(0);
+  SmallVector<OpFoldResult> offs = {bi, hi, q0, b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1), qs,
+                                     b.getIndexAttr(d)};
+  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+  Value inserted = tensor::InsertSliceOp::create(
+      b, loc, oTile, qLoop.getRegionIterArg(0), offs, sizes, strides);
+  scf::YieldOp::create(b, loc, inserted);
+  b.setInsertionPointAfter(qLoop);
+  scf::YieldOp::create(b, loc, qLoop.getResult(0));
+  b.setInsertionPointAfter(hLoop);
+  scf::YieldOp::create(b, loc, hLoop.getResult(0));
+  rewriter.replaceOp(op, bLoop.getResult(0));
+  return success();
+}
+
+struct TileAttentionPass final
+    : masformer::impl::TileAttentionBase<TileAttentionPass> {
+  using TileAttentionBase::TileAttentionBase;
+
+  void runOnOperation() override {
+    if (tileQ <= 0 || tileKV <= 0) {
+      emitError(getOperation()->getLoc())
+          << "--masformer-tile-attention: tile-q and tile-kv must be "
+             "positive";
+      return signalPassFailure();
+    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<TileAttentionPattern>(&getContext(), tileQ, tileKV);
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+    WalkResult left = getOperation()->walk([](AttentionOp op) {
+      op.emitError("--masformer-tile-attention needs static shapes");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace
