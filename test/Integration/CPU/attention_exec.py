@@ -162,6 +162,28 @@ def parse_memref(text, shape):
     return np.array(vals).reshape(shape)
 
 
+def check_tiles(c, stdout, spec):
+    """The key tiles visited per (batch, head, query tile), as printed, must
+    be exactly the tiles that the allowed keys of that query tile touch."""
+    tq, tk = (int(x) for x in spec.split(","))
+    printed = [int(line) for line in
+               stdout.split("Unranked Memref")[0].split()]
+    allowed = ref.span_allowed(c["sq"], c["skv"], c["span"], c["causal"])
+    nqt = -(-c["sq"] // tq)
+    want = []
+    for _ in range(c["b"] * c["hq"]):
+        for t in range(nqt):
+            cols = np.nonzero(allowed[t * tq:(t + 1) * tq].any(axis=0))[0]
+            want.append(0 if cols.size == 0 else
+                        -(-(cols.max() + 1) // tk) - cols.min() // tk)
+    if printed != want:
+        sys.exit(f"{c['span']} causal={c['causal']}: visited key tiles "
+                 f"{printed[:12]}..., expected {want[:12]}...")
+    dense = len(want) * -(-c["skv"] // tk)
+    print(f"tiles: visited {sum(printed)} of {dense} key tiles "
+          f"({sum(printed) / dense:.3f}), the smallest cover of the span")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True, choices=sorted(CASES))
@@ -172,6 +194,11 @@ def main():
     ap.add_argument("--lib-dir", required=True,
                     help="directory of libmlir_runner_utils.so")
     ap.add_argument("--dump", help="write the generated module here")
+    ap.add_argument("--expect-tiles", metavar="TQ,TK",
+                    help="the pipeline prints the key tiles each query tile "
+                         "visits (--masformer-tile-attention "
+                         "print-tile-counts): check them against the "
+                         "smallest cover of the span")
     a = ap.parse_args()
 
     c = dict(DEFAULTS)
@@ -201,6 +228,8 @@ def main():
     if run.returncode:
         sys.exit(f"{a.case}: mlir-runner failed:\n{run.stderr}")
     got = parse_memref(run.stdout, q.shape)
+    if a.expect_tiles:
+        check_tiles(c, run.stdout, a.expect_tiles)
 
     want = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"])
     want = ref.round_to(want, c["dtype"])

@@ -12,6 +12,7 @@
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -102,13 +103,16 @@ Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
 }
 
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
-  TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk)
-      : OpRewritePattern(ctx), tileQ(tq), tileKV(tk) {}
+  TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk,
+                       bool printCounts)
+      : OpRewritePattern(ctx), tileQ(tq), tileKV(tk),
+        printCounts(printCounts) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override;
 
   int64_t tileQ, tileKV;
+  bool printCounts;
 };
 
 LogicalResult
@@ -170,6 +174,12 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   }
   Value ktLo = ix.fdiv(lo, ix.c(tileKV));
   Value ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(tileKV)));
+  if (printCounts) {
+    Value n = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                         ix.sub(ktHi, ktLo));
+    func::CallOp::create(b, loc, "printI64", TypeRange{}, ValueRange{n});
+    func::CallOp::create(b, loc, "printNewline", TypeRange{}, ValueRange{});
+  }
 
   SmallVector<OpFoldResult> lead = {bi, hi};
   SmallVector<OpFoldResult> kvLead = {bi, kvh};
@@ -458,6 +468,29 @@ struct TileAttentionPass final
     : masformer::impl::TileAttentionBase<TileAttentionPass> {
   using TileAttentionBase::TileAttentionBase;
 
+  /// The runner-utils functions the instrumentation calls.
+  LogicalResult declarePrinters() {
+    Operation *root = getOperation();
+    auto module = dyn_cast<ModuleOp>(root);
+    if (!module)
+      module = root->getParentOfType<ModuleOp>();
+    if (!module)
+      return emitError(root->getLoc())
+             << "print-tile-counts needs to run inside a module";
+    OpBuilder b(module.getBodyRegion());
+    MLIRContext *ctx = &getContext();
+    auto declare = [&](StringRef name, TypeRange args) {
+      if (module.lookupSymbol(name))
+        return;
+      auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                    FunctionType::get(ctx, args, {}));
+      f.setPrivate();
+    };
+    declare("printI64", {b.getI64Type()});
+    declare("printNewline", {});
+    return success();
+  }
+
   void runOnOperation() override {
     if (tileQ <= 0 || tileKV <= 0) {
       emitError(getOperation()->getLoc())
@@ -465,8 +498,11 @@ struct TileAttentionPass final
              "positive";
       return signalPassFailure();
     }
+    if (printTileCounts && failed(declarePrinters()))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileAttentionPattern>(&getContext(), tileQ, tileKV);
+    patterns.add<TileAttentionPattern>(&getContext(), tileQ, tileKV,
+                                       printTileCounts);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
     WalkResult left = getOperation()->walk([](AttentionOp op) {
       op.emitError("--masformer-tile-attention needs static shapes");

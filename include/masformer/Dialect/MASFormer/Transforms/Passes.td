@@ -130,10 +130,14 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     Option<"tileQ", "tile-q", "int64_t", /*default=*/"64",
            "Query rows per tile">,
     Option<"tileKV", "tile-kv", "int64_t", /*default=*/"64",
-           "Keys per tile">
+           "Keys per tile">,
+    Option<"printTileCounts", "print-tile-counts", "bool", /*default=*/"false",
+           "Instrumentation: print, per query tile, how many key tiles it "
+           "visits (printI64 of the MLIR runner utils)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
