@@ -12,7 +12,7 @@ DEB_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   ninja-build cmake g++ zlib1g-dev libzstd-dev
-  clang-22 libclang-rt-22-dev
+  clang-22 libclang-rt-22-dev libomp-22-dev
 )
 
 PY_REQUIREMENTS="$(cd "$(dirname "$0")" && pwd)/requirements.txt"

@@ -139,20 +139,18 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                               : 1.0f / std::sqrt(static_cast<float>(d));
   float negInf = -std::numeric_limits<float>::infinity();
 
+  // One parallel iteration per (batch, head, query tile).
   Value out0 = tensor::EmptyOp::create(b, loc, qTy.getShape(), elemTy);
-  auto bLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(batch), ix.c(1),
-                                  ValueRange{out0});
-  b.setInsertionPointToStart(bLoop.getBody());
-  auto hLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(heads), ix.c(1),
-                                  ValueRange{bLoop.getRegionIterArg(0)});
-  b.setInsertionPointToStart(hLoop.getBody());
-  auto qLoop = scf::ForOp::create(b, loc, ix.c(0),
-                                  ix.c(llvm::divideCeil(sq, tileQ)), ix.c(1),
-                                  ValueRange{hLoop.getRegionIterArg(0)});
-  b.setInsertionPointToStart(qLoop.getBody());
-  Value bi = bLoop.getInductionVar(), hi = hLoop.getInductionVar();
+  auto forall = scf::ForallOp::create(
+      b, loc,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(batch), b.getIndexAttr(heads),
+                             b.getIndexAttr(llvm::divideCeil(sq, tileQ))},
+      ValueRange{out0}, std::nullopt);
+  b.setInsertionPoint(forall.getTerminator());
+  Value bi = forall.getInductionVar(0), hi = forall.getInductionVar(1);
+  Value qtIdx = forall.getInductionVar(2);
   Value kvh = arith::DivUIOp::create(b, loc, hi, ix.c(group));
-  Value q0 = ix.mul(qLoop.getInductionVar(), ix.c(tileQ));
+  Value q0 = ix.mul(qtIdx, ix.c(tileQ));
   Value qs = ix.min(ix.c(tileQ), ix.sub(ix.c(sq), q0));
   // Absolute positions of the tile's first and last query.
   Value qPos0 = ix.add(q0, ix.c(skv - sq));
@@ -453,14 +451,11 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1), qs,
                                      b.getIndexAttr(d)};
   SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-  Value inserted = tensor::InsertSliceOp::create(
-      b, loc, oTile, qLoop.getRegionIterArg(0), offs, sizes, strides);
-  scf::YieldOp::create(b, loc, inserted);
-  b.setInsertionPointAfter(qLoop);
-  scf::YieldOp::create(b, loc, qLoop.getResult(0));
-  b.setInsertionPointAfter(hLoop);
-  scf::YieldOp::create(b, loc, hLoop.getResult(0));
-  rewriter.replaceOp(op, bLoop.getResult(0));
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(b, loc, oTile,
+                                        forall.getRegionIterArgs()[0], offs,
+                                        sizes, strides);
+  rewriter.replaceOp(op, forall.getResult(0));
   return success();
 }
 

@@ -3,9 +3,8 @@
 // Block 32, causal, 64 queries on 64 keys: the key-tile loop of each query
 // tile starts at its block's first key and ends at the tile's last query.
 // CHECK-LABEL: func @block_causal
-// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
-// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
-// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+// One parallel iteration per (batch, head, query tile): 1 x 2 x 64/16.
+// CHECK: scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) in (1, 2, 4) shared_outs(
 // The causal end: one past the tile's last query.
 // CHECK:   %[[LAST1:.+]] = arith.addi %{{[0-9]+}}, %c1{{.*}} : index
 // CHECK-NEXT: %[[HI:.+]] = arith.minsi %c64{{.*}}, %[[LAST1]] : index
@@ -25,7 +24,7 @@
 // CHECK:       linalg.index 0
 // CHECK:       arith.select
 // CHECK:     math.exp
-// CHECK:   tensor.insert_slice
+// CHECK:   tensor.parallel_insert_slice
 // CHECK-NOT: masformer.attention
 func.func @block_causal(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 32>, causal = true} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
