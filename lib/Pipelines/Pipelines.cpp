@@ -33,7 +33,37 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
                              "names a pass that is not registered");
 }
 
+void mlir::masformer::buildLowerToCPUPipeline(
+    OpPassManager &pm, const LowerToCPUOptions &options) {
+  TileAttentionOptions tiling;
+  tiling.tileQ = options.tileQ;
+  tiling.tileKV = options.tileKV;
+  pm.addPass(createTileAttention(tiling));
+  static constexpr StringLiteral kLowering =
+      "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "allow-return-allocs-from-loops},"
+      "buffer-deallocation-pipeline,"
+      "scf-forall-to-parallel,convert-linalg-to-loops,convert-scf-to-openmp,"
+      "expand-strided-metadata,lower-affine,"
+      // The OpenMP loop body is a memref.alloca_scope: lower it while it
+      // still has one block.
+      "finalize-memref-to-llvm,"
+      "convert-scf-to-cf,arith-expand,convert-math-to-llvm,"
+      "convert-math-to-libm,convert-arith-to-llvm,"
+      "convert-index-to-llvm,convert-cf-to-llvm,convert-openmp-to-llvm,"
+      "convert-func-to-llvm,reconcile-unrealized-casts";
+  if (failed(parsePassPipeline(kLowering, pm)))
+    llvm::report_fatal_error("masformer: the CPU lowering pipeline names a "
+                             "pass that is not registered");
+}
+
 void mlir::masformer::registerMASFormerPipelines() {
+  PassPipelineRegistration<LowerToCPUOptions>(
+      "masformer-lower-to-cpu",
+      "Span-aware tiled attention lowered to the LLVM dialect for the host, "
+      "parallel over (batch, head, query tile) with OpenMP",
+      buildLowerToCPUPipeline);
   PassPipelineRegistration<ReferenceToLLVMOptions>(
       "masformer-reference-to-llvm",
       "Reference decomposition of masformer.attention and the upstream CPU "

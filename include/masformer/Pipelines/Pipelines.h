@@ -25,8 +25,25 @@ struct ReferenceToLLVMOptions
 void buildReferenceToLLVMPipeline(OpPassManager &pm,
                                   const ReferenceToLLVMOptions &options);
 
+/// Options of the tiled CPU pipeline.
+struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
+  PassOptions::Option<int64_t> tileQ{*this, "tile-q",
+                                     llvm::cl::desc("Query rows per tile"),
+                                     llvm::cl::init(64)};
+  PassOptions::Option<int64_t> tileKV{*this, "tile-kv",
+                                      llvm::cl::desc("Keys per tile"),
+                                      llvm::cl::init(64)};
+};
+
+/// masformer.attention through --masformer-tile-attention (span-aware key
+/// tiles, online softmax) down to the LLVM dialect, the (batch, head, query
+/// tile) loop as an OpenMP parallel loop, buffers freed. Runs with
+/// mlir-runner given libomp and the runner utils.
+void buildLowerToCPUPipeline(OpPassManager &pm,
+                             const LowerToCPUOptions &options);
+
 /// Registers the pipelines above with the pass registry
-/// (`--masformer-reference-to-llvm`).
+/// (`--masformer-reference-to-llvm`, `--masformer-lower-to-cpu`).
 void registerMASFormerPipelines();
 
 } // namespace mlir::masformer

@@ -11,6 +11,7 @@ result is off.
 """
 
 import argparse
+import os
 import re
 import shlex
 import subprocess
@@ -223,7 +224,10 @@ def main():
     run = subprocess.run(
         [a.runner, "-e", "main", "-entry-point-result=void",
          f"-shared-libs={a.lib_dir}/libmlir_runner_utils.so,"
-         f"{a.lib_dir}/libmlir_c_runner_utils.so"],
+         f"{a.lib_dir}/libmlir_c_runner_utils.so"
+         # --masformer-lower-to-cpu runs its loops with OpenMP.
+         + (f",{a.lib_dir}/libomp.so"
+            if os.path.exists(f"{a.lib_dir}/libomp.so") else "")],
         input=opt.stdout, capture_output=True, text=True)
     if run.returncode:
         sys.exit(f"{a.case}: mlir-runner failed:\n{run.stderr}")
