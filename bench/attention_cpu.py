@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""One attention layer on the CPU (batch 1, 12 heads, head_dim 64, not
+causal), side by side in one run:
+
+- ours: masformer.attention through --masformer-lower-to-cpu (span-aware
+  tiles of 64 x 64, online softmax, OpenMP over batch x head x query tile),
+  full and with block spans of 256 and 512, timed inside the compiled module
+  (rtclock around each call, after a warm-up call);
+- onnxruntime: the same attention as MatMul-Softmax-MatMul, and as its fused
+  com.microsoft.MultiHeadAttention op.
+
+Reports GFLOP/s counting only computed (query, key) pairs (4 * heads *
+head_dim FLOP each), the fraction of this machine's measured FMA peak
+(numpy sgemm), and the block speed-up over our full against the ideal
+(1 / density).
+
+  python3 bench/attention_cpu.py [--seqs 1024 2048] [--reps 2]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+H, D = 12, 64
+LIB = "/usr/lib/llvm-22/lib"
+
+
+def inputs(s):
+    """Deterministic Q, K, V, as the MLIR module computes them."""
+    i = np.arange(s, dtype=np.float32)[None, None, :, None]
+    hh = np.arange(H, dtype=np.float32)[None, :, None, None]
+    d = np.arange(D, dtype=np.float32)[None, None, None, :]
+    q = np.sin(0.37 * i + 1.3 * d + hh)
+    k = np.sin(0.23 * i + 0.7 * d + 2.0 * hh)
+    v = np.cos(0.11 * i + 0.5 * d + hh)
+    return q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
+
+
+def mlir_module(s, span, reps):
+    ty = f"tensor<1x{H}x{s}x{D}xf32>"
+    fill = []
+    for name, (a, b, c, fn) in {"q": (0.37, 1.3, 1.0, "sin"),
+                                "k": (0.23, 0.7, 2.0, "sin"),
+                                "v": (0.11, 0.5, 1.0, "cos")}.items():
+        fill.append(f"""
+  %{name}e = tensor.empty() : {ty}
+  %{name} = linalg.generic {{indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}} outs(%{name}e : {ty}) {{
+  ^bb0(%o: f32):
+    %hi = linalg.index 1 : index
+    %ii = linalg.index 2 : index
+    %di = linalg.index 3 : index
+    %h64 = arith.index_cast %hi : index to i64
+    %i64 = arith.index_cast %ii : index to i64
+    %d64 = arith.index_cast %di : index to i64
+    %hf = arith.sitofp %h64 : i64 to f32
+    %if = arith.sitofp %i64 : i64 to f32
+    %df = arith.sitofp %d64 : i64 to f32
+    %ca = arith.constant {a} : f32
+    %cb = arith.constant {b} : f32
+    %cc = arith.constant {c} : f32
+    %x0 = arith.mulf %ca, %if : f32
+    %x1 = arith.mulf %cb, %df : f32
+    %x2 = arith.mulf %cc, %hf : f32
+    %x3 = arith.addf %x0, %x1 : f32
+    %x4 = arith.addf %x3, %x2 : f32
+    %r = math.{fn} %x4 : f32
+    linalg.yield %r : f32
+  }} -> {ty}""")
+    return f"""#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func private @rtclock() -> f64
+func.func private @printF64(f64)
+func.func private @printNewline()
+func.func @attn(%q: {ty}, %k: {ty}, %v: {ty}) -> {ty} {{
+  %o = masformer.attention %q, %k, %v {{span = {span}}} : {ty}, {ty}, {ty} -> {ty}
+  return %o : {ty}
+}}
+func.func @main() {{{''.join(fill)}
+  %w = call @attn(%q, %k, %v) : ({ty}, {ty}, {ty}) -> {ty}
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = arith.constant {reps} : index
+  scf.for %it = %c0 to %n step %c1 {{
+    %t0 = func.call @rtclock() : () -> f64
+    %r = func.call @attn(%q, %k, %v) : ({ty}, {ty}, {ty}) -> {ty}
+    %t1 = func.call @rtclock() : () -> f64
+    %dt = arith.subf %t1, %t0 : f64
+    func.call @printF64(%dt) : (f64) -> ()
+    func.call @printNewline() : () -> ()
+  }}
+  return
+}}
+"""
+
+
+def time_ours(s, span, reps):
+    opt = os.path.join(ROOT, "build", "bin", "masformer-opt")
+    lowered = subprocess.run(
+        [opt, "-", "--masformer-lower-to-cpu=tile-q=64 tile-kv=64"],
+        input=mlir_module(s, span, reps), capture_output=True, text=True)
+    if lowered.returncode:
+        sys.exit(lowered.stderr[-3000:])
+    run = subprocess.run(
+        ["/usr/lib/llvm-22/bin/mlir-runner", "-e", "main", "-O3",
+         "-entry-point-result=void",
+         f"-shared-libs={LIB}/libmlir_runner_utils.so,"
+         f"{LIB}/libmlir_c_runner_utils.so,{LIB}/libomp.so"],
+        input=lowered.stdout, capture_output=True, text=True)
+    if run.returncode:
+        sys.exit(run.stderr[-3000:])
+    return statistics.median(float(x) for x in run.stdout.split())
+
+
+def ort_model(s, fused):
+    shape = [1, H, s, D]
+    if fused:
+        nodes = []
+        ins = []
+        for n in ("q", "k", "v"):
+            nodes.append(h.make_node("Transpose", [n], [n + "t"],
+                                     perm=[0, 2, 1, 3]))
+            nodes.append(h.make_node("Reshape", [n + "t", "shape"],
+                                     [n + "3"]))
+        nodes.append(h.make_node("MultiHeadAttention", ["q3", "k3", "v3"],
+                                 ["o"], domain="com.microsoft", num_heads=H))
+        inits = [onnx.numpy_helper.from_array(
+            np.array([1, s, H * D], np.int64), "shape")]
+        out = h.make_tensor_value_info("o", T.FLOAT, [1, s, H * D])
+        opsets = [h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)]
+    else:
+        nodes = [h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                 h.make_node("MatMul", ["q", "kt"], ["s"]),
+                 h.make_node("Mul", ["s", "scale"], ["ss"]),
+                 h.make_node("Softmax", ["ss"], ["p"], axis=-1),
+                 h.make_node("MatMul", ["p", "v"], ["o"])]
+        inits = [onnx.numpy_helper.from_array(
+            np.array(1 / np.sqrt(D), np.float32), "scale")]
+        out = h.make_tensor_value_info("o", T.FLOAT, shape)
+        opsets = [h.make_opsetid("", 17)]
+    graph = h.make_graph(nodes, "attn",
+                         [h.make_tensor_value_info(n, T.FLOAT, shape)
+                          for n in ("q", "k", "v")], [out], inits)
+    m = h.make_model(graph, opset_imports=opsets)
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def time_ort(s, fused, reps):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(ort_model(s, fused), opts,
+                                providers=["CPUExecutionProvider"])
+    q, k, v = inputs(s)
+    feeds = {"q": q, "k": k, "v": v}
+    sess.run(None, feeds)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def fma_peak():
+    a = np.random.default_rng(0).standard_normal((2048, 2048), np.float32)
+    a @ a
+    t0 = time.perf_counter()
+    for _ in range(5):
+        a @ a
+    return 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seqs", type=int, nargs="+", default=[1024, 2048])
+    ap.add_argument("--blocks", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--reps", type=int, default=2)
+    a = ap.parse_args()
+    peak = fma_peak()
+    print(f"measured sgemm peak: {peak:.1f} GFLOP/s ({os.cpu_count()} cores)")
+    rows = []
+    for s in a.seqs:
+        pairs_full = s * s
+        t_full = time_ours(s, "#masformer.span<full>", a.reps)
+        rows.append((s, "ours full", t_full, pairs_full, None))
+        for b in a.blocks:
+            nb, r = divmod(s, b)
+            pairs = nb * b * b + r * r
+            t = time_ours(s, f"#masformer.span<block {b}>", a.reps)
+            rows.append((s, f"ours block {b}", t, pairs,
+                         (t_full / t, s * s / pairs)))
+        rows.append((s, "onnxruntime MatMul-Softmax-MatMul",
+                     time_ort(s, False, a.reps), pairs_full, None))
+        try:
+            rows.append((s, "onnxruntime MultiHeadAttention (fused)",
+                         time_ort(s, True, a.reps), pairs_full, None))
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"fused MultiHeadAttention unavailable: {e}")
+        print(f"S={s} done", flush=True)
+    print()
+    print("| S | variant | time (ms) | GFLOP/s (computed pairs) | of peak | "
+          "block speed-up over our full | ideal (1/density) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for s, name, t, pairs, sp in rows:
+        gf = 4 * H * D * pairs / t / 1e9
+        extra = (f"{sp[0]:.2f} | {sp[1]:.2f}" if sp else " | ")
+        print(f"| {s} | {name} | {1e3 * t:.1f} | {gf:.1f} | "
+              f"{gf / peak:.3f} | {extra} |")
+
+
+if __name__ == "__main__":
+    main()
