@@ -54,6 +54,15 @@ struct Idx {
   Value andI(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
 };
 
+/// a * b + acc with reassociation allowed, so that LLVM vectorizes the
+/// reductions of the two contractions.
+Value fma(OpBuilder &b, Location loc, Value x, Value y, Value acc) {
+  auto fast = arith::FastMathFlagsAttr::get(b.getContext(),
+                                            arith::FastMathFlags::fast);
+  Value p = arith::MulFOp::create(b, loc, x.getType(), x, y, fast);
+  return arith::AddFOp::create(b, loc, acc.getType(), acc, p, fast);
+}
+
 Value f32Const(OpBuilder &b, Location loc, float v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }
@@ -199,7 +208,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value vTile = slice2D(b, loc, op.getValue(), kvLead, k0, ks,
                         b.getIndexAttr(0), b.getIndexAttr(d));
 
-  // S = Q K^T in f32, loops (i, j, e).
+  // S = Q K^T in f32, loops (i, j, e): dot products along contiguous rows
+  // (a transposed K tile with j innermost measured slower).
   Value s0 = filled(b, loc, {qs, ks}, 0.0f);
   Value scores =
       linalg::GenericOp::create(
@@ -210,10 +220,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             Value x = toF32(nb, nl, a[0]);
             Value y = toF32(nb, nl, a[1]);
-            Value p = arith::MulFOp::create(nb, nl, x, y);
-            linalg::YieldOp::create(nb, nl,
-                                    arith::AddFOp::create(nb, nl, a[2], p)
-                                        .getResult());
+            linalg::YieldOp::create(nb, nl, fma(nb, nl, x, y, a[2]));
           })
           .getResult(0);
 
@@ -408,18 +415,18 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                 nb, nl, arith::MulFOp::create(nb, nl, a[0], a[1]).getResult());
           })
           .getResult(0);
-  // acc += P V, loops (i, e, j).
+  // acc += P V, loops (i, j, e): the innermost loop runs along V's and
+  // acc's contiguous rows.
   Value accNew =
       linalg::GenericOp::create(
           b, loc, acc.getType(), ValueRange{probs, vTile},
           ValueRange{accScaled},
-          ArrayRef<AffineMap>{dims(ctx, 3, {0, 2}), dims(ctx, 3, {2, 1}),
-                              dims(ctx, 3, {0, 1})},
-          ArrayRef<IteratorType>{kPar, kPar, kRed},
+          ArrayRef<AffineMap>{dims(ctx, 3, {0, 1}), dims(ctx, 3, {1, 2}),
+                              dims(ctx, 3, {0, 2})},
+          ArrayRef<IteratorType>{kPar, kRed, kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
-            Value p = arith::MulFOp::create(nb, nl, a[0], toF32(nb, nl, a[1]));
             linalg::YieldOp::create(
-                nb, nl, arith::AddFOp::create(nb, nl, a[2], p).getResult());
+                nb, nl, fma(nb, nl, a[0], toF32(nb, nl, a[1]), a[2]));
           })
           .getResult(0);
   scf::YieldOp::create(b, loc, ValueRange{mNew, lNew, accNew});
