@@ -41,6 +41,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
   pm.addPass(createTileAttention(tiling));
   static constexpr StringLiteral kLowering =
       "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
+      // exp as a polynomial of plain arithmetic: LLVM vectorizes it with
+      // the loop instead of calling libm per element.
+      "masformer-approximate-exp,"
       "one-shot-bufferize{bufferize-function-boundaries "
       "allow-return-allocs-from-loops},"
       "buffer-deallocation-pipeline,"

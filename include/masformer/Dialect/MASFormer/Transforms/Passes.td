@@ -145,6 +145,24 @@ def TileAttention : Pass<"masformer-tile-attention"> {
   ];
 }
 
+def ApproximateExp : Pass<"masformer-approximate-exp"> {
+  let summary = "math.exp as a polynomial of plain arithmetic";
+  let description = [{
+    Replaces f32 `math.exp` with MLIR's polynomial approximation (a few
+    ulp, exact at the ends: exp(-inf) = 0), built from arithmetic that
+    LLVM vectorizes together with the loop around it. A libm call per
+    element would keep the softmax loops of the tiled attention scalar.
+
+    ```mlir
+    %e = math.exp %x : f32
+    ```
+    becomes `arith` and `math.fma` ops.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
   let summary = "MASFormer: keep full attention in a few layers, block-sparse "
                 "or windowed spans in the others";
