@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SpanCodegen.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -31,13 +32,6 @@ namespace {
 using utils::IteratorType;
 constexpr IteratorType kPar = IteratorType::parallel;
 constexpr IteratorType kRed = IteratorType::reduction;
-
-/// Extends a float scalar to f32 (no-op for f32).
-Value toF32(OpBuilder &b, Location loc, Value v) {
-  if (v.getType().isF32())
-    return v;
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-}
 
 /// A tensor.empty of `sizes` filled with `value`.
 Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
@@ -111,49 +105,6 @@ AffineMap maskMap(MLIRContext *ctx, RankedTensorType maskTy) {
                         ? getAffineConstantExpr(0, ctx)
                         : getAffineDimExpr(offset + d, ctx));
   return AffineMap::get(4, 0, exprs, ctx);
-}
-
-/// Builds the i1 "query position qPos may attend key position j" from the
-/// span and the causal flag, in index arithmetic inside a linalg body; a null
-/// value when every pair is allowed.
-Value buildAllowed(OpBuilder &b, Location loc, SpanAttr span, bool causal,
-                   Value qPos, Value j) {
-  Value allowed;
-  auto andWith = [&](Value cond) {
-    allowed = allowed ? arith::AndIOp::create(b, loc, allowed, cond).getResult()
-                      : cond;
-  };
-  if (causal)
-    andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, qPos));
-  switch (span.getKind()) {
-  case SpanKind::Full:
-    break;
-  case SpanKind::Block: {
-    Value size = arith::ConstantIndexOp::create(b, loc, span.getSize());
-    Value qBlock = arith::FloorDivSIOp::create(b, loc, qPos, size);
-    Value kBlock = arith::FloorDivSIOp::create(b, loc, j, size);
-    andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, qBlock,
-                                  kBlock));
-    break;
-  }
-  case SpanKind::Window: {
-    Value size = arith::ConstantIndexOp::create(b, loc, span.getSize());
-    Value dist = arith::SubIOp::create(b, loc, qPos, j);
-    andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, dist,
-                                  size));
-    if (causal) {
-      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-      andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, dist,
-                                    zero));
-    } else {
-      Value negSize = arith::ConstantIndexOp::create(b, loc, -span.getSize());
-      andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, dist,
-                                    negSize));
-    }
-    break;
-  }
-  }
-  return allowed;
 }
 
 /// The scale as an f32 value: the attribute, or 1/sqrt(head_dim) computed
@@ -256,7 +207,7 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
                 Value i = linalg::IndexOp::create(nb, nloc, 2);
                 Value j = linalg::IndexOp::create(nb, nloc, 3);
                 Value qPos = arith::AddIOp::create(nb, nloc, i, offset);
-                Value allowed = buildAllowed(nb, nloc, span, causal, qPos, j);
+                Value allowed = buildSpanAllowed(nb, nloc, span, causal, qPos, j);
                 Value negInf = arith::ConstantOp::create(
                     nb, nloc, f32,
                     nb.getF32FloatAttr(

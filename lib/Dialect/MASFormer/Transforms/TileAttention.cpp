@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SpanCodegen.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -65,12 +66,6 @@ Value fma(OpBuilder &b, Location loc, Value x, Value y, Value acc) {
 
 Value f32Const(OpBuilder &b, Location loc, float v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-Value toF32(OpBuilder &b, Location loc, Value v) {
-  if (v.getType().isF32())
-    return v;
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
 /// A [rows, cols] tensor of f32 filled with `value` (sizes may be dynamic).
@@ -298,20 +293,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                    Idx nx{nb, nl};
                    Value qp = nx.add(qPos0, linalg::IndexOp::create(nb, nl, 0));
                    Value kp = nx.add(k0, linalg::IndexOp::create(nb, nl, 1));
-                   Value ok;
-                   auto both = [&](Value c) { ok = ok ? nx.andI(ok, c) : c; };
-                   if (causal)
-                     both(nx.cmp(P::sle, kp, qp));
-                   if (span.getKind() == SpanKind::Block) {
-                     Value bs = nx.c(span.getSize());
-                     both(nx.cmp(P::eq, nx.fdiv(qp, bs), nx.fdiv(kp, bs)));
-                   } else if (span.getKind() == SpanKind::Window) {
-                     Value w = nx.c(span.getSize());
-                     Value dist = nx.sub(qp, kp);
-                     both(nx.cmp(P::slt, dist, w));
-                     both(causal ? nx.cmp(P::sge, dist, nx.c(0))
-                                 : nx.cmp(P::sgt, dist, nx.c(-span.getSize())));
-                   }
+                   Value ok = buildSpanAllowed(nb, nl, span, causal, qp, kp);
                    if (ok)
                      x = arith::SelectOp::create(nb, nl, ok, x,
                                                  f32Const(nb, nl, negInf));
