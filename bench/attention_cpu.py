@@ -33,6 +33,7 @@ from onnx import helper as h
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H, D = 12, 64
 LIB = "/usr/lib/llvm-22/lib"
+TILE = (64, 64)
 
 
 def inputs(s):
@@ -105,7 +106,7 @@ func.func @main() {{{''.join(fill)}
 def time_ours(s, span, reps):
     opt = os.path.join(ROOT, "build", "bin", "masformer-opt")
     lowered = subprocess.run(
-        [opt, "-", "--masformer-lower-to-cpu=tile-q=64 tile-kv=64"],
+        [opt, "-", f"--masformer-lower-to-cpu=tile-q={TILE[0]} tile-kv={TILE[1]}"],
         input=mlir_module(s, span, reps), capture_output=True, text=True)
     if lowered.returncode:
         sys.exit(lowered.stderr[-3000:])
