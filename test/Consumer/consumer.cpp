@@ -8,6 +8,7 @@
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Import/ONNXImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -38,5 +39,11 @@ int main(int argc, char **argv) {
   if (mlir::failed(pm.run(*module)))
     return 1;
   llvm::outs() << "attention ops after: " << count() << "\n";
+  // The importer's API links too (it brings ONNX and protobuf along).
+  mlir::masformer::ONNXImportOptions options;
+  std::string err =
+      mlir::masformer::parseInputShapeOption("input_ids=1x128", options);
+  llvm::outs() << "input shape option: "
+               << (err.empty() ? "ok" : err.c_str()) << "\n";
   return 0;
 }
