@@ -187,3 +187,35 @@ void mlir::masformer::forEachBroadcast(
     }
   }
 }
+
+HostTensor mlir::masformer::gatherHost(
+    const HostTensor &src, ArrayRef<int64_t> shape,
+    llvm::function_ref<int64_t(ArrayRef<int64_t>)> srcIndex) {
+  HostTensor out;
+  out.shape.assign(shape.begin(), shape.end());
+  out.elemType = src.elemType;
+  int64_t n = out.numElements();
+  out.resize(n);
+  SmallVector<int64_t> idx(shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t s = srcIndex(idx);
+    if (out.isFloat())
+      out.floats[i] = src.floats[s];
+    else
+      out.ints[i] = src.ints[s];
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+int64_t mlir::masformer::linearIndex(ArrayRef<int64_t> idx,
+                                     ArrayRef<int64_t> shape) {
+  int64_t l = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    l = l * shape[d] + idx[d];
+  return l;
+}

@@ -72,6 +72,14 @@ void forEachBroadcast(
     ArrayRef<int64_t> outShape, ArrayRef<ArrayRef<int64_t>> inputShapes,
     llvm::function_ref<void(int64_t, ArrayRef<int64_t>)> fn);
 
+/// A host tensor of `shape` whose element n is element srcIndex(n) of `src`
+/// (srcIndex gets n's multi-index).
+HostTensor gatherHost(const HostTensor &src, ArrayRef<int64_t> shape,
+                      llvm::function_ref<int64_t(ArrayRef<int64_t>)> srcIndex);
+
+/// Row-major linear index of `idx` in `shape`.
+int64_t linearIndex(ArrayRef<int64_t> idx, ArrayRef<int64_t> shape);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_LIB_IMPORT_HOSTTENSOR_H

@@ -141,6 +141,7 @@ private:
 
 void registerElementwiseHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerTensorHandlers(llvm::StringMap<NodeHandler> &handlers);
+void registerIndexingHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerContractionHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 //===--- Helpers shared by the handler files ------------------------------===//
@@ -159,6 +160,9 @@ Value buildFilled(OpBuilder &b, Location loc, RankedTensorType type,
 /// tensor.reshape with a constant shape.
 Value buildReshape(OpBuilder &b, Location loc, Value input,
                    RankedTensorType resultType);
+
+/// Bytes per element of raw_data for a supported ONNX element type.
+int64_t rawElementSize(int32_t onnxType);
 
 /// Converts a scalar between element types as ONNX Cast does.
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);

@@ -1,0 +1,408 @@
+//===- IndexingOps.cpp - ONNX slicing, gathering and scattering --*- C++ -*-===//
+//
+// Slice, Split, Concat, Gather and ScatterND: host evaluation when the
+// inputs are known at import time, tensor.extract_slice / concat /
+// insert_slice and a bounds-clamped gather generic otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+/// One axis of a slice: start, size and positive step.
+struct SliceDim {
+  int64_t start = 0, size = 0, step = 1;
+};
+
+LogicalResult importSlice(ONNXImporterImpl &im) {
+  RankedTensorType t = im.inputType(0);
+  int64_t rank = t.getRank();
+  FailureOr<const HostTensor *> starts = im.requireHostInput(1, "starts");
+  if (failed(starts))
+    return failure();
+  FailureOr<const HostTensor *> ends = im.requireHostInput(2, "ends");
+  if (failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (im.hasInput(3)) {
+    FailureOr<const HostTensor *> a = im.requireHostInput(3, "axes");
+    if (failed(a))
+      return failure();
+    axes.assign((*a)->ints.begin(), (*a)->ints.end());
+  } else {
+    for (int64_t i = 0; i < (*starts)->numElements(); ++i)
+      axes.push_back(i);
+  }
+  if (im.hasInput(4)) {
+    FailureOr<const HostTensor *> s = im.requireHostInput(4, "steps");
+    if (failed(s))
+      return failure();
+    steps.assign((*s)->ints.begin(), (*s)->ints.end());
+  } else {
+    steps.assign(axes.size(), 1);
+  }
+  if ((int64_t)axes.size() != (*starts)->numElements() ||
+      (int64_t)axes.size() != (*ends)->numElements() ||
+      axes.size() != steps.size())
+    return im.error() << "starts, ends, axes and steps differ in length";
+  SmallVector<SliceDim> dims(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    dims[d].size = t.getDimSize(d);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    FailureOr<int64_t> ax = im.normalizeAxis(axes[k], rank);
+    if (failed(ax))
+      return failure();
+    int64_t n = t.getDimSize(*ax), step = steps[k];
+    if (step <= 0)
+      return im.error() << "only positive steps are supported, got " << step;
+    int64_t s = (*starts)->ints[k], e = (*ends)->ints[k];
+    if (s < 0)
+      s += n;
+    if (e < 0)
+      e += n;
+    s = std::clamp<int64_t>(s, 0, n);
+    e = std::clamp<int64_t>(e, 0, n);
+    dims[*ax] = {s, e > s ? (e - s + step - 1) / step : 0, step};
+  }
+  SmallVector<int64_t> shape, offsets, sizes, strides;
+  for (const SliceDim &d : dims) {
+    shape.push_back(d.size);
+    offsets.push_back(d.start);
+    sizes.push_back(d.size);
+    strides.push_back(d.step);
+  }
+  if (const HostTensor *h = im.hostInput(0)) {
+    im.setHostOutput(0, gatherHost(*h, shape, [&](ArrayRef<int64_t> idx) {
+                       SmallVector<int64_t> src(rank);
+                       for (int64_t d = 0; d < rank; ++d)
+                         src[d] = offsets[d] + idx[d] * strides[d];
+                       return linearIndex(src, h->shape);
+                     }));
+    return success();
+  }
+  auto outType = RankedTensorType::get(shape, t.getElementType());
+  im.setOutput(0, tensor::ExtractSliceOp::create(
+                      im.builder, im.loc, outType, im.input(0), ValueRange{},
+                      ValueRange{}, ValueRange{}, offsets, sizes, strides));
+  return success();
+}
+
+LogicalResult importSplit(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis", "split", "num_outputs"})))
+    return failure();
+  RankedTensorType t = im.inputType(0);
+  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), t.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t n = t.getDimSize(*axis), outs = im.numOutputs();
+  SmallVector<int64_t> split;
+  if (im.hasInput(1)) {
+    FailureOr<const HostTensor *> s = im.requireHostInput(1, "split");
+    if (failed(s))
+      return failure();
+    split.assign((*s)->ints.begin(), (*s)->ints.end());
+  } else if (auto s = im.attrInts("split")) {
+    split = *s;
+  } else {
+    int64_t chunk = (n + outs - 1) / outs;
+    for (int64_t i = 0; i < outs; ++i)
+      split.push_back(std::min(chunk, n - i * chunk));
+  }
+  int64_t total = 0;
+  for (int64_t s : split)
+    total += s;
+  if ((int64_t)split.size() != outs || total != n)
+    return im.error() << "split sizes do not add up to dimension " << *axis
+                      << " (" << n << ")";
+  int64_t offset = 0;
+  for (int64_t o = 0; o < outs; ++o) {
+    SmallVector<int64_t> offsets(t.getRank(), 0), sizes(t.getShape()),
+        strides(t.getRank(), 1);
+    offsets[*axis] = offset;
+    sizes[*axis] = split[o];
+    if (const HostTensor *h = im.hostInput(0)) {
+      im.setHostOutput(o, gatherHost(*h, sizes, [&](ArrayRef<int64_t> idx) {
+                         SmallVector<int64_t> src(idx);
+                         src[*axis] += offsets[*axis];
+                         return linearIndex(src, h->shape);
+                       }));
+    } else {
+      auto outType = RankedTensorType::get(sizes, t.getElementType());
+      im.setOutput(o, tensor::ExtractSliceOp::create(
+                          im.builder, im.loc, outType, im.input(0),
+                          ValueRange{}, ValueRange{}, ValueRange{}, offsets,
+                          sizes, strides));
+    }
+    offset += split[o];
+  }
+  return success();
+}
+
+LogicalResult importConcat(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis"})))
+    return failure();
+  std::optional<int64_t> axisAttr = im.attrInt("axis");
+  if (!axisAttr)
+    return im.error() << "missing attribute 'axis'";
+  RankedTensorType t0 = im.inputType(0);
+  FailureOr<int64_t> axis = im.normalizeAxis(*axisAttr, t0.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(t0.getShape());
+  shape[*axis] = 0;
+  SmallVector<unsigned> present;
+  for (unsigned i = 0; i < im.numInputs(); ++i) {
+    RankedTensorType ti = im.inputType(i);
+    if (ti.getRank() != t0.getRank() ||
+        ti.getElementType() != t0.getElementType())
+      return im.error() << "input " << i << " (" << ti
+                        << ") does not match input 0 (" << t0 << ")";
+    for (int64_t d = 0; d < t0.getRank(); ++d)
+      if (d != *axis && ti.getDimSize(d) != t0.getDimSize(d))
+        return im.error() << "input " << i << " (" << ti
+                          << ") does not match input 0 (" << t0 << ")";
+    shape[*axis] += ti.getDimSize(*axis);
+    // Empty inputs (a common artifact of shape arithmetic) contribute nothing.
+    if (ti.getNumElements() > 0)
+      present.push_back(i);
+  }
+  if (im.allInputsOnHost()) {
+    HostTensor out;
+    out.shape = shape;
+    out.elemType = t0.getElementType();
+    SmallVector<int64_t> starts;
+    int64_t acc = 0;
+    for (unsigned i = 0; i < im.numInputs(); ++i) {
+      starts.push_back(acc);
+      acc += im.inputType(i).getDimSize(*axis);
+    }
+    out.resize(out.numElements());
+    SmallVector<int64_t> idx(shape.size(), 0);
+    for (int64_t n = 0, e = out.numElements(); n < e; ++n) {
+      unsigned k = 0;
+      while (k + 1 < starts.size() && idx[*axis] >= starts[k + 1])
+        ++k;
+      const HostTensor &src = *im.hostInput(k);
+      SmallVector<int64_t> s(idx);
+      s[*axis] -= starts[k];
+      int64_t l = linearIndex(s, src.shape);
+      if (out.isFloat())
+        out.floats[n] = src.floats[l];
+      else
+        out.ints[n] = src.ints[l];
+      for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+        if (++idx[d] < shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  SmallVector<Value> inputs;
+  for (unsigned i : present)
+    inputs.push_back(im.input(i));
+  if (isBadShape(shape))
+    return im.error() << "result has too many elements";
+  auto outType = RankedTensorType::get(shape, t0.getElementType());
+  im.setOutput(0, inputs.size() == 1
+                      ? inputs[0]
+                      : tensor::ConcatOp::create(im.builder, im.loc, outType,
+                                                 *axis, inputs)
+                            .getResult());
+  return success();
+}
+
+LogicalResult importGather(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis"})))
+    return failure();
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1);
+  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), dt.getRank());
+  if (failed(axis))
+    return failure();
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return im.error() << "indices must be int32 or int64, got " << it;
+  int64_t n = dt.getDimSize(*axis);
+  SmallVector<int64_t> shape(dt.getShape().take_front(*axis));
+  llvm::append_range(shape, it.getShape());
+  llvm::append_range(shape, dt.getShape().drop_front(*axis + 1));
+  if (isBadShape(shape))
+    return im.error() << "result has too many elements";
+  int64_t ir = it.getRank();
+  if (im.allInputsOnHost()) {
+    const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);
+    for (int64_t v : ind.ints)
+      if (v < -n || v >= n)
+        return im.error() << "index " << v << " is out of range for "
+                          << "dimension " << *axis << " of size " << n;
+    im.setHostOutput(0, gatherHost(data, shape, [&](ArrayRef<int64_t> idx) {
+                       SmallVector<int64_t> src(idx.take_front(*axis));
+                       int64_t v = ind.ints[linearIndex(
+                           idx.slice(*axis, ir), ind.shape)];
+                       src.push_back(v < 0 ? v + n : v);
+                       llvm::append_range(src, idx.drop_front(*axis + ir));
+                       return linearIndex(src, data.shape);
+                     }));
+    return success();
+  }
+  if (const HostTensor *ind = im.hostInput(1))
+    for (int64_t v : ind->ints)
+      if (v < -n || v >= n)
+        return im.error() << "index " << v << " is out of range for "
+                          << "dimension " << *axis << " of size " << n;
+  // out[pre, ind..., post] = data[pre, norm(indices[ind...]), post]. Indices
+  // outside [-n, n) are clamped rather than read out of bounds.
+  MLIRContext *ctx = im.getContext();
+  int64_t rank = shape.size();
+  SmallVector<AffineExpr> indExprs;
+  for (int64_t d = 0; d < ir; ++d)
+    indExprs.push_back(getAffineDimExpr(*axis + d, ctx));
+  AffineMap indMap = AffineMap::get(rank, 0, indExprs, ctx);
+  AffineMap outMap = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  Value data = im.input(0);
+  Value init = tensor::EmptyOp::create(im.builder, im.loc, shape,
+                                       dt.getElementType());
+  auto outType = RankedTensorType::get(shape, dt.getElementType());
+  auto generic = linalg::GenericOp::create(
+      im.builder, im.loc, outType, ValueRange{im.input(1)}, ValueRange{init},
+      ArrayRef<AffineMap>{indMap, outMap},
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(), args[0]);
+        Value size = arith::ConstantIndexOp::create(b, loc, n);
+        Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+        Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                          v, zero);
+        v = arith::SelectOp::create(
+            b, loc, neg, arith::AddIOp::create(b, loc, v, size), v);
+        Value maxIdx = arith::ConstantIndexOp::create(b, loc, n - 1);
+        v = arith::MaxSIOp::create(b, loc, v, zero);
+        v = arith::MinSIOp::create(b, loc, v, maxIdx);
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < *axis; ++d)
+          idx.push_back(linalg::IndexOp::create(b, loc, d));
+        idx.push_back(v);
+        for (int64_t d = *axis + ir; d < rank; ++d)
+          idx.push_back(linalg::IndexOp::create(b, loc, d));
+        Value x = tensor::ExtractOp::create(b, loc, data, idx);
+        linalg::YieldOp::create(b, loc, x);
+      });
+  im.setOutput(0, generic.getResult(0));
+  return success();
+}
+
+/// ScatterND with reduction "none". Exporters use it to write a whole box
+/// (indices built from Ranges), which becomes a tensor.insert_slice; other
+/// index patterns are only supported on the host.
+LogicalResult importScatterND(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"reduction"})))
+    return failure();
+  if (im.attrString("reduction").value_or("none") != "none")
+    return im.error() << "reduction '" << *im.attrString("reduction")
+                      << "' is not supported";
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1),
+                   ut = im.inputType(2);
+  if (it.getRank() < 1)
+    return im.error() << "indices must have rank >= 1";
+  int64_t r = it.getDimSize(it.getRank() - 1);
+  if (r > dt.getRank())
+    return im.error() << "index tuples of length " << r << " for data "
+                      << dt;
+  SmallVector<int64_t> expectUpd(it.getShape().drop_back());
+  llvm::append_range(expectUpd, dt.getShape().drop_front(r));
+  if (ut.getShape() != ArrayRef<int64_t>(expectUpd) ||
+      ut.getElementType() != dt.getElementType())
+    return im.error() << "updates " << ut << " do not match indices " << it
+                      << " and data " << dt;
+  FailureOr<const HostTensor *> ind = im.requireHostInput(1, "indices");
+  if (failed(ind))
+    return failure();
+  int64_t tuples = it.getNumElements() / std::max<int64_t>(r, 1);
+  int64_t slice = 1;
+  for (int64_t d = r; d < dt.getRank(); ++d)
+    slice *= dt.getDimSize(d);
+  auto tupleAt = [&](int64_t k, int64_t d) {
+    int64_t v = (*ind)->ints[k * r + d];
+    return v < 0 ? v + dt.getDimSize(d) : v;
+  };
+  for (int64_t k = 0; k < tuples; ++k)
+    for (int64_t d = 0; d < r; ++d)
+      if (tupleAt(k, d) < 0 || tupleAt(k, d) >= dt.getDimSize(d))
+        return im.error() << "index out of range";
+  if (im.allInputsOnHost()) {
+    HostTensor out = *im.hostInput(0);
+    const HostTensor &upd = *im.hostInput(2);
+    SmallVector<int64_t> strides = stridesOf(dt.getShape());
+    for (int64_t k = 0; k < tuples; ++k) {
+      int64_t base = 0;
+      for (int64_t d = 0; d < r; ++d)
+        base += tupleAt(k, d) * strides[d];
+      for (int64_t e = 0; e < slice; ++e) {
+        if (out.isFloat())
+          out.floats[base + e] = upd.floats[k * slice + e];
+        else
+          out.ints[base + e] = upd.ints[k * slice + e];
+      }
+    }
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  // The tuples must enumerate a box, row-major.
+  SmallVector<int64_t> lo(r, INT64_MAX), hi(r, INT64_MIN);
+  for (int64_t k = 0; k < tuples; ++k)
+    for (int64_t d = 0; d < r; ++d) {
+      lo[d] = std::min(lo[d], tupleAt(k, d));
+      hi[d] = std::max(hi[d], tupleAt(k, d));
+    }
+  SmallVector<int64_t> box;
+  int64_t boxSize = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    box.push_back(tuples ? hi[d] - lo[d] + 1 : 0);
+    boxSize *= box.back();
+  }
+  bool isBox = boxSize == tuples;
+  SmallVector<int64_t> idx(r, 0);
+  for (int64_t k = 0; isBox && k < tuples; ++k) {
+    for (int64_t d = 0; d < r; ++d)
+      isBox &= tupleAt(k, d) == lo[d] + idx[d];
+    for (int64_t d = r - 1; d >= 0; --d) {
+      if (++idx[d] < box[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  if (!isBox || tuples == 0)
+    return im.error() << "indices that do not enumerate a box in row-major "
+                         "order need to be known with the data on the host";
+  SmallVector<int64_t> sizes(box), offsets(lo);
+  for (int64_t d = r; d < dt.getRank(); ++d) {
+    sizes.push_back(dt.getDimSize(d));
+    offsets.push_back(0);
+  }
+  Value upd = buildReshape(im.builder, im.loc, im.input(2),
+                           RankedTensorType::get(sizes, dt.getElementType()));
+  SmallVector<int64_t> strides(dt.getRank(), 1);
+  im.setOutput(0, tensor::InsertSliceOp::create(
+                      im.builder, im.loc, upd, im.input(0), ValueRange{},
+                      ValueRange{}, ValueRange{}, offsets, sizes, strides));
+  return success();
+}
+
+} // namespace
+
+void mlir::masformer::registerIndexingHandlers(
+    llvm::StringMap<NodeHandler> &handlers) {
+  handlers["Slice"] = importSlice;
+  handlers["Split"] = importSplit;
+  handlers["Concat"] = importConcat;
+  handlers["Gather"] = importGather;
+  handlers["ScatterND"] = importScatterND;
+}

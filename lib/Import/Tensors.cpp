@@ -1,0 +1,282 @@
+//===- Tensors.cpp - Reading ONNX tensors -------------------------*- C++ -*-===//
+//
+// Element types, raw and typed tensor data, and external data files (checked
+// to stay inside the model's directory and within the file) for the ONNX
+// importer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+Type ONNXImporterImpl::convertElementType(int32_t t) {
+  MLIRContext *ctx = getContext();
+  switch (t) {
+  case onnx::TensorProto::FLOAT:
+    return Float32Type::get(ctx);
+  case onnx::TensorProto::FLOAT16:
+    return Float16Type::get(ctx);
+  case onnx::TensorProto::BFLOAT16:
+    return BFloat16Type::get(ctx);
+  case onnx::TensorProto::DOUBLE:
+    return Float64Type::get(ctx);
+  case onnx::TensorProto::INT64:
+    return IntegerType::get(ctx, 64);
+  case onnx::TensorProto::INT32:
+    return IntegerType::get(ctx, 32);
+  case onnx::TensorProto::INT16:
+    return IntegerType::get(ctx, 16);
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+    return IntegerType::get(ctx, 8);
+  case onnx::TensorProto::BOOL:
+    return IntegerType::get(ctx, 1);
+  default:
+    return {};
+  }
+}
+
+int64_t mlir::masformer::rawElementSize(int32_t t) {
+  switch (t) {
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+    return 8;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+    return 4;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+FailureOr<ONNXImporterImpl::ExternalRef>
+ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" && !llvm::to_integer(kv.value(), offset))
+      offset = -1;
+    else if (kv.key() == "length" && !llvm::to_integer(kv.value(), length))
+      length = -2;
+  }
+  // External data must stay inside the model's directory: a model file must
+  // not make the importer read arbitrary files.
+  if (location.empty() || llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(llvm::make_range(llvm::sys::path::begin(location),
+                                          llvm::sys::path::end(location)),
+                         ".."))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data location '" << location
+                          << "' must be a relative path inside the model's "
+                             "directory",
+           failure();
+  if (offset < 0 || length < -1)
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': invalid external data offset or length",
+           failure();
+  SmallString<256> path(baseDir);
+  llvm::sys::path::append(path, location);
+  // Through links too: the file itself must lie inside the directory.
+  SmallString<256> realDir, realFile;
+  if (!llvm::sys::fs::real_path(baseDir, realDir) &&
+      !llvm::sys::fs::real_path(path, realFile) &&
+      !StringRef(realFile).starts_with((realDir + "/").str()))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data '" << location
+                          << "' resolves to '" << realFile
+                          << "', outside the model's directory",
+           failure();
+  uint64_t fileSize = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, fileSize))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': cannot read external data '" << path
+                          << "': " << ec.message(),
+           failure();
+  if (offset > static_cast<int64_t>(fileSize))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data offset " << offset
+                          << " lies past the end of '" << path << "' ("
+                          << fileSize << " bytes)",
+           failure();
+  if (length < 0)
+    length = static_cast<int64_t>(fileSize) - offset;
+  if (length > static_cast<int64_t>(fileSize) - offset)
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data [" << offset << ", "
+                          << offset + length << ") lies past the end of '"
+                          << path << "' (" << fileSize << " bytes)",
+           failure();
+  return ExternalRef{path.str().str(), offset, length};
+}
+
+FailureOr<std::string>
+ONNXImporterImpl::readRawBytes(const onnx::TensorProto &tensor) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return tensor.raw_data();
+  FailureOr<ExternalRef> ref = resolveExternal(tensor);
+  if (failed(ref))
+    return failure();
+  std::string data(ref->length, '\0');
+  if (failed(readExternal(*ref, data.data())))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': cannot read external data '" << ref->path
+                          << "'",
+           failure();
+  return data;
+}
+
+LogicalResult ONNXImporterImpl::readExternal(const ExternalRef &ref,
+                                             char *dest) {
+  std::FILE *f = std::fopen(ref.path.c_str(), "rb");
+  if (!f)
+    return failure();
+  bool ok = std::fseek(f, ref.offset, SEEK_SET) == 0 &&
+            std::fread(dest, 1, ref.length, f) ==
+                static_cast<size_t>(ref.length);
+  std::fclose(f);
+  return success(ok);
+}
+
+FailureOr<HostTensor>
+ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
+  HostTensor t;
+  t.elemType = convertElementType(tensor.data_type());
+  if (!t.elemType)
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has unsupported element type "
+                          << tensor.data_type(),
+           failure();
+  for (int64_t d : tensor.dims()) {
+    if (d < 0)
+      return emitError(loc) << "tensor '" << tensor.name()
+                            << "' has a negative dimension",
+             failure();
+    t.shape.push_back(d);
+  }
+  if (isBadShape(t.shape))
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has too many elements",
+           failure();
+  int64_t n = t.numElements();
+  t.resize(n);
+  int32_t dt = tensor.data_type();
+  bool raw = tensor.has_raw_data() ||
+             tensor.data_location() == onnx::TensorProto::EXTERNAL;
+  if (raw) {
+    FailureOr<std::string> bytes = readRawBytes(tensor);
+    if (failed(bytes))
+      return failure();
+    int64_t size = rawElementSize(dt);
+    if (static_cast<int64_t>(bytes->size()) != n * size)
+      return emitError(loc) << "tensor '" << tensor.name() << "' holds "
+                            << bytes->size() << " bytes, expected "
+                            << n * size,
+             failure();
+    const char *p = bytes->data();
+    for (int64_t i = 0; i < n; ++i, p += size) {
+      switch (dt) {
+      case onnx::TensorProto::FLOAT: {
+        float v;
+        std::memcpy(&v, p, 4);
+        t.floats[i] = v;
+        break;
+      }
+      case onnx::TensorProto::DOUBLE:
+        std::memcpy(&t.floats[i], p, 8);
+        break;
+      case onnx::TensorProto::FLOAT16:
+      case onnx::TensorProto::BFLOAT16: {
+        uint16_t bits;
+        std::memcpy(&bits, p, 2);
+        const llvm::fltSemantics &sem = dt == onnx::TensorProto::FLOAT16
+                                            ? APFloat::IEEEhalf()
+                                            : APFloat::BFloat();
+        t.floats[i] = APFloat(sem, APInt(16, bits)).convertToDouble();
+        break;
+      }
+      case onnx::TensorProto::INT64:
+        std::memcpy(&t.ints[i], p, 8);
+        break;
+      case onnx::TensorProto::INT32: {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        t.ints[i] = v;
+        break;
+      }
+      case onnx::TensorProto::INT16: {
+        int16_t v;
+        std::memcpy(&v, p, 2);
+        t.ints[i] = v;
+        break;
+      }
+      case onnx::TensorProto::INT8:
+        t.ints[i] = static_cast<int8_t>(*p);
+        break;
+      default: // UINT8, BOOL
+        t.ints[i] = static_cast<uint8_t>(*p);
+        break;
+      }
+    }
+    return t;
+  }
+  auto mismatch = [&](int64_t got) {
+    return emitError(loc) << "tensor '" << tensor.name() << "' holds " << got
+                          << " values, expected " << n,
+           failure();
+  };
+  switch (dt) {
+  case onnx::TensorProto::FLOAT:
+    if (tensor.float_data_size() != n)
+      return mismatch(tensor.float_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.floats[i] = tensor.float_data(i);
+    break;
+  case onnx::TensorProto::DOUBLE:
+    if (tensor.double_data_size() != n)
+      return mismatch(tensor.double_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.floats[i] = tensor.double_data(i);
+    break;
+  case onnx::TensorProto::INT64:
+    if (tensor.int64_data_size() != n)
+      return mismatch(tensor.int64_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.ints[i] = tensor.int64_data(i);
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16: {
+    if (tensor.int32_data_size() != n)
+      return mismatch(tensor.int32_data_size());
+    const llvm::fltSemantics &sem = dt == onnx::TensorProto::FLOAT16
+                                        ? APFloat::IEEEhalf()
+                                        : APFloat::BFloat();
+    for (int64_t i = 0; i < n; ++i)
+      t.floats[i] =
+          APFloat(sem, APInt(16, tensor.int32_data(i) & 0xffff))
+              .convertToDouble();
+    break;
+  }
+  default:
+    if (tensor.int32_data_size() != n)
+      return mismatch(tensor.int32_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      t.setInt(i, tensor.int32_data(i));
+    break;
+  }
+  return t;
+}
