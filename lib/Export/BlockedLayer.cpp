@@ -1,0 +1,322 @@
+//===- BlockedLayer.cpp - Block and window spans as blocked ONNX --*- C++ -*-===//
+//
+// A MatMul/Softmax attention layer with a block span (or a causal window,
+// which also sees the previous block) as padded, blocked standard ONNX ops,
+// the layer's own scale / mask / cast chain re-applied on blocked operands;
+// and the dense window-mask fallback.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LayerExport.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::masformer;
+using namespace mlir::masformer::detail;
+
+std::string LayerExporter::previousBlock(const std::string &x, int64_t axis,
+                                         int64_t rank) {
+  SmallVector<int64_t> pads(2 * rank, 0);
+  pads[axis] = 1;
+  std::string shifted = emit.node("Pad", {x, emit.constI64(pads)});
+  return emit.node("Slice", {shifted, emit.constI64({0}), nb,
+                             emit.constI64({axis})});
+}
+
+FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
+  FailureOr<RankedTensorType> ty = typeOf(name);
+  if (failed(ty))
+    return failure();
+  ArrayRef<int64_t> shape = ty->getShape();
+  if (shape.size() > 4)
+    return error() << "mask operand '" << name << "' has rank "
+                   << shape.size(),
+           failure();
+  SmallVector<int64_t> d(4 - shape.size(), 1);
+  llvm::append_range(d, shape);
+  bool allOnes = llvm::all_of(d, [](int64_t x) { return x == 1; });
+  if (allOnes && shape.size() <= 1)
+    return name; // A scalar broadcasts to any layout.
+  auto isSeq = [&](int64_t x) { return x == seq && seq != 1; };
+  if ((d[2] != 1 && !isSeq(d[2])) || (d[3] != 1 && !isSeq(d[3])))
+    return error() << "mask operand '" << name << "' of type " << *ty
+                   << " does not broadcast along the sequence",
+           failure();
+  // Leading unit dims by Unsqueeze, never by a static Reshape: the sizes
+  // that equal the sequence here change with it at run time.
+  std::string m = name;
+  if (shape.size() < 4) {
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0, e = 4 - shape.size(); i < e; ++i)
+      axes.push_back(i);
+    m = emit.node("Unsqueeze", {m, emit.constI64(axes)});
+  }
+  bool q = isSeq(d[2]), k = isSeq(d[3]);
+  if (!q && !k)
+    return emit.node("Unsqueeze", {m, emit.constI64({2})});
+  std::string zero = q && k ? std::string() : emit.constI64({0});
+  std::string pads = emit.node(
+      "Concat",
+      {emit.constI64({0, 0, 0, 0, 0, 0}), q ? pad : zero, k ? pad : zero},
+      [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+  m = emit.node("Pad", {m, pads});
+  if (!q) {
+    std::string cur =
+        emit.node("Reshape", {m, emit.constI64({0, 0, -1, 1, block})});
+    if (!windowed)
+      return cur;
+    return emit.node("Concat", {previousBlock(cur, 2, 5), cur},
+                     [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
+  }
+  if (!k)
+    return emit.node("Reshape", {m, emit.constI64({0, 0, -1, block, 1})});
+  // Both: the diagonal blocks of the [S', S'] plane.
+  std::string lead = emit.node(
+      "Slice", {emit.node("Shape", {m}), emit.constI64({0}),
+                emit.constI64({2})});
+  std::string b1 = emit.constI64({block});
+  std::string six = emit.node("Concat", {lead, nb, b1, nb, b1},
+                              [](onnx::NodeProto &n) {
+                                Emitter::intAttr(n, "axis", 0);
+                              });
+  m = emit.node("Reshape", {m, six});
+  m = emit.node("Transpose", {m}, [](onnx::NodeProto &n) {
+    Emitter::intsAttr(n, "perm", {0, 1, 2, 4, 3, 5});
+  });
+  std::string nbnb = emit.node("Mul", {nb, nb});
+  std::string five = emit.node("Concat", {lead, nbnb, b1, b1},
+                               [](onnx::NodeProto &n) {
+                                 Emitter::intAttr(n, "axis", 0);
+                               });
+  m = emit.node("Reshape", {m, five});
+  std::string axis0 = emit.constI64({0});
+  std::string nbnbS = emit.node("Squeeze", {nbnb, axis0});
+  std::string step = emit.node(
+      "Squeeze", {emit.node("Add", {nb, emit.constI64({1})}), axis0});
+  std::string diag = emit.node(
+      "Range", {emit.constI64({0}, /*scalar=*/true), nbnbS, step});
+  std::string own = emit.node("Gather", {m, diag}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 2);
+  });
+  if (!windowed)
+    return own;
+  // The block left of the diagonal (row i, column i-1); block 0 has none
+  // and reads block (0, 0), which the window mask discards.
+  std::string sub = emit.node(
+      "Max", {emit.node("Sub", {diag, emit.constI64({1}, true)}),
+              emit.constI64({0}, true)});
+  std::string prev = emit.node("Gather", {m, sub}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 2);
+  });
+  return emit.node("Concat", {prev, own}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 4);
+  });
+}
+
+LogicalResult LayerExporter::emitBlocked() {
+  const onnx::NodeProto &qk = graph.node(layer.qk);
+  const onnx::NodeProto &pv = graph.node(layer.pv);
+  std::string q = qk.input(0), kt = qk.input(1), v = pv.input(1);
+  FailureOr<RankedTensorType> qTy = typeOf(q), ktTy = typeOf(kt),
+                              vTy = typeOf(v);
+  if (failed(qTy) || failed(ktTy) || failed(vTy))
+    return failure();
+  if (qTy->getRank() != 4 || ktTy->getRank() != 4 || vTy->getRank() != 4)
+    return error() << "Q, K^T and V must be rank 4";
+  if (qTy->getDimSize(2) != ktTy->getDimSize(3))
+    return error() << "block spans need as many queries as keys";
+  int64_t d = qTy->getDimSize(3), dv = vTy->getDimSize(3);
+
+  // pad = (B - S % B) % B; nb = (S + pad) / B, all [1] int64 at run time.
+  std::string b1 = emit.constI64({block});
+  seq1 = emit.node("Gather", {emit.node("Shape", {q}), emit.constI64({2})},
+                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+  pad = emit.node("Mod",
+                  {emit.node("Sub", {b1, emit.node("Mod", {seq1, b1})}), b1});
+  nb = emit.node("Div", {emit.node("Add", {seq1, pad}), b1});
+  auto padsFor = [&](ArrayRef<int64_t> beginsAndFixedEnds, bool padLast) {
+    SmallVector<std::string> parts = {emit.constI64(beginsAndFixedEnds)};
+    parts.push_back(pad);
+    if (!padLast)
+      parts.push_back(emit.constI64({0}));
+    return emit.node("Concat", parts, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", 0);
+    });
+  };
+  // [B, H, S, D] -> [B, H, nb, b, D].
+  std::string seqPads = padsFor({0, 0, 0, 0, 0, 0}, false);
+  std::string qb = emit.node(
+      "Reshape", {emit.node("Pad", {q, seqPads}),
+                  emit.constI64({0, 0, -1, block, d})});
+  std::string vb = emit.node(
+      "Reshape", {emit.node("Pad", {v, seqPads}),
+                  emit.constI64({0, 0, -1, block, dv})});
+  // [B, H, D, S] -> [B, H, D, nb, b] -> [B, H, nb, D, b].
+  std::string ktb = emit.node(
+      "Reshape", {emit.node("Pad", {kt, padsFor({0, 0, 0, 0, 0, 0, 0}, true)}),
+                  emit.constI64({0, 0, d, -1, block})});
+  ktb = emit.node("Transpose", {ktb}, [](onnx::NodeProto &n) {
+    Emitter::intsAttr(n, "perm", {0, 1, 3, 2, 4});
+  });
+  if (windowed) {
+    ktb = emit.node("Concat", {previousBlock(ktb, 2, 5), ktb},
+                    [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
+    vb = emit.node("Concat", {previousBlock(vb, 2, 5), vb},
+                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 3); });
+  }
+  std::string scores = emit.node("MatMul", {qb, ktb});
+
+  // The layer's own scale / mask / cast chain, on blocked operands.
+  for (auto [idx, k] : layer.chain) {
+    const onnx::NodeProto &orig = graph.node(idx);
+    onnx::NodeProto copy = orig;
+    for (int i = 0; i < copy.input_size(); ++i) {
+      if (i == k) {
+        copy.set_input(i, scores);
+        continue;
+      }
+      FailureOr<std::string> blocked = blockOperand(orig.input(i));
+      if (failed(blocked))
+        return failure();
+      copy.set_input(i, *blocked);
+    }
+    std::string out = emit.node(orig.op_type(), {}, {});
+    onnx::NodeProto &placed = emit.nodes.back();
+    std::string name = placed.name();
+    placed = copy;
+    placed.set_name(name);
+    placed.clear_output();
+    placed.add_output(out);
+    scores = out;
+  }
+  // Keys past the sequence (the padding) get -inf: they must lose even
+  // against keys the model masked with float-min (rows of padded tokens).
+  FailureOr<RankedTensorType> sTy =
+      typeOf(graph.node(layer.softmax).input(0));
+  if (failed(sTy))
+    return failure();
+  int32_t et = onnxFloatType(sTy->getElementType());
+  if (!et)
+    return error() << "unsupported score type " << sTy->getElementType();
+  std::string padded = emit.node("Add", {seq1, pad});
+  std::string axis0 = emit.constI64({0});
+  std::string zero = emit.constFloat(0.0, et);
+  std::string ninf =
+      emit.constFloat(-std::numeric_limits<double>::infinity(), et);
+  if (!windowed) {
+    std::string positions = emit.node(
+        "Range", {emit.constI64({0}, true),
+                  emit.node("Squeeze", {padded, axis0}),
+                  emit.constI64({1}, true)});
+    std::string real = emit.node("Less", {positions, seq1});
+    std::string keyMask = emit.node("Where", {real, zero, ninf});
+    keyMask = emit.node("Reshape", {keyMask, emit.constI64({-1, 1, block})});
+    scores = emit.node("Add", {scores, keyMask});
+    if (op.getCausal()) {
+      // The op's causal flag, exactly: -inf above the diagonal of each
+      // (square) block, also where the model's own mask only adds
+      // float-min there.
+      std::string one = emit.constI64({1}, true);
+      std::string idx = emit.node(
+          "Range", {emit.constI64({0}, true), emit.constI64({block}, true),
+                    one});
+      std::string above = emit.node(
+          "Greater", {emit.node("Unsqueeze", {idx, axis0}),
+                      emit.node("Unsqueeze", {idx, emit.constI64({1})})});
+      scores = emit.node("Add",
+                         {scores, emit.node("Where", {above, ninf, zero})});
+    }
+  } else {
+    // Key j of query block k sits at (k - 1) * W + j: it must exist
+    // (0 <= pos < S) and lie in the causal window, W + i - j in [0, W).
+    std::string one = emit.constI64({1}, true);
+    std::string blocks = emit.node(
+        "Range", {emit.constI64({0}, true),
+                  emit.node("Squeeze", {nb, axis0}), one});
+    std::string cols = emit.node(
+        "Range", {emit.constI64({0}, true), emit.constI64({2 * block}, true),
+                  one});
+    std::string keyPos = emit.node(
+        "Add",
+        {emit.node("Mul", {emit.node("Sub", {emit.node("Unsqueeze",
+                                                       {blocks, emit.constI64({1})}),
+                                             one}),
+                           emit.constI64({block}, true)}),
+         emit.node("Unsqueeze", {cols, axis0})});
+    std::string exists = emit.node(
+        "And", {emit.node("GreaterOrEqual", {keyPos, emit.constI64({0}, true)}),
+                emit.node("Less", {keyPos, seq1})});
+    std::string keyMask = emit.node("Where", {exists, zero, ninf});
+    keyMask = emit.node("Unsqueeze", {keyMask, emit.constI64({1})});
+    std::string rows = emit.node(
+        "Range", {emit.constI64({0}, true), emit.constI64({block}, true), one});
+    std::string dist = emit.node(
+        "Sub", {emit.node("Add", {emit.node("Unsqueeze",
+                                            {rows, emit.constI64({1})}),
+                                  emit.constI64({block}, true)}),
+                emit.node("Unsqueeze", {cols, axis0})});
+    std::string inWindow = emit.node(
+        "And", {emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)}),
+                emit.node("Less", {dist, emit.constI64({block}, true)})});
+    std::string windowMask = emit.node("Where", {inWindow, zero, ninf});
+    scores = emit.node("Add", {emit.node("Add", {scores, keyMask}),
+                               windowMask});
+  }
+  std::string probs = emit.node("Softmax", {scores}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", -1);
+  });
+  for (int idx : layer.post) {
+    onnx::NodeProto copy = graph.node(idx);
+    std::string out = emit.node("Cast", {probs});
+    onnx::NodeProto &placed = emit.nodes.back();
+    std::string name = placed.name();
+    copy.set_input(0, probs);
+    placed = copy;
+    placed.set_name(name);
+    placed.clear_output();
+    placed.add_output(out);
+    probs = out;
+  }
+  std::string ob = emit.node("MatMul", {probs, vb});
+  std::string o = emit.node("Reshape", {ob, emit.constI64({0, 0, -1, dv})});
+  // Back to the sequence length, under the original output's name.
+  o = emit.node("Slice", {o, emit.constI64({0}), seq1, emit.constI64({2})});
+  emit.nodes.back().set_output(0, pv.output(0));
+  return success();
+}
+
+LogicalResult LayerExporter::emitWindowMask() {
+  const onnx::NodeProto &sm = graph.node(layer.softmax);
+  FailureOr<RankedTensorType> sTy = typeOf(sm.input(0));
+  if (failed(sTy))
+    return failure();
+  int32_t et = onnxFloatType(sTy->getElementType());
+  if (!et)
+    return error() << "unsupported score type " << sTy->getElementType();
+  // positions: query i at i + kv - q, key j; keep |d| < W or 0 <= d < W.
+  std::string scores = sm.input(0);
+  std::string shape = emit.node("Shape", {scores});
+  std::string qn = emit.node("Gather", {shape, emit.constI64({2}, true)});
+  std::string kn = emit.node("Gather", {shape, emit.constI64({3}, true)});
+  std::string one = emit.constI64({1}, true), zero = emit.constI64({0}, true);
+  std::string qi = emit.node(
+      "Add", {emit.node("Range", {zero, qn, one}), emit.node("Sub", {kn, qn})});
+  std::string kj = emit.node("Range", {zero, kn, one});
+  std::string dist = emit.node(
+      "Sub", {emit.node("Unsqueeze", {qi, emit.constI64({1})}),
+              emit.node("Unsqueeze", {kj, emit.constI64({0})})});
+  int64_t w = op.getSpan().getSize();
+  std::string keep = emit.node("And", {
+      emit.node("Less", {dist, emit.constI64({w}, true)}),
+      emit.node("Greater", {dist, emit.constI64({op.getCausal() ? -1 : -w},
+                                                true)})});
+  std::string mask = emit.node(
+      "Where", {keep, emit.constFloat(0.0, et),
+                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+  std::string masked = emit.node("Add", {scores, mask});
+  onnx::NodeProto copy = sm;
+  copy.set_input(0, masked);
+  emit.nodes.push_back(copy);
+  return success();
+}

@@ -1,0 +1,178 @@
+//===- LayerExport.h - One attention layer back into ONNX --------*- C++ -*-===//
+//
+// Private to lib/Export: the node emitter and the per-layer exporter shared
+// by ONNXExporter.cpp (finding the layer, the driver), BlockedLayer.cpp
+// (blocked and windowed MatMul/Softmax layers) and AttentionNode.cpp
+// (opset-23 Attention nodes).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_LIB_EXPORT_LAYEREXPORT_H
+#define MASFORMER_LIB_EXPORT_LAYEREXPORT_H
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace mlir::masformer::detail {
+
+/// ONNX element type of an MLIR float type (0 if unsupported).
+inline int32_t onnxFloatType(Type t) {
+  if (t.isF32())
+    return onnx::TensorProto::FLOAT;
+  if (t.isF16())
+    return onnx::TensorProto::FLOAT16;
+  if (t.isBF16())
+    return onnx::TensorProto::BFLOAT16;
+  if (t.isF64())
+    return onnx::TensorProto::DOUBLE;
+  return 0;
+}
+
+/// Builds new nodes with unique names under a per-layer prefix.
+class Emitter {
+public:
+  explicit Emitter(std::string prefix) : prefix(std::move(prefix)) {}
+
+  std::vector<onnx::NodeProto> nodes;
+
+  std::string node(StringRef op, ArrayRef<std::string> inputs,
+                   llvm::function_ref<void(onnx::NodeProto &)> attrs = {}) {
+    onnx::NodeProto n;
+    std::string name = prefix + op.str() + "_" + std::to_string(counter++);
+    n.set_name(name);
+    n.set_op_type(op.str());
+    for (const std::string &in : inputs)
+      n.add_input(in);
+    n.add_output(name);
+    if (attrs)
+      attrs(n);
+    nodes.push_back(std::move(n));
+    return name;
+  }
+
+  std::string constI64(ArrayRef<int64_t> values, bool scalar = false) {
+    return node("Constant", {}, [&](onnx::NodeProto &n) {
+      onnx::AttributeProto *a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      onnx::TensorProto *t = a->mutable_t();
+      t->set_data_type(onnx::TensorProto::INT64);
+      if (!scalar)
+        t->add_dims(values.size());
+      for (int64_t v : values)
+        t->add_int64_data(v);
+    });
+  }
+
+  /// A scalar of ONNX float type `elemType`.
+  std::string constFloat(double v, int32_t elemType) {
+    return node("Constant", {}, [&](onnx::NodeProto &n) {
+      onnx::AttributeProto *a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      onnx::TensorProto *t = a->mutable_t();
+      t->set_data_type(elemType);
+      if (elemType == onnx::TensorProto::FLOAT) {
+        t->add_float_data(static_cast<float>(v));
+      } else if (elemType == onnx::TensorProto::DOUBLE) {
+        t->add_double_data(v);
+      } else {
+        APFloat f(v);
+        bool lost;
+        f.convert(elemType == onnx::TensorProto::FLOAT16 ? APFloat::IEEEhalf()
+                                                         : APFloat::BFloat(),
+                  APFloat::rmNearestTiesToEven, &lost);
+        uint16_t bits = f.bitcastToAPInt().getZExtValue();
+        t->set_raw_data(std::string(reinterpret_cast<char *>(&bits), 2));
+      }
+    });
+  }
+
+  static void intAttr(onnx::NodeProto &n, StringRef name, int64_t v) {
+    onnx::AttributeProto *a = n.add_attribute();
+    a->set_name(name.str());
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void intsAttr(onnx::NodeProto &n, StringRef name,
+                       ArrayRef<int64_t> v) {
+    onnx::AttributeProto *a = n.add_attribute();
+    a->set_name(name.str());
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v)
+      a->add_ints(x);
+  }
+
+private:
+  std::string prefix;
+  int counter = 0;
+};
+
+/// One layer's nodes in the original graph.
+struct LayerNodes {
+  int qk = -1, softmax = -1, pv = -1;
+  /// Nodes between Q*K^T and Softmax, in order, with the index of the input
+  /// that carries the scores.
+  SmallVector<std::pair<int, int>> chain;
+  /// Cast nodes between Softmax and P*V.
+  SmallVector<int> post;
+};
+
+class LayerExporter {
+public:
+  LayerExporter(AttentionOp op, onnx::GraphProto &graph,
+                const llvm::StringMap<RankedTensorType> &types)
+      : op(op), graph(graph), types(types),
+        emit("masformer/layer" + std::to_string(op.getLayer().value_or(0)) +
+             "/") {}
+
+  /// Computes the replacement nodes; `removed` gets the indices of the
+  /// original nodes they replace and `anchor` the index they go at.
+  LogicalResult run(SmallVectorImpl<int> &removed, int &anchor,
+                    std::vector<onnx::NodeProto> &added);
+
+private:
+  InFlightDiagnostic error() {
+    return op.emitError() << "cannot export layer "
+                          << op.getLayer().value_or(-1) << " to ONNX: ";
+  }
+  LogicalResult findNodes();
+  FailureOr<RankedTensorType> typeOf(const std::string &name);
+  /// The operand `name` cut into the blocked layout [.., .., nb, qb, kb]
+  /// (kb = 2B when windowed: the previous block, then the own block).
+  FailureOr<std::string> blockOperand(const std::string &name);
+  /// x[.., nb, ...] -> the same with block i holding block i-1 (block 0 gets
+  /// padding), along `axis`.
+  std::string previousBlock(const std::string &x, int64_t axis, int64_t rank);
+  LogicalResult emitBlocked();
+  LogicalResult emitWindowMask();
+  /// A layer imported from an opset-23 Attention node: the same node on
+  /// blocks folded into the batch.
+  LogicalResult emitBlockedAttentionNode(int index);
+
+  AttentionOp op;
+  onnx::GraphProto &graph;
+  const llvm::StringMap<RankedTensorType> &types;
+  Emitter emit;
+  LayerNodes layer;
+  int64_t seq = 0, block = 0;
+  /// Causal window W: blocks of W, each query block attending its own and
+  /// the previous key block ([.., nb, W, 2W] scores).
+  bool windowed = false;
+  int32_t scoreType = 0;
+  // Run-time sizes of the blocked layout.
+  std::string seq1, pad, nb;
+};
+
+
+} // namespace mlir::masformer::detail
+
+#endif // MASFORMER_LIB_EXPORT_LAYEREXPORT_H
