@@ -1,0 +1,345 @@
+//===- AttentionMatchers.cpp - Matchers on imported attention ---*- C++ -*-===//
+//
+// Recognizers for the ops the ONNX importer produces around attention.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionMatchers.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+std::optional<Elementwise> mlir::masformer::matchElementwise(Value v) {
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  if (!g || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != g.getNumParallelLoops() ||
+      !g.getIndexingMapsArray().back().isIdentity())
+    return std::nullopt;
+  Block &body = g.getRegion().front();
+  if (!llvm::hasSingleElement(body.without_terminator()))
+    return std::nullopt;
+  Operation *payload = &body.front();
+  if (body.getTerminator()->getOperand(0) != payload->getResult(0))
+    return std::nullopt;
+  Elementwise e{g, payload, {}, {}};
+  for (Value o : payload->getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(o);
+    if (!arg || arg.getOwner() != &body ||
+        arg.getArgNumber() >= g.getNumDpsInputs())
+      return std::nullopt;
+    OpOperand *in = g.getDpsInputOperand(arg.getArgNumber());
+    e.operands.push_back(in->get());
+    e.isIdentity.push_back(g.getMatchingIndexingMap(in).isIdentity());
+  }
+  return e;
+}
+
+/// The value of a splat or one-element float constant.
+std::optional<double> mlir::masformer::getScalarConstant(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  if (!attr.isSplat() && attr.getNumElements() != 1)
+    return std::nullopt;
+  return (*attr.getValues<APFloat>().begin()).convertToDouble();
+}
+
+/// A float cast (extf / truncf) generic: its input.
+Value mlir::masformer::peelCast(Value v) {
+  while (std::optional<Elementwise> e = matchElementwise(v)) {
+    if (!isa<arith::ExtFOp, arith::TruncFOp>(e->payload))
+      break;
+    v = e->operands[0];
+  }
+  return v;
+}
+
+/// Folds Mul/Div by scalar constants on `v` into `scale`.
+Value mlir::masformer::peelScale(Value v, double &scale) {
+  while (std::optional<Elementwise> e = matchElementwise(v)) {
+    if (isa<arith::MulFOp>(e->payload)) {
+      if (auto c = getScalarConstant(e->operands[1]); c && e->isIdentity[0]) {
+        scale *= *c;
+        v = e->operands[0];
+        continue;
+      }
+      if (auto c = getScalarConstant(e->operands[0]); c && e->isIdentity[1]) {
+        scale *= *c;
+        v = e->operands[1];
+        continue;
+      }
+    } else if (isa<arith::DivFOp>(e->payload) && e->isIdentity[0]) {
+      if (auto c = getScalarConstant(e->operands[1]); c && *c != 0.0) {
+        scale /= *c;
+        v = e->operands[0];
+        continue;
+      }
+    }
+    break;
+  }
+  return v;
+}
+
+
+std::optional<BatchMatmul> mlir::masformer::matchBatchMatmul(Value v) {
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  if (!g || g.getNumDpsInputs() != 2 || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != 5 || g.getNumReductionLoops() != 1)
+    return std::nullopt;
+  MLIRContext *ctx = g.getContext();
+  auto map = [&](ArrayRef<unsigned> dims) {
+    SmallVector<AffineExpr> e;
+    for (unsigned d : dims)
+      e.push_back(getAffineDimExpr(d, ctx));
+    return AffineMap::get(5, 0, e, ctx);
+  };
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  if (maps[0] != map({0, 1, 2, 4}) || maps[1] != map({0, 1, 4, 3}) ||
+      maps[2] != map({0, 1, 2, 3}))
+    return std::nullopt;
+  auto iters = g.getIteratorTypesArray();
+  if (iters[4] != utils::IteratorType::reduction)
+    return std::nullopt;
+  // Body: acc + a * b (operands possibly extended).
+  Block &body = g.getRegion().front();
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return std::nullopt;
+  Value acc = body.getArgument(2);
+  Value prodV = add.getLhs() == acc ? add.getRhs() : add.getLhs();
+  if (add.getLhs() != acc && add.getRhs() != acc)
+    return std::nullopt;
+  auto mul = prodV.getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return std::nullopt;
+  auto strip = [](Value x) {
+    if (auto ext = x.getDefiningOp<arith::ExtFOp>())
+      return ext.getIn();
+    return x;
+  };
+  if (strip(mul.getLhs()) != body.getArgument(0) ||
+      strip(mul.getRhs()) != body.getArgument(1))
+    return std::nullopt;
+  // The accumulator starts at zero.
+  auto fill = g.getDpsInitOperand(0)->get().getDefiningOp<linalg::FillOp>();
+  std::optional<double> zero =
+      fill ? getScalarConstant(fill.getInputs()[0]) : std::nullopt;
+  if (!zero) {
+    if (fill) {
+      FloatAttr f;
+      if (matchPattern(fill.getInputs()[0], m_Constant(&f)))
+        zero = f.getValueAsDouble();
+    }
+  }
+  if (!zero || *zero != 0.0)
+    return std::nullopt;
+  return BatchMatmul{g, g.getDpsInputOperand(0)->get(),
+                     g.getDpsInputOperand(1)->get()};
+}
+
+/// Peels the repetition of key/value heads that grouped-query attention
+/// exports write as unsqueeze(2) -> expand -> reshape: returns the tensor
+/// with kv_heads heads. Reshapes are row-major, so the static shapes alone
+/// say what each one does.
+Value mlir::masformer::peelRepeatKV(Value v) {
+  auto shapeOf = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getShape();
+  };
+  Operation *merge = v.getDefiningOp();
+  if (!isa_and_nonnull<tensor::CollapseShapeOp, tensor::ReshapeOp>(merge))
+    return v;
+  Value repeated = merge->getOperand(0);
+  ArrayRef<int64_t> r = shapeOf(repeated), out = shapeOf(v);
+  // [B, Hkv, G, S, D] -> [B, Hkv * G, S, D].
+  if (r.size() != 5 || out.size() != 4 || out[0] != r[0] ||
+      out[1] != r[1] * r[2] || out[2] != r[3] || out[3] != r[4])
+    return v;
+  auto bcast = repeated.getDefiningOp<linalg::GenericOp>();
+  if (!bcast || bcast.getNumDpsInputs() != 1 ||
+      bcast.getNumLoops() != bcast.getNumParallelLoops())
+    return v;
+  Block &body = bcast.getRegion().front();
+  if (!llvm::hasSingleElement(body) ||
+      body.getTerminator()->getOperand(0) != body.getArgument(0))
+    return v;
+  Value unsqueezed = bcast.getDpsInputOperand(0)->get();
+  ArrayRef<int64_t> u = shapeOf(unsqueezed);
+  // [B, Hkv, 1, S, D] broadcast along the new axis.
+  if (u.size() != 5 || u[0] != r[0] || u[1] != r[1] || u[2] != 1 ||
+      u[3] != r[3] || u[4] != r[4])
+    return v;
+  Operation *expand = unsqueezed.getDefiningOp();
+  if (!isa_and_nonnull<tensor::ExpandShapeOp, tensor::ReshapeOp>(expand))
+    return v;
+  Value src = expand->getOperand(0);
+  ArrayRef<int64_t> k = shapeOf(src);
+  if (k.size() != 4 || k[0] != r[0] || k[1] != r[1] || k[2] != r[3] ||
+      k[3] != r[4])
+    return v;
+  return src;
+}
+
+/// Whether `v` comes from the Q K^T contraction through the elementwise
+/// ops that may stand between it and the softmax.
+bool mlir::masformer::reachesScores(Value v, int depth) {
+  if (depth == 0)
+    return false;
+  if (matchBatchMatmul(v))
+    return true;
+  std::optional<Elementwise> e = matchElementwise(v);
+  if (!e)
+    return false;
+  for (auto [o, id] : llvm::zip(e->operands, e->isIdentity))
+    if (id && reachesScores(o, depth - 1))
+      return true;
+  return false;
+}
+
+/// Whether the constant `attr` of shape [..., q, kv] marks exactly the
+/// causal (bottom-right aligned) triangle as kept; `kept(i)` says whether
+/// element i is kept.
+bool mlir::masformer::isCausalPattern(DenseElementsAttr attr,
+                     llvm::function_ref<std::optional<bool>(int64_t)> kept) {
+  auto ty = cast<ShapedType>(attr.getType());
+  if (ty.getRank() < 2)
+    return false;
+  int64_t q = ty.getDimSize(ty.getRank() - 2);
+  int64_t kv = ty.getDimSize(ty.getRank() - 1);
+  if (q > kv)
+    return false;
+  int64_t slices = ty.getNumElements() / (q * kv);
+  for (int64_t s = 0; s < slices; ++s)
+    for (int64_t i = 0; i < q; ++i)
+      for (int64_t j = 0; j < kv; ++j) {
+        std::optional<bool> k = kept(s * q * kv + i * kv + j);
+        if (!k || *k != (j <= i + kv - q))
+          return false;
+      }
+  return true;
+}
+
+/// Whether the last two dims of `map` (of an operand read by a generic) are
+/// the generic's last two loop dims, in order.
+static bool keepsLastTwoDims(AffineMap map, unsigned numLoops) {
+  unsigned r = map.getNumResults();
+  if (r < 2)
+    return false;
+  auto d0 = dyn_cast<AffineDimExpr>(map.getResult(r - 2));
+  auto d1 = dyn_cast<AffineDimExpr>(map.getResult(r - 1));
+  return d0 && d1 && d0.getPosition() == numLoops - 2 &&
+         d1.getPosition() == numLoops - 1;
+}
+
+/// Whether every element of `v` above the causal diagonal (key j > query i,
+/// queries aligned to the end of the keys) is masked (<= -1e4) whatever the
+/// model's inputs are. Exporters build combined causal + padding masks as
+/// Where(padding, float-min, causal_constant) and friends: such a mask still
+/// makes the layer causal.
+bool mlir::masformer::isUpperMasked(Value v, int depth) {
+  if (depth == 0)
+    return false;
+  auto ty = dyn_cast<RankedTensorType>(v.getType());
+  if (!ty || !isa<FloatType>(ty.getElementType()))
+    return false;
+  DenseElementsAttr attr;
+  if (matchPattern(v, m_Constant(&attr))) {
+    auto values = attr.getValues<APFloat>();
+    if (attr.isSplat())
+      return (*values.begin()).convertToDouble() <= kMaskedThreshold;
+    if (ty.getRank() < 2)
+      return false;
+    int64_t q = ty.getDimSize(ty.getRank() - 2),
+            kv = ty.getDimSize(ty.getRank() - 1);
+    int64_t slices = ty.getNumElements() / std::max<int64_t>(q * kv, 1);
+    for (int64_t sl = 0; sl < slices; ++sl)
+      for (int64_t i = 0; i < q; ++i)
+        for (int64_t j = i + kv - q + 1; j < kv; ++j)
+          if (j >= 0 && values[sl * q * kv + i * kv + j].convertToDouble() >
+                            kMaskedThreshold)
+            return false;
+    return true;
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  // Reshapes, slices and inserts that keep the last two dims in place.
+  auto sameLastTwo = [&](Value other) {
+    auto ot = dyn_cast<RankedTensorType>(other.getType());
+    return ot && ot.getRank() >= 2 &&
+           ot.getShape().take_back(2) == ty.getShape().take_back(2);
+  };
+  if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def))
+    return sameLastTwo(def->getOperand(0)) &&
+           isUpperMasked(def->getOperand(0), depth - 1);
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
+    // A top-left square cut of a square mask keeps its diagonal.
+    auto src = slice.getSourceType();
+    int64_t r = src.getRank();
+    ArrayRef<int64_t> offs = slice.getStaticOffsets(),
+                      strides = slice.getStaticStrides();
+    return r >= 2 && offs[r - 1] == 0 && offs[r - 2] == 0 &&
+           strides[r - 1] == 1 && strides[r - 2] == 1 &&
+           src.getDimSize(r - 1) == src.getDimSize(r - 2) &&
+           ty.getDimSize(r - 1) == ty.getDimSize(r - 2) &&
+           isUpperMasked(slice.getSource(), depth - 1);
+  }
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(def)) {
+    // An insert that overwrites the whole destination.
+    auto srcTy = insert.getSourceType();
+    return srcTy.getShape() == ty.getShape() &&
+           isUpperMasked(insert.getSource(), depth - 1);
+  }
+  auto g = dyn_cast<linalg::GenericOp>(def);
+  if (!g || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != g.getNumParallelLoops() ||
+      !g.getIndexingMapsArray().back().isIdentity())
+    return false;
+  unsigned loops = g.getNumLoops();
+  // An operand is masked where the result needs it if it is a masked
+  // scalar, or masked with its last two dims following the result's.
+  auto operandMasked = [&](OpOperand *in) {
+    AffineMap map = g.getMatchingIndexingMap(in);
+    if (map.getNumResults() == 0 ||
+        llvm::all_of(map.getResults(), [](AffineExpr e) {
+          return isa<AffineConstantExpr>(e);
+        }))
+      return getScalarConstant(in->get()).value_or(0.0) <= kMaskedThreshold;
+    return keepsLastTwoDims(map, loops) && isUpperMasked(in->get(), depth - 1);
+  };
+  Block &body = g.getRegion().front();
+  Value yielded = body.getTerminator()->getOperand(0);
+  auto inputOf = [&](Value x) -> OpOperand * {
+    auto arg = dyn_cast<BlockArgument>(x);
+    if (!arg || arg.getOwner() != &body ||
+        arg.getArgNumber() >= g.getNumDpsInputs())
+      return nullptr;
+    return g.getDpsInputOperand(arg.getArgNumber());
+  };
+  // A broadcast (Expand): the body yields its input.
+  if (OpOperand *in = inputOf(yielded))
+    return operandMasked(in);
+  Operation *payload = yielded.getDefiningOp();
+  if (!payload || payload->getBlock() != &body ||
+      !llvm::hasSingleElement(body.without_terminator()))
+    return false;
+  if (isa<arith::ExtFOp, arith::TruncFOp>(payload)) {
+    OpOperand *in = inputOf(payload->getOperand(0));
+    return in && operandMasked(in);
+  }
+  if (isa<arith::SelectOp>(payload)) {
+    OpOperand *a = inputOf(payload->getOperand(1));
+    OpOperand *b = inputOf(payload->getOperand(2));
+    return a && b && operandMasked(a) && operandMasked(b);
+  }
+  if (isa<arith::MinimumFOp>(payload)) {
+    OpOperand *a = inputOf(payload->getOperand(0));
+    OpOperand *b = inputOf(payload->getOperand(1));
+    return (a && operandMasked(a)) || (b && operandMasked(b));
+  }
+  return false;
+}

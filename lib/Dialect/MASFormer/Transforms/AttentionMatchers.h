@@ -1,0 +1,71 @@
+//===- AttentionMatchers.h - Matchers on imported attention -----*- C++ -*-===//
+//
+// Private to the masformer transforms: recognizers for the ops the ONNX
+// importer produces around attention (elementwise generics, batch matmuls,
+// scalar constants, key/value head repetition, causal masks), used by
+// --masformer-raise-attention.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONMATCHERS_H
+#define MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONMATCHERS_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <optional>
+
+namespace mlir::masformer {
+
+/// Scores at or below this are "masked out" in an additive mask: exporters
+/// use -inf, float-min or -10000.
+constexpr double kMaskedThreshold = -1e4;
+
+/// A linalg.generic applying one scalar op per element.
+struct Elementwise {
+  linalg::GenericOp op;
+  Operation *payload;
+  /// The generic's inputs feeding the payload, in payload operand order.
+  SmallVector<Value> operands;
+  /// Whether each of `operands` is read with an identity map (same shape as
+  /// the result).
+  SmallVector<bool> isIdentity;
+};
+std::optional<Elementwise> matchElementwise(Value v);
+
+/// The value of a splat or one-element float constant.
+std::optional<double> getScalarConstant(Value v);
+
+/// Looks through float casts (extf / truncf generics).
+Value peelCast(Value v);
+
+/// Folds Mul/Div by scalar constants on `v` into `scale`.
+Value peelScale(Value v, double &scale);
+
+/// out[b,h,i,j] = sum_k lhs[b,h,i,k] * rhs[b,h,k,j] with a zero init.
+struct BatchMatmul {
+  linalg::GenericOp op;
+  Value lhs, rhs;
+};
+std::optional<BatchMatmul> matchBatchMatmul(Value v);
+
+/// Peels unsqueeze(2) -> expand -> reshape of key/value heads (grouped-query
+/// attention): the tensor with kv_heads heads, or `v` itself.
+Value peelRepeatKV(Value v);
+
+/// Whether `v` comes from the Q K^T contraction through elementwise ops.
+bool reachesScores(Value v, int depth = 12);
+
+/// Whether the constant `attr` of shape [..., q, kv] keeps exactly the
+/// causal (bottom-right aligned) triangle; `kept(i)` says whether element i
+/// is kept (nullopt: neither kept nor masked).
+bool isCausalPattern(DenseElementsAttr attr,
+                     llvm::function_ref<std::optional<bool>(int64_t)> kept);
+
+/// Whether every element of `v` above the causal diagonal is masked
+/// (<= kMaskedThreshold) whatever the model's inputs are.
+bool isUpperMasked(Value v, int depth = 16);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONMATCHERS_H
