@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -124,44 +125,70 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                                       PatternRewriter &rewriter) const {
   RankedTensorType qTy = op.getQueryType(), kTy = op.getKeyType();
   Value mask = op.getMask();
-  if (!qTy.hasStaticShape() || !kTy.hasStaticShape() ||
-      !op.getValueType().hasStaticShape() ||
-      (mask && !cast<RankedTensorType>(mask.getType()).hasStaticShape()))
-    return rewriter.notifyMatchFailure(op, "needs static shapes");
   Location loc = op.getLoc();
   MLIRContext *ctx = op.getContext();
   OpBuilder &b = rewriter;
   Idx ix{b, loc};
-  int64_t batch = qTy.getDimSize(0), heads = qTy.getDimSize(1),
-          sq = qTy.getDimSize(2), d = qTy.getDimSize(3),
-          skv = kTy.getDimSize(2);
-  int64_t group = heads / kTy.getDimSize(1);
+  // Sizes as attributes where static (the IR then folds them) and as
+  // tensor.dim values where dynamic.
+  OpFoldResult batchF = tensor::getMixedSize(b, loc, op.getQuery(), 0);
+  OpFoldResult headsF = tensor::getMixedSize(b, loc, op.getQuery(), 1);
+  OpFoldResult sqF = tensor::getMixedSize(b, loc, op.getQuery(), 2);
+  OpFoldResult d = tensor::getMixedSize(b, loc, op.getQuery(), 3);
+  OpFoldResult skvF = tensor::getMixedSize(b, loc, op.getKey(), 2);
+  OpFoldResult kvHeadsF = tensor::getMixedSize(b, loc, op.getKey(), 1);
+  auto val = [&](OpFoldResult f) {
+    return getValueOrCreateConstantIndexOp(b, loc, f);
+  };
+  auto stat = [](OpFoldResult f) { return getConstantIntValue(f); };
   Type elemTy = qTy.getElementType();
   SpanAttr span = op.getSpan();
   bool causal = op.getCausal();
-  float scale = op.getScale() ? op.getScale()->convertToFloat()
-                              : 1.0f / std::sqrt(static_cast<float>(d));
+  Value scaleV;
+  float scale = 0.0f;
+  if (op.getScale()) {
+    scale = op.getScale()->convertToFloat();
+  } else if (auto ds = stat(d)) {
+    scale = 1.0f / std::sqrt(static_cast<float>(*ds));
+  } else {
+    // 1/sqrt(head_dim) at run time.
+    Value di = arith::IndexCastOp::create(b, loc, b.getI64Type(), val(d));
+    Value df = arith::SIToFPOp::create(b, loc, b.getF32Type(), di);
+    scaleV = arith::DivFOp::create(b, loc, f32Const(b, loc, 1.0f),
+                                   math::SqrtOp::create(b, loc, df));
+  }
   float negInf = -std::numeric_limits<float>::infinity();
 
   // One parallel iteration per (batch, head, query tile).
-  Value out0 = tensor::EmptyOp::create(b, loc, qTy.getShape(), elemTy);
+  SmallVector<OpFoldResult> qSizes = {batchF, headsF, sqF, d};
+  Value out0 = tensor::EmptyOp::create(b, loc, qSizes, elemTy);
+  OpFoldResult numQT =
+      stat(sqF) ? OpFoldResult(b.getIndexAttr(
+                      llvm::divideCeil(*stat(sqF), tileQ)))
+                : OpFoldResult(ix.cdiv(val(sqF), ix.c(tileQ)));
   auto forall = scf::ForallOp::create(
-      b, loc,
-      ArrayRef<OpFoldResult>{b.getIndexAttr(batch), b.getIndexAttr(heads),
-                             b.getIndexAttr(llvm::divideCeil(sq, tileQ))},
-      ValueRange{out0}, std::nullopt);
+      b, loc, ArrayRef<OpFoldResult>{batchF, headsF, numQT}, ValueRange{out0},
+      std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
   Value bi = forall.getInductionVar(0), hi = forall.getInductionVar(1);
   Value qtIdx = forall.getInductionVar(2);
-  Value kvh = arith::DivUIOp::create(b, loc, hi, ix.c(group));
+  Value group = stat(headsF) && stat(kvHeadsF)
+                    ? ix.c(*stat(headsF) / *stat(kvHeadsF))
+                    : arith::DivUIOp::create(b, loc, val(headsF),
+                                             val(kvHeadsF))
+                          .getResult();
+  Value kvh = arith::DivUIOp::create(b, loc, hi, group);
   Value q0 = ix.mul(qtIdx, ix.c(tileQ));
-  Value qs = ix.min(ix.c(tileQ), ix.sub(ix.c(sq), q0));
+  Value qs = ix.min(ix.c(tileQ), ix.sub(val(sqF), q0));
   // Absolute positions of the tile's first and last query.
-  Value qPos0 = ix.add(q0, ix.c(skv - sq));
+  Value offset = stat(sqF) && stat(skvF)
+                     ? ix.c(*stat(skvF) - *stat(sqF))
+                     : ix.sub(val(skvF), val(sqF));
+  Value qPos0 = ix.add(q0, offset);
   Value qPosLast = ix.add(qPos0, ix.sub(qs, ix.c(1)));
 
   // The keys this query tile may see, from the span and the triangle.
-  Value lo = ix.c(0), hiK = ix.c(skv);
+  Value lo = ix.c(0), hiK = val(skvF);
   if (causal)
     hiK = ix.min(hiK, ix.add(qPosLast, ix.c(1)));
   if (span.getKind() == SpanKind::Block) {
@@ -186,22 +213,22 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   SmallVector<OpFoldResult> lead = {bi, hi};
   SmallVector<OpFoldResult> kvLead = {bi, kvh};
   Value qTile = slice2D(b, loc, op.getQuery(), lead, q0, qs, b.getIndexAttr(0),
-                        b.getIndexAttr(d));
+                        d);
   Value m0 = filled(b, loc, {qs}, negInf);
   Value l0 = filled(b, loc, {qs}, 0.0f);
-  Value acc0 = filled(b, loc, {qs, b.getIndexAttr(d)}, 0.0f);
+  Value acc0 = filled(b, loc, {qs, d}, 0.0f);
   auto kLoop = scf::ForOp::create(b, loc, ktLo, ktHi, ix.c(1),
                                   ValueRange{m0, l0, acc0});
   b.setInsertionPointToStart(kLoop.getBody());
   Value m = kLoop.getRegionIterArg(0), l = kLoop.getRegionIterArg(1),
         acc = kLoop.getRegionIterArg(2);
   Value k0 = ix.mul(kLoop.getInductionVar(), ix.c(tileKV));
-  Value ks = ix.min(ix.c(tileKV), ix.sub(ix.c(skv), k0));
+  Value ks = ix.min(ix.c(tileKV), ix.sub(val(skvF), k0));
   Value kLast = ix.add(k0, ix.sub(ks, ix.c(1)));
   Value kTile = slice2D(b, loc, op.getKey(), kvLead, k0, ks,
-                        b.getIndexAttr(0), b.getIndexAttr(d));
+                        b.getIndexAttr(0), d);
   Value vTile = slice2D(b, loc, op.getValue(), kvLead, k0, ks,
-                        b.getIndexAttr(0), b.getIndexAttr(d));
+                        b.getIndexAttr(0), d);
 
   // S = Q K^T in f32, loops (i, j, e): dot products along contiguous rows
   // (a transposed K tile with j innermost measured slower).
@@ -285,8 +312,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                bb, loc, init.getType(), ins, ValueRange{init}, maps,
                ArrayRef<IteratorType>{kPar, kPar},
                [&](OpBuilder &nb, Location nl, ValueRange a) {
-                 Value x = arith::MulFOp::create(nb, nl, a[0],
-                                                 f32Const(nb, nl, scale));
+                 Value x = arith::MulFOp::create(
+                     nb, nl, a[0], scaleV ? scaleV : f32Const(nb, nl, scale));
                  if (maskTile)
                    x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[1]));
                  if (masked) {
@@ -416,7 +443,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   // O = acc / l (zero for rows with no allowed key), into the output.
   b.setInsertionPointAfter(kLoop);
   Value oInit = tensor::EmptyOp::create(
-      b, loc, ArrayRef<OpFoldResult>{qs, b.getIndexAttr(d)}, elemTy);
+      b, loc, ArrayRef<OpFoldResult>{qs, d}, elemTy);
   Value oTile =
       linalg::GenericOp::create(
           b, loc, oInit.getType(),
@@ -438,7 +465,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
           .getResult(0);
   SmallVector<OpFoldResult> offs = {bi, hi, q0, b.getIndexAttr(0)};
   SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1), qs,
-                                     b.getIndexAttr(d)};
+                                     d};
   SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
   b.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(b, loc, oTile,
@@ -488,12 +515,6 @@ struct TileAttentionPass final
     patterns.add<TileAttentionPattern>(&getContext(), tileQ, tileKV,
                                        printTileCounts);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
-    WalkResult left = getOperation()->walk([](AttentionOp op) {
-      op.emitError("--masformer-tile-attention needs static shapes");
-      return WalkResult::interrupt();
-    });
-    if (left.wasInterrupted())
-      signalPassFailure();
   }
 };
 

@@ -108,10 +108,10 @@ def RaiseAttention : Pass<"masformer-raise-attention", "::mlir::func::FuncOp"> {
 def TileAttention : Pass<"masformer-tile-attention"> {
   let summary = "Span-aware tiled attention with online softmax";
   let description = [{
-    Rewrites every `masformer.attention` (static shapes) into loops over
-    batch, query head and query tiles of `tile-q` rows; for each query tile,
-    an inner loop visits only the key tiles of `tile-kv` keys that meet the
-    span and the causal triangle. Its bounds come from the span, not from a
+    Rewrites every `masformer.attention` (static or dynamic shapes) into
+    loops over batch, query head and query tiles of `tile-q` rows; for each
+    query tile, an inner loop visits only the key tiles of `tile-kv` keys
+    that meet the span and the causal triangle. Its bounds come from the span, not from a
     mask: a block span visits the keys of the query tile's blocks, a window
     the keys within W, causal attention the keys up to the tile's last
     query. Inside, scores are computed in f32 and folded into a running
