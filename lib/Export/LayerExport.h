@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -116,6 +117,24 @@ private:
   int counter = 0;
 };
 
+/// Lookups into the original graph, built once for all layers.
+struct GraphIndex {
+  explicit GraphIndex(const onnx::GraphProto &graph) {
+    for (int i = 0, e = graph.node_size(); i < e; ++i) {
+      byName[graph.node(i).name()] = i;
+      for (const std::string &in : graph.node(i).input())
+        consumers[in].push_back(i);
+    }
+    for (const onnx::ValueInfoProto &o : graph.output())
+      graphOutputs.insert(o.name());
+  }
+  /// Node index by node name.
+  llvm::StringMap<int> byName;
+  /// Indices of the nodes reading each tensor.
+  llvm::StringMap<llvm::SmallVector<int>> consumers;
+  llvm::StringSet<> graphOutputs;
+};
+
 /// One layer's nodes in the original graph.
 struct LayerNodes {
   int qk = -1, softmax = -1, pv = -1;
@@ -129,8 +148,9 @@ struct LayerNodes {
 class LayerExporter {
 public:
   LayerExporter(AttentionOp op, onnx::GraphProto &graph,
+                const GraphIndex &index,
                 const llvm::StringMap<RankedTensorType> &types)
-      : op(op), graph(graph), types(types),
+      : op(op), graph(graph), index(index), types(types),
         emit("masformer/layer" + std::to_string(op.getLayer().value_or(0)) +
              "/") {}
 
@@ -160,6 +180,7 @@ private:
 
   AttentionOp op;
   onnx::GraphProto &graph;
+  const GraphIndex &index;
   const llvm::StringMap<RankedTensorType> &types;
   Emitter emit;
   LayerNodes layer;
@@ -167,7 +188,6 @@ private:
   /// Causal window W: blocks of W, each query block attending its own and
   /// the previous key block ([.., nb, W, 2W] scores).
   bool windowed = false;
-  int32_t scoreType = 0;
   // Run-time sizes of the blocked layout.
   std::string seq1, pad, nb;
 };

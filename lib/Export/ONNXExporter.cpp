@@ -27,7 +27,6 @@
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -54,29 +53,20 @@ LogicalResult LayerExporter::findNodes() {
     return error() << "its location does not name the Q*K^T, Softmax and "
                       "P*V nodes (was it raised by "
                       "--masformer-raise-attention from an ONNX import?)";
-  for (int i = 0, e = graph.node_size(); i < e; ++i) {
-    const std::string &n = graph.node(i).name();
-    if (n == names[0])
-      layer.qk = i;
-    else if (n == names[1])
-      layer.softmax = i;
-    else if (n == names[2])
-      layer.pv = i;
-  }
+  auto find = [&](const std::string &name) {
+    auto it = index.byName.find(name);
+    return it == index.byName.end() ? -1 : it->second;
+  };
+  layer.qk = find(names[0]);
+  layer.softmax = find(names[1]);
+  layer.pv = find(names[2]);
   if (layer.qk < 0 || layer.softmax < 0 || layer.pv < 0)
     return error() << "nodes '" << names[0] << "', '" << names[1] << "', '"
                    << names[2] << "' are not all in the model";
-  llvm::StringMap<SmallVector<int>> consumers;
-  for (int i = 0, e = graph.node_size(); i < e; ++i)
-    for (const std::string &in : graph.node(i).input())
-      consumers[in].push_back(i);
-  llvm::StringSet<> graphOutputs;
-  for (const onnx::ValueInfoProto &o : graph.output())
-    graphOutputs.insert(o.name());
   auto next = [&](const std::string &t) -> int {
-    auto it = consumers.find(t);
-    if (it == consumers.end() || it->second.size() != 1 ||
-        graphOutputs.contains(t))
+    auto it = index.consumers.find(t);
+    if (it == index.consumers.end() || it->second.size() != 1 ||
+        index.graphOutputs.contains(t))
       return -1;
     return it->second.front();
   };
@@ -122,10 +112,10 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
                                  std::vector<onnx::NodeProto> &added) {
   // A layer imported from an opset-23 Attention node is that node.
   if (auto name = dyn_cast<NameLoc>(op.getLoc())) {
-    for (int i = 0, e = graph.node_size(); i < e; ++i) {
-      if (graph.node(i).name() != name.getName().str() ||
-          graph.node(i).op_type() != "Attention")
-        continue;
+    auto it = index.byName.find(name.getName().str());
+    if (it != index.byName.end() &&
+        graph.node(it->second).op_type() == "Attention") {
+      int i = it->second;
       if (op.getSpan().getKind() != SpanKind::Block)
         return error() << "window spans of Attention nodes are not "
                           "supported yet";
@@ -184,6 +174,7 @@ LogicalResult mlir::masformer::exportSpansToONNX(
     if (o.domain().empty() || o.domain() == "ai.onnx")
       opset = o.version();
   onnx::GraphProto &graph = *model.mutable_graph();
+  const GraphIndex index(graph);
   // Replacements are computed against the original node indices, then
   // applied in one pass.
   llvm::DenseMap<int, std::vector<onnx::NodeProto>> insertAt;
@@ -199,7 +190,7 @@ LogicalResult mlir::masformer::exportSpansToONNX(
       failedAny = true;
       return;
     }
-    LayerExporter layer(op, graph, *options.valueTypes);
+    LayerExporter layer(op, graph, index, *options.valueTypes);
     SmallVector<int> gone;
     int anchor = -1;
     std::vector<onnx::NodeProto> added;

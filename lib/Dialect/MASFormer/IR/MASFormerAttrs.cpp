@@ -95,20 +95,6 @@ static int64_t floorDiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-bool SpanAttr::allows(int64_t i, int64_t j, bool causal) const {
-  switch (getKind()) {
-  case SpanKind::Full:
-    return true;
-  case SpanKind::Block:
-    return floorDiv(i, getSize()) == floorDiv(j, getSize());
-  case SpanKind::Window:
-    if (causal)
-      return i - j >= 0 && i - j < getSize();
-    return std::abs(i - j) < getSize();
-  }
-  llvm_unreachable("unknown span kind");
-}
-
 bool SpanAttr::coversSequence(int64_t kvSeq) const {
   // Positions lie in [0, kvSeq): a block of at least kvSeq holds them all,
   // and |i - j| <= kvSeq - 1 < W for a window of at least kvSeq.

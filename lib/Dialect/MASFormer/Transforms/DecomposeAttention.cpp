@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SpanCodegen.h"
+#include "AttentionLowering.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -32,15 +32,6 @@ namespace {
 using utils::IteratorType;
 constexpr IteratorType kPar = IteratorType::parallel;
 constexpr IteratorType kRed = IteratorType::reduction;
-
-/// A tensor.empty of `sizes` filled with `value`.
-Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
-                   Type elemType, double value) {
-  Value empty = tensor::EmptyOp::create(b, loc, sizes, elemType);
-  Value cst = arith::ConstantOp::create(
-      b, loc, elemType, b.getFloatAttr(elemType, value));
-  return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
-}
 
 /// Key/value as seen by query head h: for a static group size G (1 for
 /// multi-head attention) the tensor itself, read at head h floordiv G; for a
@@ -148,24 +139,18 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
     KVView key = viewPerQueryHead(b, loc, op, op.getKey());
     KVView value = viewPerQueryHead(b, loc, op, op.getValue());
 
-    auto dims = [&](std::initializer_list<unsigned> ds, unsigned n) {
-      SmallVector<AffineExpr> exprs;
-      for (unsigned d : ds)
-        exprs.push_back(getAffineDimExpr(d, ctx));
-      return AffineMap::get(n, 0, exprs, ctx);
-    };
     AffineMap id4 = AffineMap::getMultiDimIdentityMap(4, ctx);
-    AffineMap row4 = dims({0, 1, 2}, 4);
+    AffineMap row4 = dimsMap(ctx, 4, {0, 1, 2});
 
     // S[b,h,i,j] = sum_d Q[b,h,i,d] * K[b,h/G,j,d], in f32.
-    Value scoresInit = filledTensor(b, loc, scoreSizes, f32, 0.0);
+    Value scoresInit = filledF32(b, loc, scoreSizes, 0.0);
     Value scores =
         linalg::GenericOp::create(
             b, loc, scoresInit.getType(),
             ValueRange{op.getQuery(), key.tensor}, ValueRange{scoresInit},
-            ArrayRef<AffineMap>{dims({0, 1, 2, 4}, 5),
+            ArrayRef<AffineMap>{dimsMap(ctx, 5, {0, 1, 2, 4}),
                                 kvMap(ctx, key.groupSize, 3, 4),
-                                dims({0, 1, 2, 3}, 5)},
+                                dimsMap(ctx, 5, {0, 1, 2, 3})},
             ArrayRef<IteratorType>{kPar, kPar, kPar, kPar, kRed},
             [&](OpBuilder &nb, Location nloc, ValueRange args) {
               Value q = toF32(nb, nloc, args[0]);
@@ -220,8 +205,8 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
 
     // M[b,h,i] = max_j L; rows with no allowed key use 0 so that
     // exp(-inf - 0) = 0 rather than NaN.
-    Value maxInit = filledTensor(b, loc, rowSizes, f32,
-                                 -std::numeric_limits<double>::infinity());
+    Value maxInit = filledF32(b, loc, rowSizes,
+                              -std::numeric_limits<float>::infinity());
     Value rowMax =
         linalg::GenericOp::create(
             b, loc, maxInit.getType(), ValueRange{logits}, ValueRange{maxInit},
@@ -258,7 +243,7 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
             .getResult(0);
 
     // Z[b,h,i] = sum_j P.
-    Value sumInit = filledTensor(b, loc, rowSizes, f32, 0.0);
+    Value sumInit = filledF32(b, loc, rowSizes, 0.0);
     Value rowSum =
         linalg::GenericOp::create(
             b, loc, sumInit.getType(), ValueRange{probs}, ValueRange{sumInit},
@@ -273,14 +258,14 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
             .getResult(0);
 
     // O[b,h,i,d] = sum_j P[b,h,i,j] * V[b,h/G,j,d], loops (b, h, i, d, j).
-    Value outInit = filledTensor(b, loc, qSizes, f32, 0.0);
+    Value outInit = filledF32(b, loc, qSizes, 0.0);
     Value unnormalized =
         linalg::GenericOp::create(
             b, loc, outInit.getType(), ValueRange{probs, value.tensor},
             ValueRange{outInit},
-            ArrayRef<AffineMap>{dims({0, 1, 2, 4}, 5),
+            ArrayRef<AffineMap>{dimsMap(ctx, 5, {0, 1, 2, 4}),
                                 kvMap(ctx, value.groupSize, 4, 3),
-                                dims({0, 1, 2, 3}, 5)},
+                                dimsMap(ctx, 5, {0, 1, 2, 3})},
             ArrayRef<IteratorType>{kPar, kPar, kPar, kPar, kRed},
             [&](OpBuilder &nb, Location nloc, ValueRange args) {
               Value prod = arith::MulFOp::create(nb, nloc, args[0],

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SpanCodegen.h"
+#include "AttentionLowering.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -63,25 +63,6 @@ Value fma(OpBuilder &b, Location loc, Value x, Value y, Value acc) {
                                             arith::FastMathFlags::fast);
   Value p = arith::MulFOp::create(b, loc, x.getType(), x, y, fast);
   return arith::AddFOp::create(b, loc, acc.getType(), acc, p, fast);
-}
-
-Value f32Const(OpBuilder &b, Location loc, float v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-/// A [rows, cols] tensor of f32 filled with `value` (sizes may be dynamic).
-Value filled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
-             float value) {
-  Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
-  return linalg::FillOp::create(b, loc, f32Const(b, loc, value), empty)
-      .getResult(0);
-}
-
-AffineMap dims(MLIRContext *ctx, unsigned n, ArrayRef<unsigned> ds) {
-  SmallVector<AffineExpr> e;
-  for (unsigned d : ds)
-    e.push_back(getAffineDimExpr(d, ctx));
-  return AffineMap::get(n, 0, e, ctx);
 }
 
 /// A rank-reduced 2-D slice x[lead..., r0:r0+rs, c0:c0+cs] of a 4-D tensor.
@@ -214,9 +195,9 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   SmallVector<OpFoldResult> kvLead = {bi, kvh};
   Value qTile = slice2D(b, loc, op.getQuery(), lead, q0, qs, b.getIndexAttr(0),
                         d);
-  Value m0 = filled(b, loc, {qs}, negInf);
-  Value l0 = filled(b, loc, {qs}, 0.0f);
-  Value acc0 = filled(b, loc, {qs, d}, 0.0f);
+  Value m0 = filledF32(b, loc, {qs}, negInf);
+  Value l0 = filledF32(b, loc, {qs}, 0.0f);
+  Value acc0 = filledF32(b, loc, {qs, d}, 0.0f);
   auto kLoop = scf::ForOp::create(b, loc, ktLo, ktHi, ix.c(1),
                                   ValueRange{m0, l0, acc0});
   b.setInsertionPointToStart(kLoop.getBody());
@@ -232,12 +213,12 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
 
   // S = Q K^T in f32, loops (i, j, e): dot products along contiguous rows
   // (a transposed K tile with j innermost measured slower).
-  Value s0 = filled(b, loc, {qs, ks}, 0.0f);
+  Value s0 = filledF32(b, loc, {qs, ks}, 0.0f);
   Value scores =
       linalg::GenericOp::create(
           b, loc, s0.getType(), ValueRange{qTile, kTile}, ValueRange{s0},
-          ArrayRef<AffineMap>{dims(ctx, 3, {0, 2}), dims(ctx, 3, {1, 2}),
-                              dims(ctx, 3, {0, 1})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {1, 2}),
+                              dimsMap(ctx, 3, {0, 1})},
           ArrayRef<IteratorType>{kPar, kPar, kRed},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             Value x = toF32(nb, nl, a[0]);
@@ -300,12 +281,12 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   // logits = scale * S (+ mask), -inf outside the span on boundary tiles.
   auto buildLogits = [&](OpBuilder &bb, bool masked) {
     SmallVector<Value> ins = {scores};
-    SmallVector<AffineMap> maps = {dims(ctx, 2, {0, 1})};
+    SmallVector<AffineMap> maps = {dimsMap(ctx, 2, {0, 1})};
     if (maskTile) {
       ins.push_back(maskTile);
       maps.push_back(maskMap);
     }
-    maps.push_back(dims(ctx, 2, {0, 1}));
+    maps.push_back(dimsMap(ctx, 2, {0, 1}));
     Value init = tensor::EmptyOp::create(
         bb, loc, ArrayRef<OpFoldResult>{qs, ks}, bb.getF32Type());
     return linalg::GenericOp::create(
@@ -355,7 +336,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value mNew =
       linalg::GenericOp::create(
           b, loc, m.getType(), ValueRange{logits}, ValueRange{m},
-          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
           ArrayRef<IteratorType>{kPar, kRed},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             linalg::YieldOp::create(
@@ -368,8 +349,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value probs =
       linalg::GenericOp::create(
           b, loc, pInit.getType(), ValueRange{logits, mNew}, ValueRange{pInit},
-          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0}),
-                              dims(ctx, 2, {0, 1})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
+                              dimsMap(ctx, 2, {0, 1})},
           ArrayRef<IteratorType>{kPar, kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             Value e = math::ExpOp::create(
@@ -382,8 +363,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value corr =
       linalg::GenericOp::create(
           b, loc, corrInit.getType(), ValueRange{m, mNew}, ValueRange{corrInit},
-          ArrayRef<AffineMap>{dims(ctx, 1, {0}), dims(ctx, 1, {0}),
-                              dims(ctx, 1, {0})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 1, {0}), dimsMap(ctx, 1, {0}),
+                              dimsMap(ctx, 1, {0})},
           ArrayRef<IteratorType>{kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             Value e = math::ExpOp::create(
@@ -395,8 +376,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value lScaled =
       linalg::GenericOp::create(
           b, loc, l.getType(), ValueRange{l, corr}, ValueRange{l},
-          ArrayRef<AffineMap>{dims(ctx, 1, {0}), dims(ctx, 1, {0}),
-                              dims(ctx, 1, {0})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 1, {0}), dimsMap(ctx, 1, {0}),
+                              dimsMap(ctx, 1, {0})},
           ArrayRef<IteratorType>{kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             linalg::YieldOp::create(
@@ -406,7 +387,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value lNew =
       linalg::GenericOp::create(
           b, loc, l.getType(), ValueRange{probs}, ValueRange{lScaled},
-          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
           ArrayRef<IteratorType>{kPar, kRed},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             linalg::YieldOp::create(
@@ -416,8 +397,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value accScaled =
       linalg::GenericOp::create(
           b, loc, acc.getType(), ValueRange{acc, corr}, ValueRange{acc},
-          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0}),
-                              dims(ctx, 2, {0, 1})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
+                              dimsMap(ctx, 2, {0, 1})},
           ArrayRef<IteratorType>{kPar, kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             linalg::YieldOp::create(
@@ -430,8 +411,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
       linalg::GenericOp::create(
           b, loc, acc.getType(), ValueRange{probs, vTile},
           ValueRange{accScaled},
-          ArrayRef<AffineMap>{dims(ctx, 3, {0, 1}), dims(ctx, 3, {1, 2}),
-                              dims(ctx, 3, {0, 2})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {1, 2}),
+                              dimsMap(ctx, 3, {0, 2})},
           ArrayRef<IteratorType>{kPar, kRed, kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             linalg::YieldOp::create(
@@ -449,8 +430,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
           b, loc, oInit.getType(),
           ValueRange{kLoop.getResult(2), kLoop.getResult(1)},
           ValueRange{oInit},
-          ArrayRef<AffineMap>{dims(ctx, 2, {0, 1}), dims(ctx, 2, {0}),
-                              dims(ctx, 2, {0, 1})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
+                              dimsMap(ctx, 2, {0, 1})},
           ArrayRef<IteratorType>{kPar, kPar},
           [&](OpBuilder &nb, Location nl, ValueRange a) {
             Value zero = f32Const(nb, nl, 0.0f);

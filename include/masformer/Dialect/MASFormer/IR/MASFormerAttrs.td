@@ -59,10 +59,6 @@ def MASFormer_SpanAttr : AttrDef<MASFormer_Dialect, "Span"> {
   ];
   let extraClassDeclaration = [{
     bool isFull() const { return getKind() == SpanKind::Full; }
-    /// Whether the query at absolute position `i` may attend the key at
-    /// position `j` under this span alone (the causal flag only selects the
-    /// one-sided window).
-    bool allows(int64_t i, int64_t j, bool causal) const;
     /// Whether the span removes no pair for a key sequence of `kvSeq` keys
     /// (and queries at positions below kvSeq).
     bool coversSequence(int64_t kvSeq) const;

@@ -1,19 +1,43 @@
-//===- SpanCodegen.h - The span predicate as IR ------------------*- C++ -*-===//
+//===- AttentionLowering.h - Helpers of the attention lowerings --*- C++ -*-===//
 //
 // Shared by the lowerings of masformer.attention (the reference
-// decomposition and the tiled kernels), so that the span semantics are
-// written once.
+// decomposition and the tiled kernels): the span predicate, so that the span
+// semantics are written once, and small IR builders both use.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_SPANCODEGEN_H
-#define MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_SPANCODEGEN_H
+#ifndef MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONLOWERING_H
+#define MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONLOWERING_H
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerAttrs.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace mlir::masformer {
+
+/// An f32 constant.
+inline Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+/// A tensor.empty of f32 with `sizes` (static or dynamic) filled with
+/// `value`.
+inline Value filledF32(OpBuilder &b, Location loc,
+                       ArrayRef<OpFoldResult> sizes, float value) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  return linalg::FillOp::create(b, loc, f32Const(b, loc, value), empty)
+      .getResult(0);
+}
+
+/// The affine map from `n` loop dims to the dims `ds`.
+inline AffineMap dimsMap(MLIRContext *ctx, unsigned n, ArrayRef<unsigned> ds) {
+  SmallVector<AffineExpr> e;
+  for (unsigned d : ds)
+    e.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(n, 0, e, ctx);
+}
 
 /// Extends a float scalar to f32 (no-op for f32).
 inline Value toF32(OpBuilder &b, Location loc, Value v) {
@@ -67,4 +91,4 @@ inline Value buildSpanAllowed(OpBuilder &b, Location loc, SpanAttr span,
 
 } // namespace mlir::masformer
 
-#endif // MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_SPANCODEGEN_H
+#endif // MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONLOWERING_H
