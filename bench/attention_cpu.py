@@ -33,7 +33,7 @@ from onnx import helper as h
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H, D = 12, 64
 LIB = "/usr/lib/llvm-22/lib"
-TILE = (64, 64)
+TILE = tuple(int(x) for x in os.environ.get("MASFORMER_BENCH_TILE", "64x64").split("x"))
 
 
 def inputs(s):

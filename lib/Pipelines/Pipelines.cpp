@@ -38,17 +38,25 @@ void mlir::masformer::buildLowerToCPUPipeline(
   TileAttentionOptions tiling;
   tiling.tileQ = options.tileQ;
   tiling.tileKV = options.tileKV;
+  tiling.vectorWidth = options.vectorWidth;
   pm.addPass(createTileAttention(tiling));
   static constexpr StringLiteral kLowering =
       "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
       // exp as a polynomial of plain arithmetic: LLVM vectorizes it with
       // the loop instead of calling libm per element.
       "masformer-approximate-exp,"
+      // Identity layouts at function boundaries: the rows of Q, K and V are
+      // then known to be contiguous, and the micro-kernels' loads of them
+      // are vector loads rather than gathers.
       "one-shot-bufferize{bufferize-function-boundaries "
-      "allow-return-allocs-from-loops},"
+      "allow-return-allocs-from-loops "
+      "function-boundary-type-conversion=identity-layout-map},"
       "buffer-deallocation-pipeline,"
-      "scf-forall-to-parallel,convert-linalg-to-loops,convert-scf-to-openmp,"
-      "expand-strided-metadata,lower-affine,"
+      "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
+      "convert-scf-to-openmp,expand-strided-metadata,lower-affine,"
+      // The micro-kernels' transfers become plain vector loads and stores,
+      // their FMAs llvm.intr.fma.
+      "convert-vector-to-llvm,"
       // The OpenMP loop body is a memref.alloca_scope: lower it while it
       // still has one block.
       "finalize-memref-to-llvm,"

@@ -33,6 +33,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
   PassOptions::Option<int64_t> tileKV{*this, "tile-kv",
                                       llvm::cl::desc("Keys per tile"),
                                       llvm::cl::init(64)};
+  PassOptions::Option<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("f32 lanes of the micro-kernels' vectors (16: AVX-512, "
+                     "8: AVX2, 0: no micro-kernels)"),
+      llvm::cl::init(16)};
 };
 
 /// masformer.attention through --masformer-tile-attention (span-aware key

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -88,17 +89,237 @@ Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
                                         strides);
 }
 
+
+//===----------------------------------------------------------------------===//
+// Register-blocked micro-kernels for full tiles
+//===----------------------------------------------------------------------===//
+
+/// Rows and vectors of accumulators of a micro-kernel step: 16 vector
+/// registers of accumulators, the operand vectors and a broadcast fit the 32
+/// registers of AVX-512 (with W = 8, the 16 of AVX2 hold 8 accumulators in
+/// halves of the same shape).
+constexpr int64_t kRows = 4;
+constexpr int64_t kVecs = 4;
+
+/// A vector<W x f32> read from a static 2-D tensor at (r, c), extended to
+/// f32.
+Value readF32(OpBuilder &b, Location loc, Value t, Value r, Value c,
+              int64_t w) {
+  Type et = cast<RankedTensorType>(t.getType()).getElementType();
+  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(et));
+  auto vt = VectorType::get({w}, et);
+  Value v = vector::TransferReadOp::create(b, loc, vt, t, ValueRange{r, c},
+                                           pad, ArrayRef<bool>{true});
+  if (et.isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, VectorType::get({w}, b.getF32Type()),
+                               v);
+}
+
+/// The f32 scalar t[r, c] broadcast to a vector<W x f32>.
+Value splatF32(OpBuilder &b, Location loc, Value t, Value r, Value c,
+               int64_t w) {
+  Value x = toF32(b, loc, tensor::ExtractOp::create(b, loc, t, ValueRange{r, c}));
+  return vector::BroadcastOp::create(b, loc,
+                                     VectorType::get({w}, b.getF32Type()), x);
+}
+
+Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r,
+               Value c) {
+  return vector::TransferWriteOp::create(b, loc, v, t, ValueRange{r, c},
+                                         ArrayRef<bool>{true})
+      .getResult();
+}
+
+/// S = Q K^T for a full tile: q is [tq, d], kt the transposed key tile
+/// [d, tk]. Each step of the (row block, key block) loops keeps kRows x
+/// kVecs vectors of W scores in registers while it runs over d: per element
+/// of the head dimension, kVecs loads of kt, kRows broadcasts of q and
+/// kRows * kVecs FMAs.
+Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
+                        int64_t tq, int64_t tk, int64_t d, int64_t w) {
+  Idx ix{b, loc};
+  int64_t vecs = std::min(kVecs, tk / w);
+  auto vt = VectorType::get({w}, b.getF32Type());
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
+  Value s0 = tensor::EmptyOp::create(b, loc, {tq, tk}, b.getF32Type());
+  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
+                                 ValueRange{s0});
+  b.setInsertionPointToStart(rows.getBody());
+  Value i0 = rows.getInductionVar();
+  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(vecs * w),
+                                 ValueRange{rows.getRegionIterArg(0)});
+  b.setInsertionPointToStart(cols.getBody());
+  Value j0 = cols.getInductionVar();
+  SmallVector<Value> init(kRows * vecs, zero);
+  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(d), ix.c(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(red.getBody());
+    Value e = red.getInductionVar();
+    SmallVector<Value> kv;
+    for (int64_t c = 0; c < vecs; ++c)
+      kv.push_back(readF32(b, loc, kt, e, ix.add(j0, ix.c(c * w)), w));
+    SmallVector<Value> next;
+    for (int64_t r = 0; r < kRows; ++r) {
+      Value qb = splatF32(b, loc, q, ix.add(i0, ix.c(r)), e, w);
+      for (int64_t c = 0; c < vecs; ++c)
+        next.push_back(vector::FMAOp::create(
+            b, loc, qb, kv[c], red.getRegionIterArg(r * vecs + c)));
+    }
+    scf::YieldOp::create(b, loc, next);
+  }
+  Value s = cols.getRegionIterArg(0);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < vecs; ++c)
+      s = writeVec(b, loc, red.getResult(r * vecs + c), s,
+                   ix.add(i0, ix.c(r)), ix.add(j0, ix.c(c * w)));
+  scf::YieldOp::create(b, loc, s);
+  b.setInsertionPointAfter(cols);
+  scf::YieldOp::create(b, loc, cols.getResult(0));
+  b.setInsertionPointAfter(rows);
+  return rows.getResult(0);
+}
+
+/// acc * corr + P V for a full tile: p is [tq, tk] f32, v [tk, d], acc
+/// [tq, d] f32, corr [tq] f32 (the rows' rescaling). Each row block keeps kRows x kVecs vectors of the output in
+/// registers across all tk keys: per key, kVecs loads of v, kRows
+/// broadcasts of p and kRows * kVecs FMAs.
+Value buildPVKernel(OpBuilder &b, Location loc, Value p, Value v, Value acc,
+                    Value corr, int64_t tq, int64_t tk, int64_t d, int64_t w) {
+  Idx ix{b, loc};
+  int64_t vecs = std::min(kVecs, d / w);
+  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
+                                 ValueRange{acc});
+  b.setInsertionPointToStart(rows.getBody());
+  Value i0 = rows.getInductionVar();
+  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(d), ix.c(vecs * w),
+                                 ValueRange{rows.getRegionIterArg(0)});
+  b.setInsertionPointToStart(cols.getBody());
+  Value c0 = cols.getInductionVar();
+  Value a = cols.getRegionIterArg(0);
+  SmallVector<Value> init;
+  auto vt = VectorType::get({w}, b.getF32Type());
+  for (int64_t r = 0; r < kRows; ++r) {
+    Value row = ix.add(i0, ix.c(r));
+    Value cr = vector::BroadcastOp::create(
+        b, loc, vt, tensor::ExtractOp::create(b, loc, corr, ValueRange{row}));
+    for (int64_t c = 0; c < vecs; ++c)
+      init.push_back(arith::MulFOp::create(
+          b, loc, readF32(b, loc, a, row, ix.add(c0, ix.c(c * w)), w), cr));
+  }
+  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(red.getBody());
+    Value j = red.getInductionVar();
+    SmallVector<Value> vv;
+    for (int64_t c = 0; c < vecs; ++c)
+      vv.push_back(readF32(b, loc, v, j, ix.add(c0, ix.c(c * w)), w));
+    SmallVector<Value> next;
+    for (int64_t r = 0; r < kRows; ++r) {
+      Value pb = splatF32(b, loc, p, ix.add(i0, ix.c(r)), j, w);
+      for (int64_t c = 0; c < vecs; ++c)
+        next.push_back(vector::FMAOp::create(
+            b, loc, pb, vv[c], red.getRegionIterArg(r * vecs + c)));
+    }
+    scf::YieldOp::create(b, loc, next);
+  }
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < vecs; ++c)
+      a = writeVec(b, loc, red.getResult(r * vecs + c), a,
+                   ix.add(i0, ix.c(r)), ix.add(c0, ix.c(c * w)));
+  scf::YieldOp::create(b, loc, a);
+  b.setInsertionPointAfter(cols);
+  scf::YieldOp::create(b, loc, cols.getResult(0));
+  b.setInsertionPointAfter(rows);
+  return rows.getResult(0);
+}
+
+/// The online-softmax update of a full tile, one query row at a time in
+/// vectors of W: m' = max(m, rowmax(logits)), P = exp(logits - m'),
+/// corr = exp(m - m'), l' = l * corr + rowsum(P). A row whose running max is
+/// still -inf (no key allowed yet) subtracts 0 instead, so that it keeps
+/// P = 0 and corr = 0 rather than NaN.
+struct SoftmaxRows {
+  Value probs, m, l, corr;
+};
+SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits,
+                             Value m, Value l, int64_t tq, int64_t tk,
+                             int64_t w) {
+  Idx ix{b, loc};
+  Type f32 = b.getF32Type();
+  auto vt = VectorType::get({w}, f32);
+  float negInf = -std::numeric_limits<float>::infinity();
+  Value probs0 = tensor::EmptyOp::create(b, loc, {tq, tk}, f32);
+  Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
+  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(1),
+                                 ValueRange{probs0, m, l, corr0});
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(rows.getBody());
+  Value i = rows.getInductionVar();
+  Value probs = rows.getRegionIterArg(0), mT = rows.getRegionIterArg(1),
+        lT = rows.getRegionIterArg(2), corrT = rows.getRegionIterArg(3);
+  SmallVector<Value> x;
+  for (int64_t c = 0; c < tk; c += w)
+    x.push_back(readF32(b, loc, logits, i, ix.c(c), w));
+  Value vmax;
+  for (Value v : x)
+    vmax = vmax ? arith::MaximumFOp::create(b, loc, vmax, v).getResult() : v;
+  Value mOld = tensor::ExtractOp::create(b, loc, mT, ValueRange{i});
+  Value mNew = arith::MaximumFOp::create(
+      b, loc, mOld,
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXIMUMF,
+                                  vmax));
+  Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
+                                      f32Const(b, loc, negInf));
+  Value sub = arith::SelectOp::create(b, loc, isInf, f32Const(b, loc, 0.0f),
+                                      mNew);
+  Value subV = vector::BroadcastOp::create(b, loc, vt, sub);
+  Value vsum;
+  for (size_t c = 0; c < x.size(); ++c) {
+    Value p = math::ExpOp::create(b, loc,
+                                  arith::SubFOp::create(b, loc, x[c], subV));
+    vsum = vsum ? arith::AddFOp::create(b, loc, vsum, p).getResult() : p;
+    probs = writeVec(b, loc, p, probs, i, ix.c(c * w));
+  }
+  Value corr = math::ExpOp::create(b, loc,
+                                   arith::SubFOp::create(b, loc, mOld, sub));
+  Value lNew = arith::AddFOp::create(
+      b, loc,
+      arith::MulFOp::create(
+          b, loc, tensor::ExtractOp::create(b, loc, lT, ValueRange{i}), corr),
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, vsum));
+  scf::YieldOp::create(
+      b, loc,
+      ValueRange{probs, tensor::InsertOp::create(b, loc, mNew, mT, i),
+                 tensor::InsertOp::create(b, loc, lNew, lT, i),
+                 tensor::InsertOp::create(b, loc, corr, corrT, i)});
+  return {rows.getResult(0), rows.getResult(1), rows.getResult(2),
+          rows.getResult(3)};
+}
+
+/// `v` cast to the static shape `shape` (same element type).
+Value castTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  auto ty = cast<RankedTensorType>(v.getType());
+  auto to = RankedTensorType::get(shape, ty.getElementType());
+  if (ty == to)
+    return v;
+  return tensor::CastOp::create(b, loc, to, v);
+}
+
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk,
-                       bool printCounts)
+                       bool printCounts, int64_t vectorWidth)
       : OpRewritePattern(ctx), tileQ(tq), tileKV(tk),
-        printCounts(printCounts) {}
+        printCounts(printCounts), vectorWidth(vectorWidth) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override;
 
   int64_t tileQ, tileKV;
   bool printCounts;
+  int64_t vectorWidth;
 };
 
 LogicalResult
@@ -139,6 +360,68 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                                    math::SqrtOp::create(b, loc, df));
   }
   float negInf = -std::numeric_limits<float>::infinity();
+
+  // Full tiles use the micro-kernels when the head dimension is a static
+  // multiple of the vector width. Their key tiles are read from K packed
+  // once here as [batch, kv_heads, key tile, head_dim, tile-kv]: each key
+  // tile transposed and contiguous (rows of a plain transpose would lie a
+  // whole sequence apart, all in the same cache sets). The last, partial
+  // tile is padded with zeros; it takes the linalg path anyway.
+  std::optional<int64_t> dStatic = stat(d);
+  bool kernels = vectorWidth > 0 && dStatic && *dStatic % vectorWidth == 0 &&
+                 tileKV % vectorWidth == 0 && tileQ % kRows == 0;
+  Value keyT;
+  if (kernels) {
+    OpFoldResult numKT =
+        stat(skvF) ? OpFoldResult(b.getIndexAttr(
+                         llvm::divideCeil(*stat(skvF), tileKV)))
+                   : OpFoldResult(ix.cdiv(val(skvF), ix.c(tileKV)));
+    SmallVector<OpFoldResult> ktSizes = {batchF, kvHeadsF, numKT, d,
+                                         b.getIndexAttr(tileKV)};
+    Type kElem = kTy.getElementType();
+    Value init = tensor::EmptyOp::create(b, loc, ktSizes, kElem);
+    Value key = op.getKey(), skv = val(skvF);
+    // Packed in parallel, one key tile per iteration.
+    auto pack = scf::ForallOp::create(
+        b, loc, ArrayRef<OpFoldResult>{batchF, kvHeadsF, numKT},
+        ValueRange{init}, std::nullopt);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(pack.getTerminator());
+    Value pb = pack.getInductionVar(0), ph = pack.getInductionVar(1),
+          pt = pack.getInductionVar(2);
+    Value tileInit = tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{d, b.getIndexAttr(tileKV)}, kElem);
+    Value tile =
+        linalg::GenericOp::create(
+            b, loc, tileInit.getType(), ValueRange{}, ValueRange{tileInit},
+            ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(2, ctx)},
+            SmallVector<IteratorType>(2, kPar),
+            [&](OpBuilder &nb, Location nl, ValueRange) {
+              Idx nx{nb, nl};
+              Value j = nx.add(nx.mul(pt, nx.c(tileKV)),
+                               linalg::IndexOp::create(nb, nl, 1));
+              Value in = nx.cmp(arith::CmpIPredicate::slt, j, skv);
+              Value jc = arith::SelectOp::create(nb, nl, in, j, nx.c(0));
+              Value x = tensor::ExtractOp::create(
+                  nb, nl, key,
+                  ValueRange{pb, ph, jc, linalg::IndexOp::create(nb, nl, 0)});
+              Value zero =
+                  arith::ConstantOp::create(nb, nl, nb.getZeroAttr(kElem));
+              linalg::YieldOp::create(
+                  nb, nl,
+                  arith::SelectOp::create(nb, nl, in, x, zero).getResult());
+            })
+            .getResult(0);
+    b.setInsertionPointToStart(pack.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(
+        b, loc, tile, pack.getRegionIterArgs()[0],
+        ArrayRef<OpFoldResult>{pb, ph, pt, b.getIndexAttr(0),
+                               b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                               b.getIndexAttr(1), d, b.getIndexAttr(tileKV)},
+        SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+    keyT = pack.getResult(0);
+  }
 
   // One parallel iteration per (batch, head, query tile).
   SmallVector<OpFoldResult> qSizes = {batchF, headsF, sqF, d};
@@ -211,22 +494,6 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value vTile = slice2D(b, loc, op.getValue(), kvLead, k0, ks,
                         b.getIndexAttr(0), d);
 
-  // S = Q K^T in f32, loops (i, j, e): dot products along contiguous rows
-  // (a transposed K tile with j innermost measured slower).
-  Value s0 = filledF32(b, loc, {qs, ks}, 0.0f);
-  Value scores =
-      linalg::GenericOp::create(
-          b, loc, s0.getType(), ValueRange{qTile, kTile}, ValueRange{s0},
-          ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {1, 2}),
-                              dimsMap(ctx, 3, {0, 1})},
-          ArrayRef<IteratorType>{kPar, kPar, kRed},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            Value x = toF32(nb, nl, a[0]);
-            Value y = toF32(nb, nl, a[1]);
-            linalg::YieldOp::create(nb, nl, fma(nb, nl, x, y, a[2]));
-          })
-          .getResult(0);
-
   // The additive mask's piece for this tile, broadcast dims kept at 0.
   Value maskTile;
   AffineMap maskMap;
@@ -279,7 +546,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   }
 
   // logits = scale * S (+ mask), -inf outside the span on boundary tiles.
-  auto buildLogits = [&](OpBuilder &bb, bool masked) {
+  auto buildLogits = [&](OpBuilder &bb, Value scores, bool masked) {
     SmallVector<Value> ins = {scores};
     SmallVector<AffineMap> maps = {dimsMap(ctx, 2, {0, 1})};
     if (maskTile) {
@@ -288,7 +555,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
     }
     maps.push_back(dimsMap(ctx, 2, {0, 1}));
     Value init = tensor::EmptyOp::create(
-        bb, loc, ArrayRef<OpFoldResult>{qs, ks}, bb.getF32Type());
+        bb, loc, tensor::getMixedSizes(bb, loc, scores), bb.getF32Type());
     return linalg::GenericOp::create(
                bb, loc, init.getType(), ins, ValueRange{init}, maps,
                ArrayRef<IteratorType>{kPar, kPar},
@@ -310,116 +577,164 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                })
         .getResult(0);
   };
-  Value logits;
-  if (!interior) {
-    logits = buildLogits(b, /*masked=*/false);
-  } else {
+  auto logitsOf = [&](OpBuilder &bb, Value scores) -> Value {
+    if (!interior)
+      return buildLogits(bb, scores, /*masked=*/false);
     auto ifOp = scf::IfOp::create(
-        b, loc, interior,
+        bb, loc, interior,
         [&](OpBuilder &tb, Location) {
-          scf::YieldOp::create(tb, loc, buildLogits(tb, false));
+          scf::YieldOp::create(tb, loc, buildLogits(tb, scores, false));
         },
         [&](OpBuilder &eb, Location) {
-          scf::YieldOp::create(eb, loc, buildLogits(eb, true));
+          scf::YieldOp::create(eb, loc, buildLogits(eb, scores, true));
         });
-    logits = ifOp.getResult(0);
-  }
-
-  // Online softmax: m' = max(m, rowmax), corr = exp(m - m'),
-  // l' = l * corr + rowsum(exp(logits - m')), acc' = acc * corr + P V.
-  auto safe = [&](OpBuilder &nb, Location nl, Value x) {
-    Value isInf = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, x,
-                                        f32Const(nb, nl, negInf));
-    return arith::SelectOp::create(nb, nl, isInf, f32Const(nb, nl, 0.0f), x)
-        .getResult();
+    return ifOp.getResult(0);
   };
-  Value mNew =
-      linalg::GenericOp::create(
-          b, loc, m.getType(), ValueRange{logits}, ValueRange{m},
-          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
-          ArrayRef<IteratorType>{kPar, kRed},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, nl, arith::MaximumFOp::create(nb, nl, a[0], a[1])
-                            .getResult());
-          })
+
+  // One key tile with linalg ops (any tile): S = Q K^T, logits, then the
+  // online softmax: m' = max(m, rowmax), corr = exp(m - m'),
+  // l' = l * corr + rowsum(exp(logits - m')), acc' = acc * corr + P V.
+  auto stepLinalg = [&](OpBuilder &b) -> SmallVector<Value> {
+    // S = Q K^T in f32, loops (i, j, e): dot products along contiguous rows.
+    Value s0 = filledF32(b, loc, {qs, ks}, 0.0f);
+    Value scores =
+        linalg::GenericOp::create(
+            b, loc, s0.getType(), ValueRange{qTile, kTile}, ValueRange{s0},
+            ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}),
+                                dimsMap(ctx, 3, {1, 2}),
+                                dimsMap(ctx, 3, {0, 1})},
+            ArrayRef<IteratorType>{kPar, kPar, kRed},
+            [&](OpBuilder &nb, Location nl, ValueRange a) {
+              Value x = toF32(nb, nl, a[0]);
+              Value y = toF32(nb, nl, a[1]);
+              linalg::YieldOp::create(nb, nl, fma(nb, nl, x, y, a[2]));
+            })
+            .getResult(0);
+    Value logits = logitsOf(b, scores);
+    auto safe = [&](OpBuilder &nb, Location nl, Value x) {
+      Value isInf = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ,
+                                          x, f32Const(nb, nl, negInf));
+      return arith::SelectOp::create(nb, nl, isInf, f32Const(nb, nl, 0.0f), x)
+          .getResult();
+    };
+    auto generic = [&](Type type, ValueRange ins, Value init,
+                       ArrayRef<AffineMap> maps, ArrayRef<IteratorType> iters,
+                       llvm::function_ref<Value(OpBuilder &, Location,
+                                                ValueRange)>
+                           body) {
+      return linalg::GenericOp::create(
+                 b, loc, type, ins, ValueRange{init}, maps, iters,
+                 [&](OpBuilder &nb, Location nl, ValueRange a) {
+                   linalg::YieldOp::create(nb, nl, body(nb, nl, a));
+                 })
           .getResult(0);
-  Value pInit = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{qs, ks},
-                                        b.getF32Type());
-  Value probs =
-      linalg::GenericOp::create(
-          b, loc, pInit.getType(), ValueRange{logits, mNew}, ValueRange{pInit},
-          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
-                              dimsMap(ctx, 2, {0, 1})},
-          ArrayRef<IteratorType>{kPar, kPar},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            Value e = math::ExpOp::create(
-                nb, nl, arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])));
-            linalg::YieldOp::create(nb, nl, e);
-          })
-          .getResult(0);
-  Value corrInit = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{qs},
-                                           b.getF32Type());
-  Value corr =
-      linalg::GenericOp::create(
-          b, loc, corrInit.getType(), ValueRange{m, mNew}, ValueRange{corrInit},
-          ArrayRef<AffineMap>{dimsMap(ctx, 1, {0}), dimsMap(ctx, 1, {0}),
-                              dimsMap(ctx, 1, {0})},
-          ArrayRef<IteratorType>{kPar},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            Value e = math::ExpOp::create(
-                nb, nl, arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])));
-            linalg::YieldOp::create(nb, nl, e);
-          })
-          .getResult(0);
-  // l * corr, then + rowsum(P).
-  Value lScaled =
-      linalg::GenericOp::create(
-          b, loc, l.getType(), ValueRange{l, corr}, ValueRange{l},
-          ArrayRef<AffineMap>{dimsMap(ctx, 1, {0}), dimsMap(ctx, 1, {0}),
-                              dimsMap(ctx, 1, {0})},
-          ArrayRef<IteratorType>{kPar},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, nl, arith::MulFOp::create(nb, nl, a[0], a[1]).getResult());
-          })
-          .getResult(0);
-  Value lNew =
-      linalg::GenericOp::create(
-          b, loc, l.getType(), ValueRange{probs}, ValueRange{lScaled},
-          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
-          ArrayRef<IteratorType>{kPar, kRed},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, nl, arith::AddFOp::create(nb, nl, a[0], a[1]).getResult());
-          })
-          .getResult(0);
-  Value accScaled =
-      linalg::GenericOp::create(
-          b, loc, acc.getType(), ValueRange{acc, corr}, ValueRange{acc},
-          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
-                              dimsMap(ctx, 2, {0, 1})},
-          ArrayRef<IteratorType>{kPar, kPar},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, nl, arith::MulFOp::create(nb, nl, a[0], a[1]).getResult());
-          })
-          .getResult(0);
-  // acc += P V, loops (i, j, e): the innermost loop runs along V's and
-  // acc's contiguous rows.
-  Value accNew =
-      linalg::GenericOp::create(
-          b, loc, acc.getType(), ValueRange{probs, vTile},
-          ValueRange{accScaled},
-          ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {1, 2}),
-                              dimsMap(ctx, 3, {0, 2})},
-          ArrayRef<IteratorType>{kPar, kRed, kPar},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, nl, fma(nb, nl, a[0], toF32(nb, nl, a[1]), a[2]));
-          })
-          .getResult(0);
-  scf::YieldOp::create(b, loc, ValueRange{mNew, lNew, accNew});
+    };
+    AffineMap m2 = dimsMap(ctx, 2, {0, 1}), row2 = dimsMap(ctx, 2, {0}),
+              id1 = dimsMap(ctx, 1, {0});
+    Value mNew = generic(m.getType(), {logits}, m, {m2, row2}, {kPar, kRed},
+                         [](OpBuilder &nb, Location nl, ValueRange a) {
+                           return arith::MaximumFOp::create(nb, nl, a[0], a[1])
+                               .getResult();
+                         });
+    Value pInit = tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{qs, ks}, b.getF32Type());
+    Value probs = generic(
+        pInit.getType(), {logits, mNew}, pInit, {m2, row2, m2}, {kPar, kPar},
+        [&](OpBuilder &nb, Location nl, ValueRange a) {
+          return math::ExpOp::create(
+                     nb, nl,
+                     arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])))
+              .getResult();
+        });
+    Value corrInit = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{qs},
+                                             b.getF32Type());
+    Value corr = generic(
+        corrInit.getType(), {m, mNew}, corrInit, {id1, id1, id1}, {kPar},
+        [&](OpBuilder &nb, Location nl, ValueRange a) {
+          return math::ExpOp::create(
+                     nb, nl,
+                     arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])))
+              .getResult();
+        });
+    // l * corr, then + rowsum(P).
+    Value lScaled = generic(l.getType(), {l, corr}, l, {id1, id1, id1}, {kPar},
+                            [](OpBuilder &nb, Location nl, ValueRange a) {
+                              return arith::MulFOp::create(nb, nl, a[0], a[1])
+                                  .getResult();
+                            });
+    Value lNew = generic(l.getType(), {probs}, lScaled, {m2, row2},
+                         {kPar, kRed},
+                         [](OpBuilder &nb, Location nl, ValueRange a) {
+                           return arith::AddFOp::create(nb, nl, a[0], a[1])
+                               .getResult();
+                         });
+    Value accScaled = generic(
+        acc.getType(), {acc, corr}, acc, {m2, row2, m2}, {kPar, kPar},
+        [](OpBuilder &nb, Location nl, ValueRange a) {
+          return arith::MulFOp::create(nb, nl, a[0], a[1]).getResult();
+        });
+    // acc += P V, loops (i, j, e): the innermost loop runs along V's and
+    // acc's contiguous rows.
+    Value accNew = generic(
+        acc.getType(), {probs, vTile}, accScaled,
+        {dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {1, 2}),
+         dimsMap(ctx, 3, {0, 2})},
+        {kPar, kRed, kPar}, [](OpBuilder &nb, Location nl, ValueRange a) {
+          return fma(nb, nl, a[0], toF32(nb, nl, a[1]), a[2]);
+        });
+    return {mNew, lNew, accNew};
+  };
+
+  // One full key tile (tile-q x tile-kv, the common case) with the
+  // micro-kernels: S from the pre-transposed keys, logits as above, the
+  // softmax update row by row in vectors, and acc * corr + P V with acc in
+  // registers.
+  auto stepKernels = [&](OpBuilder &b) -> SmallVector<Value> {
+    int64_t dd = *dStatic, w = vectorWidth;
+    Value qS = castTo(b, loc, qTile, {tileQ, dd});
+    auto ktTy = RankedTensorType::get({dd, tileKV}, kTy.getElementType());
+    Value kt = tensor::ExtractSliceOp::create(
+        b, loc, ktTy, keyT,
+        ArrayRef<OpFoldResult>{bi, kvh, kLoop.getInductionVar(),
+                               b.getIndexAttr(0), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                               b.getIndexAttr(1), b.getIndexAttr(dd),
+                               b.getIndexAttr(tileKV)},
+        SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+    Value scores = buildScoresKernel(b, loc, qS, kt, tileQ, tileKV, dd, w);
+    Value logits = castTo(b, loc, logitsOf(b, scores), {tileQ, tileKV});
+    auto [probs, mNew, lNew, corr] = buildSoftmaxRows(
+        b, loc, logits, castTo(b, loc, m, {tileQ}), castTo(b, loc, l, {tileQ}),
+        tileQ, tileKV, w);
+    Value accNew = buildPVKernel(
+        b, loc, probs, castTo(b, loc, vTile, {tileKV, dd}),
+        castTo(b, loc, acc, {tileQ, dd}), corr, tileQ, tileKV, dd, w);
+    return {mNew, lNew, accNew};
+  };
+
+  SmallVector<Value> next;
+  if (!kernels) {
+    next = stepLinalg(b);
+  } else {
+    Value full = ix.andI(ix.cmp(P::eq, qs, ix.c(tileQ)),
+                         ix.cmp(P::eq, ks, ix.c(tileKV)));
+    auto ifOp = scf::IfOp::create(
+        b, loc, full,
+        [&](OpBuilder &tb, Location) {
+          SmallVector<Value> r = stepKernels(tb);
+          Value like[] = {m, l, acc};
+          for (size_t i = 0; i < r.size(); ++i)
+            r[i] = castTo(tb, loc, r[i],
+                          cast<RankedTensorType>(like[i].getType()).getShape());
+          scf::YieldOp::create(tb, loc, r);
+        },
+        [&](OpBuilder &eb, Location) {
+          scf::YieldOp::create(eb, loc, stepLinalg(eb));
+        });
+    next.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+  }
+  scf::YieldOp::create(b, loc, next);
+
 
   // O = acc / l (zero for rows with no allowed key), into the output.
   b.setInsertionPointAfter(kLoop);
@@ -490,11 +805,18 @@ struct TileAttentionPass final
              "positive";
       return signalPassFailure();
     }
+    if (vectorWidth < 0 || (vectorWidth & (vectorWidth - 1))) {
+      emitError(getOperation()->getLoc())
+          << "--masformer-tile-attention: vector-width must be 0 or a power "
+             "of two, got "
+          << vectorWidth;
+      return signalPassFailure();
+    }
     if (printTileCounts && failed(declarePrinters()))
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileAttentionPattern>(&getContext(), tileQ, tileKV,
-                                       printTileCounts);
+                                       printTileCounts, vectorWidth);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };

@@ -119,6 +119,15 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     Tiles entirely inside the span and the triangle run without any mask;
     only boundary tiles evaluate the position mask.
 
+    With `vector-width=W`, tiles that are full (`tile-q` query rows and
+    `tile-kv` keys, head_dim a multiple of W) compute both contractions with
+    register-blocked micro-kernels in the vector dialect: `Q K^T` against a
+    transposed key tile as outer products (4 query rows x 4 vectors of W keys
+    of f32 accumulators per step of the head dimension), and `P V` with 4
+    output rows x 4 vectors of the head dimension held in registers across
+    the tile's keys. Partial tiles at the sequence ends take the linalg
+    path.
+
     ```mlir
     %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
            : tensor<1x4x256x32xf32>, ... -> tensor<1x4x256x32xf32>
@@ -133,7 +142,12 @@ def TileAttention : Pass<"masformer-tile-attention"> {
            "Keys per tile">,
     Option<"printTileCounts", "print-tile-counts", "bool", /*default=*/"false",
            "Instrumentation: print, per query tile, how many key tiles it "
-           "visits (printI64 of the MLIR runner utils)">
+           "visits (printI64 of the MLIR runner utils)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2). "
+           "When set, full tiles compute Q K^T and P V with register-blocked "
+           "vector-dialect micro-kernels (4 rows x 4 vectors of "
+           "accumulators); 0 keeps linalg contractions everywhere">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -141,7 +155,8 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect"
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 
