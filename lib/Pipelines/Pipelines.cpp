@@ -51,12 +51,15 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "one-shot-bufferize{bufferize-function-boundaries "
       "allow-return-allocs-from-loops "
       "function-boundary-type-conversion=identity-layout-map},"
+      // A key tile's temporaries are allocated once per query tile, not
+      // once per key tile.
+      "func.func(buffer-loop-hoisting),"
       "buffer-deallocation-pipeline,"
       "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma.
-      "convert-vector-to-llvm,"
+      "convert-vector-to-llvm{reassociate-fp-reductions},"
       // The OpenMP loop body is a memref.alloca_scope: lower it while it
       // still has one block.
       "finalize-memref-to-llvm,"

@@ -45,6 +45,20 @@ CASES = {
     "f16-block-causal": dict(dtype="f16", span=("block", 4), causal=True),
     "bf16-window-causal": dict(dtype="bf16", span=("window", 4), causal=True,
                                hq=4, hkv=2),
+    # head_dim 32 and 40 tokens: with tiles of 8 x 16, full tiles take the
+    # vector micro-kernels of --masformer-lower-to-cpu and the last key tile
+    # (8 keys) the linalg path.
+    "kernel-full": dict(span=("full", 0), causal=False, sq=40, skv=40, d=32),
+    "kernel-block-causal-mask": dict(span=("block", 8), causal=True, sq=40,
+                                     skv=40, d=32, mask="padding-min"),
+    "kernel-bf16-gqa-window": dict(dtype="bf16", hq=4, hkv=2,
+                                   span=("window", 12), causal=True, sq=40,
+                                   skv=40, d=32),
+    "kernel-f16-head-mask": dict(dtype="f16", span=("block", 16),
+                                 causal=False, sq=40, skv=40, d=32,
+                                 mask="full4d"),
+    "kernel-decode": dict(sq=24, skv=40, d=32, span=("block", 16),
+                          causal=True),
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",

@@ -131,13 +131,14 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r,
       .getResult();
 }
 
-/// S = Q K^T for a full tile: q is [tq, d], kt the transposed key tile
-/// [d, tk]. Each step of the (row block, key block) loops keeps kRows x
+/// S = scale * Q K^T for a full tile: q is [tq, d], kt the transposed key
+/// tile [d, tk]. Each step of the (row block, key block) loops keeps kRows x
 /// kVecs vectors of W scores in registers while it runs over d: per element
 /// of the head dimension, kVecs loads of kt, kRows broadcasts of q and
 /// kRows * kVecs FMAs.
 Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
-                        int64_t tq, int64_t tk, int64_t d, int64_t w) {
+                        Value scale, int64_t tq, int64_t tk, int64_t d,
+                        int64_t w) {
   Idx ix{b, loc};
   int64_t vecs = std::min(kVecs, tk / w);
   auto vt = VectorType::get({w}, b.getF32Type());
@@ -170,10 +171,13 @@ Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
     scf::YieldOp::create(b, loc, next);
   }
   Value s = cols.getRegionIterArg(0);
+  Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t c = 0; c < vecs; ++c)
-      s = writeVec(b, loc, red.getResult(r * vecs + c), s,
-                   ix.add(i0, ix.c(r)), ix.add(j0, ix.c(c * w)));
+      s = writeVec(
+          b, loc,
+          arith::MulFOp::create(b, loc, red.getResult(r * vecs + c), scaleVec),
+          s, ix.add(i0, ix.c(r)), ix.add(j0, ix.c(c * w)));
   scf::YieldOp::create(b, loc, s);
   b.setInsertionPointAfter(cols);
   scf::YieldOp::create(b, loc, cols.getResult(0));
@@ -263,13 +267,15 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits,
   SmallVector<Value> x;
   for (int64_t c = 0; c < tk; c += w)
     x.push_back(readF32(b, loc, logits, i, ix.c(c), w));
+  // maxnumf: plain vmaxps (a NaN logit still makes its row's output NaN
+  // through exp).
   Value vmax;
   for (Value v : x)
-    vmax = vmax ? arith::MaximumFOp::create(b, loc, vmax, v).getResult() : v;
+    vmax = vmax ? arith::MaxNumFOp::create(b, loc, vmax, v).getResult() : v;
   Value mOld = tensor::ExtractOp::create(b, loc, mT, ValueRange{i});
-  Value mNew = arith::MaximumFOp::create(
+  Value mNew = arith::MaxNumFOp::create(
       b, loc, mOld,
-      vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXIMUMF,
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
                                   vmax));
   Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
                                       f32Const(b, loc, negInf));
@@ -389,8 +395,16 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
     b.setInsertionPoint(pack.getTerminator());
     Value pb = pack.getInductionVar(0), ph = pack.getInductionVar(1),
           pt = pack.getInductionVar(2);
-    Value tileInit = tensor::EmptyOp::create(
-        b, loc, ArrayRef<OpFoldResult>{d, b.getIndexAttr(tileKV)}, kElem);
+    // The destination's own tile, so that the pack writes in place.
+    auto tileTy = RankedTensorType::get(
+        {stat(d) ? *stat(d) : ShapedType::kDynamic, tileKV}, kElem);
+    Value tileInit = tensor::ExtractSliceOp::create(
+        b, loc, tileTy, pack.getRegionIterArgs()[0],
+        ArrayRef<OpFoldResult>{pb, ph, pt, b.getIndexAttr(0),
+                               b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                               b.getIndexAttr(1), d, b.getIndexAttr(tileKV)},
+        SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
     Value tile =
         linalg::GenericOp::create(
             b, loc, tileInit.getType(), ValueRange{}, ValueRange{tileInit},
@@ -546,7 +560,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   }
 
   // logits = scale * S (+ mask), -inf outside the span on boundary tiles.
-  auto buildLogits = [&](OpBuilder &bb, Value scores, bool masked) {
+  auto buildLogits = [&](OpBuilder &bb, Value scores, bool masked,
+                         bool scaled) {
     SmallVector<Value> ins = {scores};
     SmallVector<AffineMap> maps = {dimsMap(ctx, 2, {0, 1})};
     if (maskTile) {
@@ -560,8 +575,10 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                bb, loc, init.getType(), ins, ValueRange{init}, maps,
                ArrayRef<IteratorType>{kPar, kPar},
                [&](OpBuilder &nb, Location nl, ValueRange a) {
-                 Value x = arith::MulFOp::create(
-                     nb, nl, a[0], scaleV ? scaleV : f32Const(nb, nl, scale));
+                 Value x = a[0];
+                 if (!scaled)
+                   x = arith::MulFOp::create(
+                       nb, nl, x, scaleV ? scaleV : f32Const(nb, nl, scale));
                  if (maskTile)
                    x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[1]));
                  if (masked) {
@@ -577,16 +594,24 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                })
         .getResult(0);
   };
-  auto logitsOf = [&](OpBuilder &bb, Value scores) -> Value {
+  // `scaled`: the scores already carry the scale; then an interior tile
+  // without an additive mask uses them as they are.
+  auto logitsOf = [&](OpBuilder &bb, Value scores, bool scaled) -> Value {
+    auto unmasked = [&](OpBuilder &ub) {
+      if (scaled && !maskTile)
+        return scores;
+      return buildLogits(ub, scores, /*masked=*/false, scaled);
+    };
     if (!interior)
-      return buildLogits(bb, scores, /*masked=*/false);
+      return unmasked(bb);
     auto ifOp = scf::IfOp::create(
         bb, loc, interior,
         [&](OpBuilder &tb, Location) {
-          scf::YieldOp::create(tb, loc, buildLogits(tb, scores, false));
+          scf::YieldOp::create(tb, loc, unmasked(tb));
         },
         [&](OpBuilder &eb, Location) {
-          scf::YieldOp::create(eb, loc, buildLogits(eb, scores, true));
+          scf::YieldOp::create(eb, loc,
+                               buildLogits(eb, scores, true, scaled));
         });
     return ifOp.getResult(0);
   };
@@ -610,7 +635,7 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
               linalg::YieldOp::create(nb, nl, fma(nb, nl, x, y, a[2]));
             })
             .getResult(0);
-    Value logits = logitsOf(b, scores);
+    Value logits = logitsOf(b, scores, /*scaled=*/false);
     auto safe = [&](OpBuilder &nb, Location nl, Value x) {
       Value isInf = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ,
                                           x, f32Const(nb, nl, negInf));
@@ -701,8 +726,11 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
                                b.getIndexAttr(1), b.getIndexAttr(dd),
                                b.getIndexAttr(tileKV)},
         SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
-    Value scores = buildScoresKernel(b, loc, qS, kt, tileQ, tileKV, dd, w);
-    Value logits = castTo(b, loc, logitsOf(b, scores), {tileQ, tileKV});
+    Value scores = buildScoresKernel(
+        b, loc, qS, kt, scaleV ? scaleV : f32Const(b, loc, scale), tileQ,
+        tileKV, dd, w);
+    Value logits =
+        castTo(b, loc, logitsOf(b, scores, /*scaled=*/true), {tileQ, tileKV});
     auto [probs, mNew, lNew, corr] = buildSoftmaxRows(
         b, loc, logits, castTo(b, loc, m, {tileQ}), castTo(b, loc, l, {tileQ}),
         tileQ, tileKV, w);
@@ -716,8 +744,9 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   if (!kernels) {
     next = stepLinalg(b);
   } else {
-    Value full = ix.andI(ix.cmp(P::eq, qs, ix.c(tileQ)),
-                         ix.cmp(P::eq, ks, ix.c(tileKV)));
+    Value fullQ = ix.cmp(P::eq, qs, ix.c(tileQ));
+    Value fullK = ix.cmp(P::eq, ks, ix.c(tileKV));
+    Value full = ix.andI(fullQ, fullK);
     auto ifOp = scf::IfOp::create(
         b, loc, full,
         [&](OpBuilder &tb, Location) {
@@ -738,8 +767,9 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
 
   // O = acc / l (zero for rows with no allowed key), into the output.
   b.setInsertionPointAfter(kLoop);
-  Value oInit = tensor::EmptyOp::create(
-      b, loc, ArrayRef<OpFoldResult>{qs, d}, elemTy);
+  // The output's own tile, so that the normalization writes in place.
+  Value oInit = slice2D(b, loc, forall.getRegionIterArgs()[0], lead, q0, qs,
+                        b.getIndexAttr(0), d);
   Value oTile =
       linalg::GenericOp::create(
           b, loc, oInit.getType(),
@@ -809,7 +839,7 @@ struct TileAttentionPass final
       emitError(getOperation()->getLoc())
           << "--masformer-tile-attention: vector-width must be 0 or a power "
              "of two, got "
-          << vectorWidth;
+          << static_cast<int64_t>(vectorWidth);
       return signalPassFailure();
     }
     if (printTileCounts && failed(declarePrinters()))

@@ -1,0 +1,58 @@
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=16 tile-kv=32 vector-width=16" | FileCheck %s
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=16 tile-kv=32 vector-width=8" | FileCheck %s --check-prefix=AVX2
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=16 tile-kv=32" | FileCheck %s --check-prefix=NOVEC
+// RUN: not masformer-opt %s --masformer-tile-attention="vector-width=12" 2>&1 | FileCheck %s --check-prefix=BADWIDTH
+
+// With vector-width, full tiles compute with micro-kernels in the vector
+// dialect; partial tiles keep the linalg contractions.
+// CHECK-LABEL: func @block_causal
+// The keys, packed once as [batch, kv_heads, key tile, head_dim, tile-kv]:
+// one parallel iteration per key tile, written in place.
+// CHECK: %[[PACKED:.+]] = scf.forall ({{.+}}) in (1, 2, 3) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<1x2x3x32x32xf32>)
+// CHECK:   tensor.extract_slice %{{.+}} : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
+// CHECK:   tensor.extract %{{.+}} : tensor<1x2x80x32xf32>
+// The attention: (batch, head, query tile).
+// CHECK: scf.forall ({{.+}}) in (1, 2, 5)
+// CHECK:   scf.for
+// A full tile: 16 queries and 32 keys.
+// CHECK:     %[[FULLQ:.+]] = arith.cmpi eq, %{{.+}}, %c16{{.*}} : index
+// CHECK:     %[[FULLK:.+]] = arith.cmpi eq, %{{.+}}, %c32{{.*}} : index
+// CHECK:     %[[FULL:.+]] = arith.andi %[[FULLQ]], %[[FULLK]] : i1
+// CHECK:     scf.if %[[FULL]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
+// Q K^T: the packed key tile, then 4 query rows x 2 vectors of 16 keys of
+// accumulators over the 32 elements of the head dimension.
+// CHECK:       tensor.extract_slice %[[PACKED]]{{.+}} : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
+// CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c4
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c32
+// CHECK:           scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-8:     vector.fma
+// The scale is applied as the scores are stored.
+// CHECK:           arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:           vector.transfer_write
+// The softmax update, one row at a time.
+// CHECK:       vector.reduction <maxnumf>
+// CHECK:       math.exp %{{.+}} : vector<16xf32>
+// CHECK:       vector.reduction <add>
+// P V: the rescaled output rows stay in registers across the 32 keys.
+// CHECK:       arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
+// CHECK-COUNT-8: vector.fma
+// CHECK:     } else {
+// CHECK-NOT:   vector.fma
+// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK:     }
+
+// AVX2-LABEL: func @block_causal
+// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+
+// Without vector-width: no packing and no vector code.
+// NOVEC-LABEL: func @block_causal
+// NOVEC-NOT: vector.
+// NOVEC-NOT: tensor<1x2x3x32x32xf32>
+// NOVEC: return
+
+// BADWIDTH: vector-width must be 0 or a power of two, got 12
+func.func @block_causal(%q: tensor<1x2x80x32xf32>) -> tensor<1x2x80x32xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 32>, causal = true} : tensor<1x2x80x32xf32>, tensor<1x2x80x32xf32>, tensor<1x2x80x32xf32> -> tensor<1x2x80x32xf32>
+  return %0 : tensor<1x2x80x32xf32>
+}
