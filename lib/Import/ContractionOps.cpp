@@ -31,8 +31,9 @@ using utils::IteratorType;
 Value buildContraction(OpBuilder &b, Location loc, ValueRange inputs,
                        ArrayRef<AffineMap> inputMaps, AffineMap outMap,
                        RankedTensorType outType,
-                       ArrayRef<IteratorType> iterators) {
-  Value init = buildFilled(b, loc, outType, 0.0);
+                       ArrayRef<IteratorType> iterators,
+                       ValueRange dynSizes = {}) {
+  Value init = buildFilled(b, loc, outType, 0.0, dynSizes);
   SmallVector<AffineMap> maps(inputMaps);
   maps.push_back(outMap);
   Type et = outType.getElementType();
@@ -66,34 +67,39 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
     return im.error() << "operands must have rank >= 1";
   MLIRContext *ctx = im.getContext();
   Value a = im.input(0), bv = im.input(1);
+  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
+  AffineExpr one = im.cst(1);
   // Vectors are promoted to matrices as numpy does, and the extra unit
   // dimension dropped from the result.
-  bool aVec = at.getRank() == 1, bVec = bt.getRank() == 1;
+  bool aVec = ad.size() == 1, bVec = bd.size() == 1;
   if (aVec) {
-    at = RankedTensorType::get({1, at.getDimSize(0)}, at.getElementType());
-    a = buildReshape(im.builder, im.loc, a, at);
+    SmallVector<AffineExpr> to = {one, ad[0]};
+    a = buildReshapeDims(im, a, ad, to);
+    ad = to;
   }
   if (bVec) {
-    bt = RankedTensorType::get({bt.getDimSize(0), 1}, bt.getElementType());
-    bv = buildReshape(im.builder, im.loc, bv, bt);
+    SmallVector<AffineExpr> to = {bd[0], one};
+    bv = buildReshapeDims(im, bv, bd, to);
+    bd = to;
   }
-  int64_t m = at.getDimSize(at.getRank() - 2), k = at.getDimSize(at.getRank() - 1);
-  int64_t k2 = bt.getDimSize(bt.getRank() - 2), n = bt.getDimSize(bt.getRank() - 1);
+  AffineExpr m = ad[ad.size() - 2], k = ad.back();
+  AffineExpr k2 = bd[bd.size() - 2], n = bd.back();
   if (k != k2)
     return im.error() << "contraction sizes differ: " << im.inputType(0)
                       << " x " << im.inputType(1);
-  FailureOr<SmallVector<int64_t>> batch = broadcastShapes(
-      at.getShape().drop_back(2), bt.getShape().drop_back(2));
+  FailureOr<SmallVector<AffineExpr>> batch = im.broadcastDims(
+      ArrayRef<AffineExpr>(ad).drop_back(2),
+      ArrayRef<AffineExpr>(bd).drop_back(2));
   if (failed(batch))
     return im.error() << "batch dimensions of " << at << " and " << bt
                       << " do not broadcast";
   int64_t br = batch->size(), rank = br + 3;
-  auto operandMap = [&](RankedTensorType t, int64_t d0, int64_t d1) {
+  auto operandMap = [&](ArrayRef<AffineExpr> td, int64_t d0, int64_t d1) {
     SmallVector<AffineExpr> exprs;
-    int64_t tb = t.getRank() - 2;
+    int64_t tb = td.size() - 2;
     for (int64_t d = 0; d < tb; ++d) {
       int64_t o = br - tb + d;
-      exprs.push_back(t.getDimSize(d) == 1 && (*batch)[o] != 1
+      exprs.push_back(td[d] == one && (*batch)[o] != one
                           ? getAffineConstantExpr(0, ctx)
                           : getAffineDimExpr(o, ctx));
     }
@@ -103,10 +109,10 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
   };
   // Loops: batch..., m, n, k.
   int64_t dm = br, dn = br + 1, dk = br + 2;
-  SmallVector<int64_t> outShape(*batch);
-  outShape.push_back(m);
-  outShape.push_back(n);
-  auto outType = RankedTensorType::get(outShape, at.getElementType());
+  SmallVector<AffineExpr> outDims(*batch);
+  outDims.push_back(m);
+  outDims.push_back(n);
+  auto outType = im.typeFor(outDims, at.getElementType());
   SmallVector<AffineExpr> outExprs;
   for (int64_t d = 0; d < br + 2; ++d)
     outExprs.push_back(getAffineDimExpr(d, ctx));
@@ -114,18 +120,19 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
   iters.push_back(IteratorType::reduction);
   Value result = buildContraction(
       im.builder, im.loc, {a, bv},
-      {operandMap(at, dm, dk), operandMap(bt, dk, dn)},
-      AffineMap::get(rank, 0, outExprs, ctx), outType, iters);
+      {operandMap(ad, dm, dk), operandMap(bd, dk, dn)},
+      AffineMap::get(rank, 0, outExprs, ctx), outType, iters,
+      im.dynamicSizes(outDims));
   if (aVec || bVec) {
-    SmallVector<int64_t> shape(*batch);
+    SmallVector<AffineExpr> dims(*batch);
     if (!aVec)
-      shape.push_back(m);
+      dims.push_back(m);
     if (!bVec)
-      shape.push_back(n);
-    result = buildReshape(im.builder, im.loc, result,
-                          RankedTensorType::get(shape, at.getElementType()));
+      dims.push_back(n);
+    result = buildReshapeDims(im, result, outDims, dims);
+    outDims = dims;
   }
-  im.setOutput(0, result);
+  im.setOutput(0, result, outDims);
   return success();
 }
 
@@ -137,29 +144,36 @@ LogicalResult importGemm(ONNXImporterImpl &im) {
     return im.error() << "A and B must be matrices";
   bool ta = im.attrInt("transA", 0), tb = im.attrInt("transB", 0);
   float alpha = im.attrFloat("alpha", 1.0f), beta = im.attrFloat("beta", 1.0f);
-  int64_t m = at.getDimSize(ta ? 1 : 0), k = at.getDimSize(ta ? 0 : 1);
-  int64_t k2 = bt.getDimSize(tb ? 1 : 0), n = bt.getDimSize(tb ? 0 : 1);
+  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
+  AffineExpr m = ad[ta ? 1 : 0], k = ad[ta ? 0 : 1];
+  AffineExpr k2 = bd[tb ? 1 : 0], n = bd[tb ? 0 : 1];
   if (k != k2)
     return im.error() << "contraction sizes differ: " << at << " x " << bt;
   MLIRContext *ctx = im.getContext();
   AffineExpr dm = getAffineDimExpr(0, ctx), dn = getAffineDimExpr(1, ctx),
              dk = getAffineDimExpr(2, ctx);
-  auto outType = RankedTensorType::get({m, n}, at.getElementType());
+  SmallVector<AffineExpr> outDims = {m, n};
+  auto outType = im.typeFor(outDims, at.getElementType());
   Value result = buildContraction(
       im.builder, im.loc, {im.input(0), im.input(1)},
       {AffineMap::get(3, 0, {ta ? dk : dm, ta ? dm : dk}, ctx),
        AffineMap::get(3, 0, {tb ? dn : dk, tb ? dk : dn}, ctx)},
       AffineMap::get(3, 0, {dm, dn}, ctx), outType,
       {IteratorType::parallel, IteratorType::parallel,
-       IteratorType::reduction});
+       IteratorType::reduction},
+      im.dynamicSizes(outDims));
   bool hasC = im.hasInput(2) && beta != 0.0f;
   if (alpha != 1.0f || hasC) {
     SmallVector<Value> ins = {result};
     if (hasC)
       ins.push_back(im.input(2));
-    if (hasC && failed(broadcastShapes({m, n}, im.inputType(2).getShape())))
-      return im.error() << "C " << im.inputType(2) << " does not broadcast to "
-                        << outType;
+    if (hasC) {
+      FailureOr<SmallVector<AffineExpr>> bc =
+          im.broadcastDims(outDims, im.inputDims(2));
+      if (failed(bc) || *bc != outDims)
+        return im.error() << "C " << im.inputType(2)
+                          << " does not broadcast to " << outType;
+    }
     result = buildBroadcastGeneric(
         im.builder, im.loc, ins, outType,
         [&](OpBuilder &b, Location loc, ValueRange args) {
@@ -179,9 +193,10 @@ LogicalResult importGemm(ONNXImporterImpl &im) {
             x = arith::AddFOp::create(b, loc, x, c);
           }
           return x;
-        });
+        },
+        im.dynamicSizes(outDims));
   }
-  im.setOutput(0, result);
+  im.setOutput(0, result, outDims);
   return success();
 }
 
@@ -212,12 +227,13 @@ LogicalResult importEinsum(ONNXImporterImpl &im) {
     for (char c : t)
       if (!StringRef(letters).contains(c))
         letters.push_back(c);
-  llvm::DenseMap<char, int64_t> sizes;
+  llvm::DenseMap<char, AffineExpr> sizes;
   MLIRContext *ctx = im.getContext();
   SmallVector<AffineMap> maps;
   SmallVector<Value> inputs;
   for (auto [i, t] : llvm::enumerate(terms)) {
     RankedTensorType ty = im.inputType(i);
+    SmallVector<AffineExpr> tyDims = im.inputDims(i);
     if ((int64_t)t.size() != ty.getRank())
       return im.error() << "operand " << i << " " << ty << " does not match '"
                         << t << "'";
@@ -227,34 +243,36 @@ LogicalResult importEinsum(ONNXImporterImpl &im) {
         return im.error() << "equation '" << *eq
                           << "': repeated indices (diagonals) are not "
                              "supported";
-      int64_t size = ty.getDimSize(d);
+      AffineExpr size = tyDims[d];
       auto [it, inserted] = sizes.try_emplace(c, size);
       if (!inserted && it->second != size)
-        return im.error() << "index '" << c << "' has sizes " << it->second
-                          << " and " << size;
+        return im.error() << "index '" << c << "' has sizes "
+                          << im.dimString(it->second) << " and "
+                          << im.dimString(size);
       exprs.push_back(getAffineDimExpr(letters.find(c), ctx));
     }
     maps.push_back(AffineMap::get(letters.size(), 0, exprs, ctx));
     inputs.push_back(im.input(i));
   }
-  SmallVector<int64_t> outShape;
+  SmallVector<AffineExpr> outDims;
   SmallVector<AffineExpr> outExprs;
   for (char c : out) {
     if (!sizes.count(c))
       return im.error() << "output index '" << c << "' is not an input index";
-    outShape.push_back(sizes[c]);
+    outDims.push_back(sizes[c]);
     outExprs.push_back(getAffineDimExpr(letters.find(c), ctx));
   }
   SmallVector<IteratorType> iters;
   for (size_t d = 0; d < letters.size(); ++d)
     iters.push_back(d < out.size() ? IteratorType::parallel
                                    : IteratorType::reduction);
-  auto outType =
-      RankedTensorType::get(outShape, im.inputType(0).getElementType());
-  im.setOutput(0, buildContraction(
-                      im.builder, im.loc, inputs, maps,
-                      AffineMap::get(letters.size(), 0, outExprs, ctx),
-                      outType, iters));
+  auto outType = im.typeFor(outDims, im.inputType(0).getElementType());
+  im.setOutput(0,
+               buildContraction(im.builder, im.loc, inputs, maps,
+                                AffineMap::get(letters.size(), 0, outExprs,
+                                               ctx),
+                                outType, iters, im.dynamicSizes(outDims)),
+               outDims);
   return success();
 }
 
@@ -273,35 +291,40 @@ LogicalResult importSoftmax(ONNXImporterImpl &im) {
   if (im.opset < 13 && *ax != t.getRank() - 1)
     return im.error() << "opset " << im.opset
                       << " Softmax over a non-last axis is not supported";
-  Value init = tensor::EmptyOp::create(im.builder, im.loc, t.getShape(),
-                                       t.getElementType());
-  im.setOutput(0, linalg::SoftmaxOp::create(im.builder, im.loc, t,
-                                            im.input(0), init, *ax)
-                      .getResult()[0]);
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  Value init = im.emptyTensor(dims, t.getElementType());
+  im.setOutput(0,
+               linalg::SoftmaxOp::create(im.builder, im.loc, t, im.input(0),
+                                         init, *ax)
+                   .getResult()[0],
+               dims);
   return success();
 }
 
 /// Sums `x` over `reduced` dims (true = reduced) into a tensor without them.
-Value reduceDims(OpBuilder &b, Location loc, Value x, ArrayRef<bool> reduced,
-                 bool isMax) {
+/// `xDims` are x's dimensions; the result's are those not reduced.
+Value reduceDims(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims,
+                 ArrayRef<bool> reduced, bool isMax) {
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
   auto t = cast<RankedTensorType>(x.getType());
   MLIRContext *ctx = b.getContext();
-  SmallVector<int64_t> shape;
+  SmallVector<AffineExpr> dims;
   SmallVector<AffineExpr> outExprs;
   SmallVector<IteratorType> iters;
   for (int64_t d = 0; d < t.getRank(); ++d) {
     iters.push_back(reduced[d] ? IteratorType::reduction
                                : IteratorType::parallel);
     if (!reduced[d]) {
-      shape.push_back(t.getDimSize(d));
+      dims.push_back(xDims[d]);
       outExprs.push_back(getAffineDimExpr(d, ctx));
     }
   }
-  auto outType = RankedTensorType::get(shape, t.getElementType());
+  auto outType = im.typeFor(dims, t.getElementType());
   double initValue = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
   if (isMax && !isa<FloatType>(t.getElementType()))
     initValue = static_cast<double>(std::numeric_limits<int64_t>::min());
-  Value init = buildFilled(b, loc, outType, initValue);
+  Value init = buildFilled(b, loc, outType, initValue, im.dynamicSizes(dims));
   bool isFloat = isa<FloatType>(t.getElementType());
   return linalg::GenericOp::create(
              b, loc, outType, ValueRange{x}, ValueRange{init},
@@ -345,8 +368,9 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
     axes = *a;
   }
   bool keepDims = im.attrInt("keepdims", 1);
+  SmallVector<AffineExpr> inDims = im.inputDims(0);
   if (axes.empty() && im.attrInt("noop_with_empty_axes", 0)) {
-    im.setOutput(0, im.input(0));
+    im.setOutput(0, im.input(0), inDims);
     return success();
   }
   SmallVector<bool> reduced(rank, axes.empty());
@@ -357,31 +381,49 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
     reduced[*ax] = true;
   }
   bool isMax = op == "ReduceMax";
-  Value r = reduceDims(im.builder, im.loc, im.input(0), reduced, isMax);
+  Value r = reduceDims(im, im.input(0), inDims, reduced, isMax);
   auto rt = cast<RankedTensorType>(r.getType());
+  SmallVector<AffineExpr> rDims, keptDims;
+  AffineExpr count = im.cst(1);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d])
+      rDims.push_back(inDims[d]);
+    else
+      count = count * inDims[d];
+    keptDims.push_back(reduced[d] ? im.cst(1) : inDims[d]);
+  }
   if (op == "ReduceMean") {
     if (!isa<FloatType>(t.getElementType()))
       return im.error() << "expects a float tensor, got " << t;
-    int64_t count = 1;
-    for (int64_t d = 0; d < rank; ++d)
-      if (reduced[d])
-        count *= t.getDimSize(d);
+    Value countV;
+    if (!isa<AffineConstantExpr>(count))
+      countV = im.dimValue(count);
     r = buildBroadcastGeneric(
         im.builder, im.loc, {r}, rt,
         [&](OpBuilder &b, Location loc, ValueRange args) {
-          Value c = arith::ConstantOp::create(
-              b, loc, b.getFloatAttr(args[0].getType(), (double)count));
+          Type et = args[0].getType();
+          Value c =
+              countV
+                  ? arith::SIToFPOp::create(
+                        b, loc, et,
+                        arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                                   countV))
+                        .getResult()
+                  : arith::ConstantOp::create(
+                        b, loc,
+                        b.getFloatAttr(et,
+                                       (double)cast<AffineConstantExpr>(count)
+                                           .getValue()))
+                        .getResult();
           return arith::DivFOp::create(b, loc, args[0], c).getResult();
-        });
+        },
+        im.dynamicSizes(rDims));
   }
   if (keepDims) {
-    SmallVector<int64_t> shape;
-    for (int64_t d = 0; d < rank; ++d)
-      shape.push_back(reduced[d] ? 1 : t.getDimSize(d));
-    r = buildReshape(im.builder, im.loc, r,
-                     RankedTensorType::get(shape, t.getElementType()));
+    r = buildReshapeDims(im, r, rDims, keptDims);
+    rDims = keptDims;
   }
-  im.setOutput(0, r);
+  im.setOutput(0, r, rDims);
   return success();
 }
 
@@ -400,77 +442,95 @@ LogicalResult importLayerNorm(ONNXImporterImpl &im) {
     return failure();
   double eps = im.attrFloat("epsilon", 1e-5f);
   int64_t rank = t.getRank(), count = 1;
+  SmallVector<AffineExpr> dims = im.inputDims(0);
   SmallVector<bool> reduced(rank, false);
   for (int64_t d = *axis; d < rank; ++d) {
     reduced[d] = true;
+    if (t.isDynamicDim(d))
+      return im.error() << "normalizing over dynamic dimension " << d
+                        << " is not supported";
     count *= t.getDimSize(d);
   }
   OpBuilder &b = im.builder;
   Location loc = im.loc;
   Value x = im.input(0);
-  SmallVector<int64_t> keptShape;
-  for (int64_t d = 0; d < rank; ++d)
-    keptShape.push_back(reduced[d] ? 1 : t.getDimSize(d));
-  auto keptType = RankedTensorType::get(keptShape, et);
+  SmallVector<AffineExpr> keptDims, rDims;
+  for (int64_t d = 0; d < rank; ++d) {
+    keptDims.push_back(reduced[d] ? im.cst(1) : dims[d]);
+    if (!reduced[d])
+      rDims.push_back(dims[d]);
+  }
+  SmallVector<Value> rSizes = im.dynamicSizes(rDims);
+  SmallVector<Value> sizes = im.dynamicSizes(dims);
   auto scaleBy = [&](Value v, double c) {
     auto vt = cast<RankedTensorType>(v.getType());
     return buildBroadcastGeneric(
-        b, loc, {v}, vt, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        b, loc, {v}, vt,
+        [&](OpBuilder &nb, Location nloc, ValueRange args) {
           Value cst = arith::ConstantOp::create(nb, nloc,
                                                 nb.getFloatAttr(et, c));
           return arith::MulFOp::create(nb, nloc, args[0], cst).getResult();
-        });
+        },
+        rSizes);
   };
-  Value mean = buildReshape(
-      b, loc, scaleBy(reduceDims(b, loc, x, reduced, false), 1.0 / count),
-      keptType);
+  Value mean = buildReshapeDims(
+      im, scaleBy(reduceDims(im, x, dims, reduced, false), 1.0 / count),
+      rDims, keptDims);
   Value centered = buildBroadcastGeneric(
-      b, loc, {x, mean}, t, [](OpBuilder &nb, Location nloc, ValueRange args) {
+      b, loc, {x, mean}, t,
+      [](OpBuilder &nb, Location nloc, ValueRange args) {
         return arith::SubFOp::create(nb, nloc, args[0], args[1]).getResult();
-      });
+      },
+      sizes);
   Value sq = buildBroadcastGeneric(
-      b, loc, {centered}, t, [](OpBuilder &nb, Location nloc, ValueRange args) {
+      b, loc, {centered}, t,
+      [](OpBuilder &nb, Location nloc, ValueRange args) {
         return arith::MulFOp::create(nb, nloc, args[0], args[0]).getResult();
-      });
-  Value var = buildReshape(
-      b, loc, scaleBy(reduceDims(b, loc, sq, reduced, false), 1.0 / count),
-      keptType);
+      },
+      sizes);
+  Value var = buildReshapeDims(
+      im, scaleBy(reduceDims(im, sq, dims, reduced, false), 1.0 / count),
+      rDims, keptDims);
   SmallVector<Value> ins = {centered, var, im.input(1)};
   bool hasBias = im.hasInput(2);
   if (hasBias)
     ins.push_back(im.input(2));
-  for (unsigned i = 1; i < im.numInputs(); ++i)
-    if (im.hasInput(i) &&
-        failed(broadcastShapes(t.getShape(), im.inputType(i).getShape())))
+  for (unsigned i = 1; i < im.numInputs(); ++i) {
+    if (!im.hasInput(i))
+      continue;
+    FailureOr<SmallVector<AffineExpr>> bc =
+        im.broadcastDims(dims, im.inputDims(i));
+    if (failed(bc) || *bc != dims)
       return im.error() << "input " << i << " " << im.inputType(i)
                         << " does not broadcast to " << t;
-  im.setOutput(0, buildBroadcastGeneric(
-                      b, loc, ins, t,
-                      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-                        Value e = arith::ConstantOp::create(
-                            nb, nloc, nb.getFloatAttr(et, eps));
-                        Value d = math::SqrtOp::create(
-                            nb, nloc,
-                            arith::AddFOp::create(nb, nloc, args[1], e));
-                        Value y = arith::DivFOp::create(nb, nloc, args[0], d);
-                        y = arith::MulFOp::create(nb, nloc, y, args[2]);
-                        if (hasBias)
-                          y = arith::AddFOp::create(nb, nloc, y, args[3]);
-                        return y;
-                      }));
+  }
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   b, loc, ins, t,
+                   [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                     Value e = arith::ConstantOp::create(
+                         nb, nloc, nb.getFloatAttr(et, eps));
+                     Value d = math::SqrtOp::create(
+                         nb, nloc, arith::AddFOp::create(nb, nloc, args[1], e));
+                     Value y = arith::DivFOp::create(nb, nloc, args[0], d);
+                     y = arith::MulFOp::create(nb, nloc, y, args[2]);
+                     if (hasBias)
+                       y = arith::AddFOp::create(nb, nloc, y, args[3]);
+                     return y;
+                   },
+                   sizes),
+               dims);
   return success();
 }
 
-/// [B, S, H*D] -> [B, H, S, D].
-Value splitHeads(OpBuilder &b, Location loc, Value x, int64_t heads) {
+/// [B, S, H*D] -> [B, H, S, D] (`dims` are x's).
+Value splitHeads(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
+                 int64_t heads) {
   auto t = cast<RankedTensorType>(x.getType());
-  int64_t bs = t.getDimSize(0), s = t.getDimSize(1),
-          d = t.getDimSize(2) / heads;
-  Value r = buildReshape(
-      b, loc, x, RankedTensorType::get({bs, s, heads, d}, t.getElementType()));
-  Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{bs, heads, s, d},
-                                       t.getElementType());
-  return linalg::TransposeOp::create(b, loc, r, init,
+  AffineExpr d = dims[2].floorDiv(heads), h = im.cst(heads);
+  Value r = buildReshapeDims(im, x, dims, {dims[0], dims[1], h, d});
+  Value init = im.emptyTensor({dims[0], h, dims[1], d}, t.getElementType());
+  return linalg::TransposeOp::create(im.builder, im.loc, r, init,
                                      ArrayRef<int64_t>{0, 2, 1, 3})
       .getResult()[0];
 }
@@ -497,24 +557,26 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
   if (threeD) {
     std::optional<int64_t> qh = im.attrInt("q_num_heads"),
                            kh = im.attrInt("kv_num_heads");
-    if (!qh || !kh || *qh <= 0 || *kh <= 0 ||
-        qt.getDimSize(2) % *qh || kt.getDimSize(2) % *kh)
+    if (!qh || !kh || *qh <= 0 || *kh <= 0 || qt.isDynamicDim(2) ||
+        kt.isDynamicDim(2) || qt.getDimSize(2) % *qh ||
+        kt.getDimSize(2) % *kh)
       return im.error() << "3-D inputs need q_num_heads and kv_num_heads "
                            "that divide the hidden sizes";
-    q = splitHeads(b, loc, q, *qh);
-    k = splitHeads(b, loc, k, *kh);
-    v = splitHeads(b, loc, v, *kh);
+    q = splitHeads(im, q, im.inputDims(0), *qh);
+    k = splitHeads(im, k, im.inputDims(1), *kh);
+    v = splitHeads(im, v, im.inputDims(2), *kh);
   } else if (qt.getRank() != 4) {
     return im.error() << "Q must have rank 3 or 4, got " << qt;
   }
   auto q4 = cast<RankedTensorType>(q.getType());
-  auto k4 = cast<RankedTensorType>(k.getType());
   bool causal = im.attrInt("is_causal", 0);
   // ONNX aligns the causal triangle to the top-left, masformer (like
   // FlashAttention) to the bottom-right: they agree only for square scores.
-  if (causal && q4.getDimSize(2) != k4.getDimSize(2))
-    return im.error() << "is_causal with q_seq (" << q4.getDimSize(2)
-                      << ") != kv_seq (" << k4.getDimSize(2)
+  AffineExpr qSeq = im.inputDims(0)[threeD ? 1 : 2],
+             kvSeq = im.inputDims(1)[threeD ? 1 : 2];
+  if (causal && qSeq != kvSeq)
+    return im.error() << "is_causal with q_seq (" << im.dimString(qSeq)
+                      << ") != kv_seq (" << im.dimString(kvSeq)
                       << ") is not supported";
   Value mask;
   if (im.hasInput(3)) {
@@ -523,7 +585,8 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
     if (mt.getElementType().isInteger(1)) {
       auto ft = RankedTensorType::get(mt.getShape(), b.getF32Type());
       mask = buildBroadcastGeneric(
-          b, loc, {mask}, ft, [](OpBuilder &nb, Location nloc, ValueRange a) {
+          b, loc, {mask}, ft,
+          [](OpBuilder &nb, Location nloc, ValueRange a) {
             Value zero = arith::ConstantOp::create(nb, nloc,
                                                    nb.getF32FloatAttr(0.0f));
             Value ninf = arith::ConstantOp::create(
@@ -531,7 +594,8 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
                 nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
             return arith::SelectOp::create(nb, nloc, a[0], zero, ninf)
                 .getResult();
-          });
+          },
+          im.dynamicSizes(im.inputDims(3)));
     }
   }
   auto op = AttentionOp::create(
@@ -543,17 +607,18 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
   if (failed(mlir::verify(op)))
     return failure();
   Value y = op.getResult();
+  SmallVector<AffineExpr> qDims = im.inputDims(0);
   if (threeD) {
-    int64_t bs = q4.getDimSize(0), h = q4.getDimSize(1), s = q4.getDimSize(2),
-            d = q4.getDimSize(3);
-    Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{bs, s, h, d},
-                                         q4.getElementType());
+    int64_t h = q4.getDimSize(1);
+    AffineExpr hE = im.cst(h), dE = qDims[2].floorDiv(h);
+    SmallVector<AffineExpr> bshd = {qDims[0], qDims[1], hE, dE};
+    Value init = im.emptyTensor(bshd, q4.getElementType());
     y = linalg::TransposeOp::create(b, loc, y, init,
                                     ArrayRef<int64_t>{0, 2, 1, 3})
             .getResult()[0];
-    y = buildReshape(b, loc, y, qt);
+    y = buildReshapeDims(im, y, bshd, qDims);
   }
-  im.setOutput(0, y);
+  im.setOutput(0, y, qDims);
   return success();
 }
 

@@ -25,7 +25,8 @@ using namespace mlir::masformer;
 
 Value mlir::masformer::buildBroadcastGeneric(
     OpBuilder &b, Location loc, ValueRange inputs, RankedTensorType outType,
-    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)> body,
+    ValueRange dynSizes) {
   MLIRContext *ctx = b.getContext();
   int64_t rank = outType.getRank();
   SmallVector<AffineMap> maps;
@@ -41,8 +42,7 @@ Value mlir::masformer::buildBroadcastGeneric(
     maps.push_back(AffineMap::get(rank, 0, exprs, ctx));
   }
   maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
-  Value init = tensor::EmptyOp::create(b, loc, outType.getShape(),
-                                       outType.getElementType());
+  Value init = tensor::EmptyOp::create(b, loc, outType, dynSizes);
   auto generic = linalg::GenericOp::create(
       b, loc, outType, inputs, ValueRange{init}, maps,
       SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
@@ -54,14 +54,14 @@ Value mlir::masformer::buildBroadcastGeneric(
 }
 
 Value mlir::masformer::buildFilled(OpBuilder &b, Location loc,
-                                   RankedTensorType type, double value) {
+                                   RankedTensorType type, double value,
+                                   ValueRange dynSizes) {
   Type et = type.getElementType();
   TypedAttr attr = isa<FloatType>(et)
                        ? TypedAttr(b.getFloatAttr(et, value))
                        : TypedAttr(b.getIntegerAttr(et, (int64_t)value));
   Value cst = arith::ConstantOp::create(b, loc, attr);
-  Value empty =
-      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  Value empty = tensor::EmptyOp::create(b, loc, type, dynSizes);
   return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
 }
 
@@ -213,6 +213,78 @@ const BinaryOp *findBinary(StringRef name) {
   return nullptr;
 }
 
+/// Whether `e` (built from sizes) cannot be negative.
+bool isNonNegative(AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return c.getValue() >= 0;
+  if (isa<AffineSymbolExpr>(e))
+    return true;
+  auto bin = cast<AffineBinaryOpExpr>(e);
+  if (e.getKind() == AffineExprKind::Add || e.getKind() == AffineExprKind::Mul)
+    return isNonNegative(bin.getLHS()) && isNonNegative(bin.getRHS());
+  return isNonNegative(bin.getLHS()) && isa<AffineConstantExpr>(bin.getRHS()) &&
+         cast<AffineConstantExpr>(bin.getRHS()).getValue() > 0;
+}
+
+/// The integer binary op `name` on sizes, or nullopt when its value depends
+/// on what the dynamic sizes are.
+std::optional<AffineExpr> symbolicBinary(StringRef name, AffineExpr a,
+                                         AffineExpr b) {
+  MLIRContext *ctx = a.getContext();
+  auto cst = [&](int64_t v) { return getAffineConstantExpr(v, ctx); };
+  auto constOf = [](AffineExpr e) -> std::optional<int64_t> {
+    if (auto c = dyn_cast<AffineConstantExpr>(e))
+      return c.getValue();
+    return std::nullopt;
+  };
+  if (name == "Add")
+    return a + b;
+  if (name == "Sub")
+    return a - b;
+  if (name == "Mul")
+    return a * b;
+  if (name == "Div") {
+    // Truncation and floor agree on non-negative values.
+    if (a == b)
+      return cst(1);
+    if (auto d = constOf(b); d && *d > 0 && isNonNegative(a))
+      return a.floorDiv(*d);
+    return std::nullopt;
+  }
+  // a - b's sign, where it is known: exactly (a constant difference), or
+  // from a size against a constant.
+  std::optional<int> sign;
+  AffineExpr diff = a - b;
+  if (auto c = constOf(diff))
+    sign = *c < 0 ? -1 : *c > 0 ? 1 : 0;
+  else if (auto cb = constOf(b); cb && *cb < 0 && isNonNegative(a))
+    sign = 1;
+  else if (auto ca = constOf(a); ca && *ca < 0 && isNonNegative(b))
+    sign = -1;
+  if (name == "Max" || name == "Min") {
+    if (!sign)
+      return std::nullopt;
+    bool takeA = name == "Max" ? *sign >= 0 : *sign <= 0;
+    return takeA ? a : b;
+  }
+  if (!sign)
+    return std::nullopt;
+  bool r;
+  if (name == "Equal")
+    r = *sign == 0;
+  else if (name == "Less")
+    r = *sign < 0;
+  else if (name == "LessOrEqual")
+    r = *sign <= 0;
+  else if (name == "Greater")
+    r = *sign > 0;
+  else if (name == "GreaterOrEqual")
+    r = *sign >= 0;
+  else
+    return std::nullopt;
+  return cst(r);
+}
+
 LogicalResult importBinary(ONNXImporterImpl &im) {
   const BinaryOp *op = findBinary(im.node->op_type());
   if (failed(im.checkAttributes({})))
@@ -225,41 +297,58 @@ LogicalResult importBinary(ONNXImporterImpl &im) {
   if (op->name != "Pow" && rt.getElementType() != et)
     return im.error() << "operand element types differ (" << et << " and "
                       << rt.getElementType() << ")";
-  FailureOr<SmallVector<int64_t>> shape =
-      broadcastShapes(lt.getShape(), rt.getShape());
-  if (failed(shape))
-    return im.error() << "shapes " << lt << " and " << rt
-                      << " do not broadcast";
+  FailureOr<SmallVector<AffineExpr>> dims =
+      im.broadcastDims(im.inputDims(0), im.inputDims(1));
+  if (failed(dims))
+    return im.error() << "shapes " << im.dimsString(im.inputDims(0))
+                      << " and " << im.dimsString(im.inputDims(1))
+                      << " do not broadcast (differently named dynamic "
+                         "sizes are not known to match: fix them with "
+                         "--input-shape)";
   Type resultElem = op->returnsBool ? im.builder.getI1Type() : et;
-  auto outType = RankedTensorType::get(*shape, resultElem);
+  auto outType = im.typeFor(*dims, resultElem);
   bool isFloat = isa<FloatType>(et);
   if (!isFloat && !et.isIntOrIndex())
     return im.error() << "unsupported element type " << et;
 
-  if (im.allInputsOnHost() && outType.getNumElements() <= kMaxHostElements &&
+  if (im.allInputsOnHost() && outType.hasStaticShape() &&
+      outType.getNumElements() <= kMaxHostElements &&
       (isFloat ? op->hostFloat != nullptr : op->hostInt != nullptr)) {
     const HostTensor &l = *im.hostInput(0), &r = *im.hostInput(1);
     HostTensor out;
-    out.shape = *shape;
+    out.shape.assign(outType.getShape().begin(), outType.getShape().end());
     out.elemType = resultElem;
     out.resize(outType.getNumElements());
     ArrayRef<int64_t> shapes[] = {l.shape, r.shape};
-    forEachBroadcast(*shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
-      if (isFloat)
+    bool symbolic = l.isSymbolic() || r.isSymbolic(), decided = true;
+    forEachBroadcast(out.shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
+      if (isFloat) {
         out.set(o, op->hostFloat(l.getDouble(in[0]), r.getDouble(in[1])));
-      else
+      } else if (!symbolic) {
         out.setInt(o, op->hostInt(l.getInt(in[0]), r.getInt(in[1])));
+      } else if (std::optional<AffineExpr> e =
+                     symbolicBinary(op->name, l.getExpr(in[0], im.getContext()),
+                                    r.getExpr(in[1], im.getContext()))) {
+        out.setExpr(o, *e);
+      } else {
+        decided = false;
+      }
     });
-    im.setHostOutput(0, std::move(out));
-    return success();
+    // Arithmetic on dynamic sizes that the importer cannot decide is
+    // computed at run time instead.
+    if (decided) {
+      im.setHostOutput(0, std::move(out));
+      return success();
+    }
   }
   Value result = buildBroadcastGeneric(
       im.builder, im.loc, {im.input(0), im.input(1)}, outType,
       [&](OpBuilder &b, Location loc, ValueRange args) {
         Value y = castScalar(b, loc, args[1], et);
         return op->build(b, loc, args[0], y, isFloat);
-      });
-  im.setOutput(0, result);
+      },
+      im.dynamicSizes(*dims));
+  im.setOutput(0, result, *dims);
   return success();
 }
 
@@ -319,22 +408,28 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
     return failure();
   RankedTensorType t = im.inputType(0);
   Type et = t.getElementType();
+  SmallVector<AffineExpr> dims = im.inputDims(0);
   if (name == "Neg" && et.isIntOrIndex()) {
     if (const HostTensor *h = im.hostInput(0)) {
       HostTensor out = *h;
       for (int64_t &v : out.ints)
         v = -v;
+      for (AffineExpr &e : out.syms)
+        e = -e;
       im.setHostOutput(0, std::move(out));
       return success();
     }
-    im.setOutput(0, buildBroadcastGeneric(
-                        im.builder, im.loc, {im.input(0)}, t,
-                        [&](OpBuilder &b, Location loc, ValueRange args) {
-                          Value zero = arith::ConstantOp::create(
-                              b, loc, b.getIntegerAttr(et, 0));
-                          return arith::SubIOp::create(b, loc, zero, args[0])
-                              .getResult();
-                        }));
+    im.setOutput(0,
+                 buildBroadcastGeneric(
+                     im.builder, im.loc, {im.input(0)}, t,
+                     [&](OpBuilder &b, Location loc, ValueRange args) {
+                       Value zero = arith::ConstantOp::create(
+                           b, loc, b.getIntegerAttr(et, 0));
+                       return arith::SubIOp::create(b, loc, zero, args[0])
+                           .getResult();
+                     },
+                     im.dynamicSizes(dims)),
+                 dims);
     return success();
   }
   if (!isa<FloatType>(et))
@@ -347,11 +442,14 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  im.setOutput(0, buildBroadcastGeneric(
-                      im.builder, im.loc, {im.input(0)}, t,
-                      [&](OpBuilder &b, Location loc, ValueRange args) {
-                        return op->build(b, loc, args[0]);
-                      }));
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   im.builder, im.loc, {im.input(0)}, t,
+                   [&](OpBuilder &b, Location loc, ValueRange args) {
+                     return op->build(b, loc, args[0]);
+                   },
+                   im.dynamicSizes(dims)),
+               dims);
   return success();
 }
 
@@ -366,13 +464,17 @@ LogicalResult importNot(ONNXImporterImpl &im) {
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  im.setOutput(0, buildBroadcastGeneric(
-                      im.builder, im.loc, {im.input(0)}, t,
-                      [&](OpBuilder &b, Location loc, ValueRange args) {
-                        Value one = arith::ConstantIntOp::create(b, loc, 1, 1);
-                        return arith::XOrIOp::create(b, loc, args[0], one)
-                            .getResult();
-                      }));
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   im.builder, im.loc, {im.input(0)}, t,
+                   [&](OpBuilder &b, Location loc, ValueRange args) {
+                     Value one = arith::ConstantIntOp::create(b, loc, 1, 1);
+                     return arith::XOrIOp::create(b, loc, args[0], one)
+                         .getResult();
+                   },
+                   im.dynamicSizes(dims)),
+               dims);
   return success();
 }
 
@@ -389,42 +491,53 @@ LogicalResult importWhere(ONNXImporterImpl &im) {
     return im.error() << "condition must be bool, got " << ct;
   if (xt.getElementType() != yt.getElementType())
     return im.error() << "X and Y element types differ";
-  FailureOr<SmallVector<int64_t>> s1 =
-      broadcastShapes(ct.getShape(), xt.getShape());
-  FailureOr<SmallVector<int64_t>> shape = failure();
+  FailureOr<SmallVector<AffineExpr>> s1 =
+      im.broadcastDims(im.inputDims(0), im.inputDims(1));
+  FailureOr<SmallVector<AffineExpr>> dims = failure();
   if (succeeded(s1))
-    shape = broadcastShapes(*s1, yt.getShape());
-  if (failed(shape))
-    return im.error() << "shapes " << ct << ", " << xt << ", " << yt
-                      << " do not broadcast";
-  auto outType = RankedTensorType::get(*shape, xt.getElementType());
-  if (im.allInputsOnHost() && outType.getNumElements() <= kMaxHostElements) {
+    dims = im.broadcastDims(*s1, im.inputDims(2));
+  if (failed(dims))
+    return im.error() << "shapes " << im.dimsString(im.inputDims(0)) << ", "
+                      << im.dimsString(im.inputDims(1)) << ", "
+                      << im.dimsString(im.inputDims(2))
+                      << " do not broadcast (differently named dynamic "
+                         "sizes are not known to match: fix them with "
+                         "--input-shape)";
+  auto outType = im.typeFor(*dims, xt.getElementType());
+  if (im.allInputsOnHost() && outType.hasStaticShape() &&
+      outType.getNumElements() <= kMaxHostElements &&
+      !im.hostInput(0)->isSymbolic()) {
     const HostTensor &c = *im.hostInput(0), &x = *im.hostInput(1),
                      &y = *im.hostInput(2);
     HostTensor out;
-    out.shape = *shape;
+    out.shape.assign(outType.getShape().begin(), outType.getShape().end());
     out.elemType = outType.getElementType();
     out.resize(outType.getNumElements());
     ArrayRef<int64_t> shapes[] = {c.shape, x.shape, y.shape};
-    forEachBroadcast(*shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
+    forEachBroadcast(out.shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
       const HostTensor &src = c.ints[in[0]] ? x : y;
       int64_t idx = c.ints[in[0]] ? in[1] : in[2];
       if (out.isFloat())
         out.floats[o] = src.floats[idx];
+      else if (x.isSymbolic() || y.isSymbolic())
+        out.setExpr(o, src.getExpr(idx, im.getContext()));
       else
         out.ints[o] = src.ints[idx];
     });
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  im.setOutput(0, buildBroadcastGeneric(
-                      im.builder, im.loc,
-                      {im.input(0), im.input(1), im.input(2)}, outType,
-                      [&](OpBuilder &b, Location loc, ValueRange args) {
-                        return arith::SelectOp::create(b, loc, args[0],
-                                                       args[1], args[2])
-                            .getResult();
-                      }));
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   im.builder, im.loc, {im.input(0), im.input(1), im.input(2)},
+                   outType,
+                   [&](OpBuilder &b, Location loc, ValueRange args) {
+                     return arith::SelectOp::create(b, loc, args[0], args[1],
+                                                    args[2])
+                         .getResult();
+                   },
+                   im.dynamicSizes(*dims)),
+               *dims);
   return success();
 }
 
@@ -438,13 +551,26 @@ LogicalResult importCast(ONNXImporterImpl &im) {
   if (!toType)
     return im.error() << "unsupported target type " << *to;
   RankedTensorType t = im.inputType(0);
+  SmallVector<AffineExpr> dims = im.inputDims(0);
   auto outType = RankedTensorType::get(t.getShape(), toType);
   // Exporters leave casts to the same type around; they are no-ops.
   if (toType == t.getElementType() && !im.hostInput(0)) {
-    im.setOutput(0, im.input(0));
+    im.setOutput(0, im.input(0), dims);
     return success();
   }
-  if (const HostTensor *h = im.hostInput(0)) {
+  const HostTensor *h = im.hostInput(0);
+  if (h && h->isSymbolic()) {
+    // Sizes stay sizes through integer casts; other casts of them are
+    // computed at run time.
+    if (toType.isInteger(64) || toType.isInteger(32)) {
+      HostTensor out = *h;
+      out.elemType = toType;
+      im.setHostOutput(0, std::move(out));
+      return success();
+    }
+    h = nullptr;
+  }
+  if (h) {
     HostTensor out;
     out.shape = h->shape;
     out.elemType = toType;
@@ -460,11 +586,14 @@ LogicalResult importCast(ONNXImporterImpl &im) {
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  im.setOutput(0, buildBroadcastGeneric(
-                      im.builder, im.loc, {im.input(0)}, outType,
-                      [&](OpBuilder &b, Location loc, ValueRange args) {
-                        return castScalar(b, loc, args[0], toType);
-                      }));
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   im.builder, im.loc, {im.input(0)}, outType,
+                   [&](OpBuilder &b, Location loc, ValueRange args) {
+                     return castScalar(b, loc, args[0], toType);
+                   },
+                   im.dynamicSizes(dims)),
+               dims);
   return success();
 }
 

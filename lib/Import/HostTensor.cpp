@@ -18,6 +18,22 @@ int64_t HostTensor::numElements() const {
   return n;
 }
 
+void HostTensor::setExpr(int64_t i, AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+    ints[i] = c.getValue();
+    if (isSymbolic())
+      syms[i] = e;
+    return;
+  }
+  if (!isSymbolic()) {
+    syms.reserve(ints.size());
+    for (int64_t v : ints)
+      syms.push_back(getAffineConstantExpr(v, e.getContext()));
+  }
+  syms[i] = e;
+  ints[i] = 0;
+}
+
 void HostTensor::resize(int64_t n) {
   if (isFloat())
     floats.assign(n, 0.0);
@@ -197,12 +213,16 @@ HostTensor mlir::masformer::gatherHost(
   int64_t n = out.numElements();
   out.resize(n);
   SmallVector<int64_t> idx(shape.size(), 0);
+  if (src.isSymbolic())
+    out.syms.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     int64_t s = srcIndex(idx);
     if (out.isFloat())
       out.floats[i] = src.floats[s];
     else
       out.ints[i] = src.ints[s];
+    if (src.isSymbolic())
+      out.syms[i] = src.syms[s];
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
       if (++idx[d] < shape[d])
         break;

@@ -10,6 +10,7 @@
 #ifndef MASFORMER_LIB_IMPORT_HOSTTENSOR_H
 #define MASFORMER_LIB_IMPORT_HOSTTENSOR_H
 
+#include "mlir/IR/AffineExpr.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SmallVector.h"
@@ -25,6 +26,21 @@ struct HostTensor {
   /// Exactly one of these holds the data, row-major.
   std::vector<int64_t> ints;
   std::vector<double> floats;
+  /// Integer tensors computed from dynamic dimensions (a Shape, and the
+  /// arithmetic of shape subgraphs): element i is syms[i], an affine
+  /// expression over the importer's dimension symbols (a constant where the
+  /// value is known; ints[i] then holds it too). Empty when every element is
+  /// known.
+  std::vector<AffineExpr> syms;
+
+  bool isSymbolic() const { return !syms.empty(); }
+  /// Element i as an expression (a constant when known).
+  AffineExpr getExpr(int64_t i, MLIRContext *ctx) const {
+    return isSymbolic() ? syms[i] : getAffineConstantExpr(getInt(i), ctx);
+  }
+  /// Sets element i of an integer tensor to `e`, keeping `ints` in step
+  /// with constants; makes the tensor symbolic when `e` is not constant.
+  void setExpr(int64_t i, AffineExpr e);
 
   bool isFloat() const { return isa<FloatType>(elemType); }
   int64_t numElements() const;

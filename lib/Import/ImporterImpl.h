@@ -16,6 +16,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <onnx/onnx_pb.h>
@@ -59,6 +60,9 @@ public:
            !node->output(i).empty();
   }
   RankedTensorType inputType(unsigned i);
+  /// The dimensions of input i as expressions over the dimension symbols
+  /// (constants where static).
+  SmallVector<AffineExpr> inputDims(unsigned i);
   /// The input's value on the host, or null.
   const HostTensor *hostInput(unsigned i);
   /// Whether every present input is known on the host.
@@ -67,9 +71,51 @@ public:
   Value input(unsigned i);
   /// An input that must be known on the host (an axes list, a shape, ...);
   /// emits an error naming the input otherwise.
-  FailureOr<const HostTensor *> requireHostInput(unsigned i, StringRef what);
+  /// `allowSymbolic`: the caller handles elements computed from dynamic
+  /// dimensions (HostTensor::syms); otherwise those are an error too.
+  FailureOr<const HostTensor *> requireHostInput(unsigned i, StringRef what,
+                                                 bool allowSymbolic = false);
 
-  void setOutput(unsigned i, Value v);
+  /// Sets output i to `v`, whose dimensions are `dims` (derived from `v`'s
+  /// type when empty: static sizes, and a fresh symbol bound to tensor.dim
+  /// for each dynamic one).
+  void setOutput(unsigned i, Value v, ArrayRef<AffineExpr> dims = {});
+
+  //===--- Dynamic dimensions ----------------------------------------------===//
+  //
+  // A dynamic dimension of a graph input is a symbol (one per dim_param
+  // name, so that "batch" of two inputs is one symbol); the dimensions of
+  // every value, and the integers of shape subgraphs, are affine expressions
+  // over those symbols. Equal expressions are equal sizes, and each
+  // expression is materialized once as an index value.
+
+  AffineExpr cst(int64_t v) { return getAffineConstantExpr(v, getContext()); }
+  /// `e` for messages, with the symbols' dim_param names.
+  std::string dimString(AffineExpr e);
+  /// `dims` for messages: "[batch, sequence, 768]".
+  std::string dimsString(ArrayRef<AffineExpr> dims);
+  /// The index value of `e` (cached).
+  Value dimValue(AffineExpr e);
+  /// The static shape of `dims` (kDynamic where not constant).
+  static SmallVector<int64_t> staticShape(ArrayRef<AffineExpr> dims);
+  RankedTensorType typeFor(ArrayRef<AffineExpr> dims, Type elemType) {
+    return RankedTensorType::get(staticShape(dims), elemType);
+  }
+  /// The index values of the non-constant `dims`, in order (the dynamic
+  /// sizes of tensor.empty and friends).
+  SmallVector<Value> dynamicSizes(ArrayRef<AffineExpr> dims);
+  Value emptyTensor(ArrayRef<AffineExpr> dims, Type elemType);
+  /// Numpy broadcasting of two dimension lists; fails when two sizes are
+  /// different constants, or different expressions that are not 1 (the
+  /// importer cannot know whether they match).
+  static FailureOr<SmallVector<AffineExpr>>
+  broadcastDims(ArrayRef<AffineExpr> a, ArrayRef<AffineExpr> b);
+  /// Dims of `type`, constants only (static types).
+  SmallVector<AffineExpr> staticDims(RankedTensorType type);
+  /// Whether any of `dims` is not a constant.
+  static bool isDynamic(ArrayRef<AffineExpr> dims) {
+    return llvm::any_of(dims, [](AffineExpr e) { return !isa<AffineConstantExpr>(e); });
+  }
   void setHostOutput(unsigned i, HostTensor t);
   /// A large constant (a Constant node's tensor): imported like a weight.
   LogicalResult setTensorOutput(unsigned i, const onnx::TensorProto &tensor);
@@ -107,6 +153,9 @@ private:
   struct Entry {
     Value value;
     RankedTensorType type;
+    /// The dimensions (expressions over the symbols) of a value with a
+    /// dynamic dimension; empty for static types.
+    SmallVector<AffineExpr> dims;
     std::optional<HostTensor> host;
     /// A weight not yet materialized (kept as a proto reference).
     const onnx::TensorProto *initializer = nullptr;
@@ -130,8 +179,20 @@ private:
                               SmallVectorImpl<std::string> &argNames);
   Location nodeLoc(const onnx::NodeProto &node);
 
+  /// A new symbol whose value is `v` (index).
+  AffineExpr newSymbol(Value v);
+
   const ONNXImportOptions &options;
   Block *entryBlock = nullptr;
+  /// Symbols of dynamic graph-input dimensions: by dim_param name, and where
+  /// each one is read (argument name, dimension) until the function exists.
+  llvm::StringMap<unsigned> symbolByName;
+  /// Names of the symbols, for messages ("batch", "sequence", "d2 of x").
+  SmallVector<std::string> symbolNames;
+  SmallVector<std::pair<std::string, unsigned>> symbolSources;
+  /// The index value of each symbol, and of each expression built so far.
+  SmallVector<Value> symbolValues;
+  DenseMap<AffineExpr, Value> exprValues;
   Operation *lastConstant = nullptr;
   std::string baseDir;
   std::string sourceName;
@@ -148,18 +209,76 @@ void registerContractionHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 /// A linalg.generic over `outType` whose inputs broadcast (numpy rules) to
 /// its shape; `body` gets the scalar inputs and returns the scalar result.
+/// `dynSizes` are the sizes of outType's dynamic dimensions, in order.
 Value buildBroadcastGeneric(
     OpBuilder &b, Location loc, ValueRange inputs, RankedTensorType outType,
-    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)> body,
+    ValueRange dynSizes = {});
 
-/// A tensor.empty of `type` filled with `value` (float or integer).
+/// A tensor.empty of `type` (dynamic sizes `dynSizes`) filled with `value`
+/// (float or integer).
 Value buildFilled(OpBuilder &b, Location loc, RankedTensorType type,
-                  double value);
+                  double value, ValueRange dynSizes = {});
 
 /// Reshape between static shapes: expand/collapse where possible, else
 /// tensor.reshape with a constant shape.
 Value buildReshape(OpBuilder &b, Location loc, Value input,
                    RankedTensorType resultType);
+
+/// A product of sizes: a constant times non-constant factors (kept sorted,
+/// so that equal products compare equal whatever their order).
+struct SizeProduct {
+  int64_t coef = 1;
+  SmallVector<AffineExpr> factors;
+
+  void multiply(AffineExpr e) {
+    if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+      coef *= c.getValue();
+      return;
+    }
+    if (e.getKind() == AffineExprKind::Mul) {
+      auto bin = cast<AffineBinaryOpExpr>(e);
+      multiply(bin.getLHS());
+      multiply(bin.getRHS());
+      return;
+    }
+    factors.push_back(e);
+    llvm::sort(factors, [](AffineExpr a, AffineExpr b) {
+      return a.getAsOpaquePointer() < b.getAsOpaquePointer();
+    });
+  }
+  static SizeProduct of(ArrayRef<AffineExpr> dims) {
+    SizeProduct p;
+    for (AffineExpr e : dims)
+      p.multiply(e);
+    return p;
+  }
+  bool operator==(const SizeProduct &o) const {
+    return coef == o.coef && factors == o.factors;
+  }
+  /// this / o as an expression, when o's factors divide this exactly.
+  std::optional<AffineExpr> divide(const SizeProduct &o,
+                                   MLIRContext *ctx) const {
+    if (o.coef == 0 || coef % o.coef)
+      return std::nullopt;
+    SmallVector<AffineExpr> rest(factors);
+    for (AffineExpr f : o.factors) {
+      auto it = llvm::find(rest, f);
+      if (it == rest.end())
+        return std::nullopt;
+      rest.erase(it);
+    }
+    AffineExpr r = getAffineConstantExpr(coef / o.coef, ctx);
+    for (AffineExpr f : rest)
+      r = r * f;
+    return r;
+  }
+};
+
+/// `input` (dimensions `in`) reshaped to `out`: collapse_shape or
+/// expand_shape where the dimensions group, tensor.reshape otherwise.
+Value buildReshapeDims(ONNXImporterImpl &im, Value input,
+                       ArrayRef<AffineExpr> in, ArrayRef<AffineExpr> out);
 
 /// Bytes per element of raw_data for a supported ONNX element type.
 int64_t rawElementSize(int32_t onnxType);

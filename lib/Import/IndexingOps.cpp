@@ -19,16 +19,50 @@ namespace {
 
 /// One axis of a slice: start, size and positive step.
 struct SliceDim {
-  int64_t start = 0, size = 0, step = 1;
+  AffineExpr start, size;
+  int64_t step = 1;
 };
+
+/// `v` as an index OpFoldResult: an attribute when constant.
+OpFoldResult foldResult(ONNXImporterImpl &im, AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return im.builder.getIndexAttr(c.getValue());
+  return im.dimValue(e);
+}
+
+/// ONNX's clamping of a slice bound `v` to [0, n]. Where v or n is a dynamic
+/// size, the bound is taken as given (a dynamic start or end must lie
+/// within its dimension, as an exporter's shape arithmetic makes them).
+AffineExpr clampBound(ONNXImporterImpl &im, AffineExpr v, AffineExpr n) {
+  auto cv = dyn_cast<AffineConstantExpr>(v);
+  auto cn = dyn_cast<AffineConstantExpr>(n);
+  if (cv && cn) {
+    int64_t x = cv.getValue(), size = cn.getValue();
+    if (x < 0)
+      x += size;
+    return im.cst(std::clamp<int64_t>(x, 0, size));
+  }
+  if (cv) {
+    int64_t x = cv.getValue();
+    // "To the end" (INT_MAX and friends) and negative offsets from the end.
+    if (x >= (int64_t(1) << 31) - 1)
+      return n;
+    if (x < 0)
+      return n + x;
+    return v;
+  }
+  return v;
+}
 
 LogicalResult importSlice(ONNXImporterImpl &im) {
   RankedTensorType t = im.inputType(0);
   int64_t rank = t.getRank();
-  FailureOr<const HostTensor *> starts = im.requireHostInput(1, "starts");
+  FailureOr<const HostTensor *> starts =
+      im.requireHostInput(1, "starts", /*allowSymbolic=*/true);
   if (failed(starts))
     return failure();
-  FailureOr<const HostTensor *> ends = im.requireHostInput(2, "ends");
+  FailureOr<const HostTensor *> ends =
+      im.requireHostInput(2, "ends", /*allowSymbolic=*/true);
   if (failed(ends))
     return failure();
   SmallVector<int64_t> axes, steps;
@@ -53,45 +87,58 @@ LogicalResult importSlice(ONNXImporterImpl &im) {
       (int64_t)axes.size() != (*ends)->numElements() ||
       axes.size() != steps.size())
     return im.error() << "starts, ends, axes and steps differ in length";
+  MLIRContext *ctx = im.getContext();
+  SmallVector<AffineExpr> in = im.inputDims(0);
   SmallVector<SliceDim> dims(rank);
   for (int64_t d = 0; d < rank; ++d)
-    dims[d].size = t.getDimSize(d);
+    dims[d] = {im.cst(0), in[d], 1};
   for (size_t k = 0; k < axes.size(); ++k) {
     FailureOr<int64_t> ax = im.normalizeAxis(axes[k], rank);
     if (failed(ax))
       return failure();
-    int64_t n = t.getDimSize(*ax), step = steps[k];
+    AffineExpr n = in[*ax];
+    int64_t step = steps[k];
     if (step <= 0)
       return im.error() << "only positive steps are supported, got " << step;
-    int64_t s = (*starts)->ints[k], e = (*ends)->ints[k];
-    if (s < 0)
-      s += n;
-    if (e < 0)
-      e += n;
-    s = std::clamp<int64_t>(s, 0, n);
-    e = std::clamp<int64_t>(e, 0, n);
-    dims[*ax] = {s, e > s ? (e - s + step - 1) / step : 0, step};
+    AffineExpr s = clampBound(im, (*starts)->getExpr(k, ctx), n);
+    AffineExpr e = clampBound(im, (*ends)->getExpr(k, ctx), n);
+    AffineExpr size = (e - s).ceilDiv(step);
+    if (auto c = dyn_cast<AffineConstantExpr>(size); c && c.getValue() < 0)
+      size = im.cst(0);
+    dims[*ax] = {s, size, step};
   }
-  SmallVector<int64_t> shape, offsets, sizes, strides;
+  SmallVector<AffineExpr> outDims;
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  bool staticOffsets = true;
   for (const SliceDim &d : dims) {
-    shape.push_back(d.size);
-    offsets.push_back(d.start);
-    sizes.push_back(d.size);
-    strides.push_back(d.step);
+    outDims.push_back(d.size);
+    offsets.push_back(foldResult(im, d.start));
+    sizes.push_back(foldResult(im, d.size));
+    strides.push_back(im.builder.getIndexAttr(d.step));
+    staticOffsets &= isa<AffineConstantExpr>(d.start);
   }
-  if (const HostTensor *h = im.hostInput(0)) {
+  const HostTensor *h = im.hostInput(0);
+  if (h && staticOffsets && !im.isDynamic(outDims)) {
+    SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(outDims);
+    SmallVector<int64_t> off, str;
+    for (const SliceDim &d : dims) {
+      off.push_back(cast<AffineConstantExpr>(d.start).getValue());
+      str.push_back(d.step);
+    }
     im.setHostOutput(0, gatherHost(*h, shape, [&](ArrayRef<int64_t> idx) {
                        SmallVector<int64_t> src(rank);
                        for (int64_t d = 0; d < rank; ++d)
-                         src[d] = offsets[d] + idx[d] * strides[d];
+                         src[d] = off[d] + idx[d] * str[d];
                        return linearIndex(src, h->shape);
                      }));
     return success();
   }
-  auto outType = RankedTensorType::get(shape, t.getElementType());
-  im.setOutput(0, tensor::ExtractSliceOp::create(
-                      im.builder, im.loc, outType, im.input(0), ValueRange{},
-                      ValueRange{}, ValueRange{}, offsets, sizes, strides));
+  auto outType = im.typeFor(outDims, t.getElementType());
+  im.setOutput(0,
+               tensor::ExtractSliceOp::create(im.builder, im.loc, outType,
+                                              im.input(0), offsets, sizes,
+                                              strides),
+               outDims);
   return success();
 }
 
@@ -102,6 +149,10 @@ LogicalResult importSplit(ONNXImporterImpl &im) {
   FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), t.getRank());
   if (failed(axis))
     return failure();
+  if (t.isDynamicDim(*axis))
+    return im.error() << "splitting dynamic dimension " << *axis
+                      << " is not supported";
+  SmallVector<AffineExpr> inDims = im.inputDims(0);
   int64_t n = t.getDimSize(*axis), outs = im.numOutputs();
   SmallVector<int64_t> split;
   if (im.hasInput(1)) {
@@ -135,11 +186,20 @@ LogicalResult importSplit(ONNXImporterImpl &im) {
                          return linearIndex(src, h->shape);
                        }));
     } else {
-      auto outType = RankedTensorType::get(sizes, t.getElementType());
-      im.setOutput(o, tensor::ExtractSliceOp::create(
-                          im.builder, im.loc, outType, im.input(0),
-                          ValueRange{}, ValueRange{}, ValueRange{}, offsets,
-                          sizes, strides));
+      SmallVector<AffineExpr> outDims(inDims);
+      outDims[*axis] = im.cst(split[o]);
+      SmallVector<OpFoldResult> offs, szs, strs;
+      for (int64_t d = 0; d < t.getRank(); ++d) {
+        offs.push_back(im.builder.getIndexAttr(offsets[d]));
+        szs.push_back(foldResult(im, outDims[d]));
+        strs.push_back(im.builder.getIndexAttr(1));
+      }
+      auto outType = im.typeFor(outDims, t.getElementType());
+      im.setOutput(o,
+                   tensor::ExtractSliceOp::create(im.builder, im.loc, outType,
+                                                  im.input(0), offs, szs,
+                                                  strs),
+                   outDims);
     }
     offset += split[o];
   }
@@ -156,25 +216,30 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
   FailureOr<int64_t> axis = im.normalizeAxis(*axisAttr, t0.getRank());
   if (failed(axis))
     return failure();
-  SmallVector<int64_t> shape(t0.getShape());
-  shape[*axis] = 0;
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  dims[*axis] = im.cst(0);
   SmallVector<unsigned> present;
+  bool symbolic = false;
   for (unsigned i = 0; i < im.numInputs(); ++i) {
     RankedTensorType ti = im.inputType(i);
     if (ti.getRank() != t0.getRank() ||
         ti.getElementType() != t0.getElementType())
       return im.error() << "input " << i << " (" << ti
                         << ") does not match input 0 (" << t0 << ")";
+    SmallVector<AffineExpr> di = im.inputDims(i);
     for (int64_t d = 0; d < t0.getRank(); ++d)
-      if (d != *axis && ti.getDimSize(d) != t0.getDimSize(d))
+      if (d != *axis && di[d] != dims[d])
         return im.error() << "input " << i << " (" << ti
                           << ") does not match input 0 (" << t0 << ")";
-    shape[*axis] += ti.getDimSize(*axis);
+    dims[*axis] = dims[*axis] + di[*axis];
     // Empty inputs (a common artifact of shape arithmetic) contribute nothing.
-    if (ti.getNumElements() > 0)
+    if (!llvm::is_contained(di, im.cst(0)))
       present.push_back(i);
+    if (const HostTensor *h = im.hostInput(i))
+      symbolic |= h->isSymbolic();
   }
-  if (im.allInputsOnHost()) {
+  SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
+  if (im.allInputsOnHost() && !im.isDynamic(dims)) {
     HostTensor out;
     out.shape = shape;
     out.elemType = t0.getElementType();
@@ -196,6 +261,8 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
       int64_t l = linearIndex(s, src.shape);
       if (out.isFloat())
         out.floats[n] = src.floats[l];
+      else if (symbolic)
+        out.setExpr(n, src.getExpr(l, im.getContext()));
       else
         out.ints[n] = src.ints[l];
       for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
@@ -210,14 +277,21 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
   SmallVector<Value> inputs;
   for (unsigned i : present)
     inputs.push_back(im.input(i));
-  if (isBadShape(shape))
+  SmallVector<int64_t> known;
+  for (int64_t d : shape)
+    if (ShapedType::isStatic(d))
+      known.push_back(d);
+  if (isBadShape(known))
     return im.error() << "result has too many elements";
   auto outType = RankedTensorType::get(shape, t0.getElementType());
-  im.setOutput(0, inputs.size() == 1
-                      ? inputs[0]
-                      : tensor::ConcatOp::create(im.builder, im.loc, outType,
-                                                 *axis, inputs)
-                            .getResult());
+  Value result = inputs.size() == 1 ? inputs[0]
+                                    : tensor::ConcatOp::create(
+                                          im.builder, im.loc, outType, *axis,
+                                          inputs)
+                                          .getResult();
+  if (result.getType() != outType)
+    result = tensor::CastOp::create(im.builder, im.loc, outType, result);
+  im.setOutput(0, result, dims);
   return success();
 }
 
@@ -230,14 +304,22 @@ LogicalResult importGather(ONNXImporterImpl &im) {
     return failure();
   if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
     return im.error() << "indices must be int32 or int64, got " << it;
-  int64_t n = dt.getDimSize(*axis);
-  SmallVector<int64_t> shape(dt.getShape().take_front(*axis));
-  llvm::append_range(shape, it.getShape());
-  llvm::append_range(shape, dt.getShape().drop_front(*axis + 1));
-  if (isBadShape(shape))
+  SmallVector<AffineExpr> dDims = im.inputDims(0), iDims = im.inputDims(1);
+  SmallVector<AffineExpr> dims(ArrayRef<AffineExpr>(dDims).take_front(*axis));
+  llvm::append_range(dims, iDims);
+  llvm::append_range(dims, ArrayRef<AffineExpr>(dDims).drop_front(*axis + 1));
+  SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
+  SmallVector<int64_t> known;
+  for (int64_t d : shape)
+    if (ShapedType::isStatic(d))
+      known.push_back(d);
+  if (isBadShape(known))
     return im.error() << "result has too many elements";
   int64_t ir = it.getRank();
-  if (im.allInputsOnHost()) {
+  // The size of the gathered axis; kDynamic where it is a dynamic size.
+  int64_t n = dt.getDimSize(*axis);
+  if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
+      !im.isDynamic(dims)) {
     const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);
     for (int64_t v : ind.ints)
       if (v < -n || v >= n)
@@ -253,7 +335,8 @@ LogicalResult importGather(ONNXImporterImpl &im) {
                      }));
     return success();
   }
-  if (const HostTensor *ind = im.hostInput(1))
+  if (const HostTensor *ind = im.hostInput(1);
+      ind && !ind->isSymbolic() && ShapedType::isStatic(n))
     for (int64_t v : ind->ints)
       if (v < -n || v >= n)
         return im.error() << "index " << v << " is out of range for "
@@ -268,22 +351,23 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   AffineMap indMap = AffineMap::get(rank, 0, indExprs, ctx);
   AffineMap outMap = AffineMap::getMultiDimIdentityMap(rank, ctx);
   Value data = im.input(0);
-  Value init = tensor::EmptyOp::create(im.builder, im.loc, shape,
-                                       dt.getElementType());
+  Value init = im.emptyTensor(dims, dt.getElementType());
   auto outType = RankedTensorType::get(shape, dt.getElementType());
+  Value sizeV = im.dimValue(dDims[*axis]);
+  Value maxIdxV = im.dimValue(dDims[*axis] - 1);
   auto generic = linalg::GenericOp::create(
       im.builder, im.loc, outType, ValueRange{im.input(1)}, ValueRange{init},
       ArrayRef<AffineMap>{indMap, outMap},
       SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
       [&](OpBuilder &b, Location loc, ValueRange args) {
         Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(), args[0]);
-        Value size = arith::ConstantIndexOp::create(b, loc, n);
+        Value size = sizeV;
         Value zero = arith::ConstantIndexOp::create(b, loc, 0);
         Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
                                           v, zero);
         v = arith::SelectOp::create(
             b, loc, neg, arith::AddIOp::create(b, loc, v, size), v);
-        Value maxIdx = arith::ConstantIndexOp::create(b, loc, n - 1);
+        Value maxIdx = maxIdxV;
         v = arith::MaxSIOp::create(b, loc, v, zero);
         v = arith::MinSIOp::create(b, loc, v, maxIdx);
         SmallVector<Value> idx;
@@ -295,7 +379,7 @@ LogicalResult importGather(ONNXImporterImpl &im) {
         Value x = tensor::ExtractOp::create(b, loc, data, idx);
         linalg::YieldOp::create(b, loc, x);
       });
-  im.setOutput(0, generic.getResult(0));
+  im.setOutput(0, generic.getResult(0), dims);
   return success();
 }
 
@@ -310,6 +394,11 @@ LogicalResult importScatterND(ONNXImporterImpl &im) {
                       << "' is not supported";
   RankedTensorType dt = im.inputType(0), it = im.inputType(1),
                    ut = im.inputType(2);
+  for (RankedTensorType ty : {dt, it, ut})
+    if (!ty.hasStaticShape())
+      return im.error() << "needs static shapes, got " << ty
+                        << " (fix the dynamic dimensions with "
+                           "--input-shape)";
   if (it.getRank() < 1)
     return im.error() << "indices must have rank >= 1";
   int64_t r = it.getDimSize(it.getRank() - 1);

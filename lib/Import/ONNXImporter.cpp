@@ -218,6 +218,135 @@ RankedTensorType ONNXImporterImpl::inputType(unsigned i) {
   return e ? e->type : RankedTensorType();
 }
 
+SmallVector<AffineExpr> ONNXImporterImpl::inputDims(unsigned i) {
+  Entry *e = lookup(i);
+  assert(e && "input checked by the driver");
+  if (!e->dims.empty())
+    return e->dims;
+  return staticDims(e->type);
+}
+
+SmallVector<AffineExpr> ONNXImporterImpl::staticDims(RankedTensorType type) {
+  SmallVector<AffineExpr> dims;
+  for (int64_t d : type.getShape())
+    dims.push_back(cst(d));
+  return dims;
+}
+
+SmallVector<int64_t>
+ONNXImporterImpl::staticShape(ArrayRef<AffineExpr> dims) {
+  SmallVector<int64_t> shape;
+  for (AffineExpr e : dims) {
+    auto c = dyn_cast<AffineConstantExpr>(e);
+    shape.push_back(c ? c.getValue() : ShapedType::kDynamic);
+  }
+  return shape;
+}
+
+std::string ONNXImporterImpl::dimString(AffineExpr e) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  e.print(os);
+  // s10 before s1.
+  for (int64_t k = static_cast<int64_t>(symbolNames.size()) - 1; k >= 0;
+       --k) {
+    std::string sym = "s" + std::to_string(k);
+    size_t pos;
+    while ((pos = text.find(sym)) != std::string::npos)
+      text.replace(pos, sym.size(), symbolNames[k]);
+  }
+  return text;
+}
+
+std::string ONNXImporterImpl::dimsString(ArrayRef<AffineExpr> dims) {
+  std::string text = "[";
+  for (auto [i, e] : llvm::enumerate(dims))
+    text += (i ? ", " : "") + dimString(e);
+  return text + "]";
+}
+
+AffineExpr ONNXImporterImpl::newSymbol(Value v) {
+  symbolNames.push_back("size of a computed value");
+  symbolValues.push_back(v);
+  return getAffineSymbolExpr(symbolValues.size() - 1, getContext());
+}
+
+Value ONNXImporterImpl::dimValue(AffineExpr e) {
+  if (Value v = exprValues.lookup(e))
+    return v;
+  Location l = builder.getUnknownLoc();
+  Value result;
+  if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+    result = arith::ConstantIndexOp::create(builder, l, c.getValue());
+  } else if (auto sym = dyn_cast<AffineSymbolExpr>(e)) {
+    result = symbolValues[sym.getPosition()];
+  } else {
+    auto bin = cast<AffineBinaryOpExpr>(e);
+    Value x = dimValue(bin.getLHS()), y = dimValue(bin.getRHS());
+    switch (e.getKind()) {
+    case AffineExprKind::Add:
+      result = arith::AddIOp::create(builder, l, x, y);
+      break;
+    case AffineExprKind::Mul:
+      result = arith::MulIOp::create(builder, l, x, y);
+      break;
+    case AffineExprKind::FloorDiv:
+      result = arith::FloorDivSIOp::create(builder, l, x, y);
+      break;
+    case AffineExprKind::CeilDiv:
+      result = arith::CeilDivSIOp::create(builder, l, x, y);
+      break;
+    default:
+      result = arith::RemSIOp::create(builder, l, x, y);
+      break;
+    }
+  }
+  exprValues[e] = result;
+  return result;
+}
+
+SmallVector<Value> ONNXImporterImpl::dynamicSizes(ArrayRef<AffineExpr> dims) {
+  SmallVector<Value> sizes;
+  for (AffineExpr e : dims)
+    if (!isa<AffineConstantExpr>(e))
+      sizes.push_back(dimValue(e));
+  return sizes;
+}
+
+Value ONNXImporterImpl::emptyTensor(ArrayRef<AffineExpr> dims, Type et) {
+  return tensor::EmptyOp::create(builder, loc, typeFor(dims, et),
+                                 dynamicSizes(dims));
+}
+
+FailureOr<SmallVector<AffineExpr>>
+ONNXImporterImpl::broadcastDims(ArrayRef<AffineExpr> a,
+                                ArrayRef<AffineExpr> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<AffineExpr> out(rank);
+  MLIRContext *ctx = a.empty() ? (b.empty() ? nullptr : b[0].getContext())
+                               : a[0].getContext();
+  for (size_t i = 0; i < rank; ++i) {
+    AffineExpr one = getAffineConstantExpr(1, ctx);
+    AffineExpr da = i < rank - a.size() ? one : a[i - (rank - a.size())];
+    AffineExpr db = i < rank - b.size() ? one : b[i - (rank - b.size())];
+    if (da == db || db == one) {
+      out[i] = da;
+    } else if (da == one) {
+      out[i] = db;
+    } else {
+      return failure();
+    }
+  }
+  SmallVector<int64_t> shape = staticShape(out);
+  SmallVector<int64_t> known;
+  for (int64_t d : shape)
+    if (ShapedType::isStatic(d))
+      known.push_back(d);
+  if (isBadShape(known))
+    return failure();
+  return out;
+}
+
 const HostTensor *ONNXImporterImpl::hostInput(unsigned i) {
   Entry *e = lookup(i);
   return e && e->host ? &*e->host : nullptr;
@@ -231,13 +360,18 @@ bool ONNXImporterImpl::allInputsOnHost() {
 }
 
 FailureOr<const HostTensor *>
-ONNXImporterImpl::requireHostInput(unsigned i, StringRef what) {
-  if (const HostTensor *t = hostInput(i))
+ONNXImporterImpl::requireHostInput(unsigned i, StringRef what,
+                                   bool allowSymbolic) {
+  const HostTensor *t = hostInput(i);
+  if (t && (allowSymbolic || !t->isSymbolic()))
     return t;
   return error() << what << " (input " << i << ", '"
                  << (hasInput(i) ? node->input(i) : std::string())
                  << "') must be a constant or computable from static "
-                    "shapes",
+                    "shapes"
+                 << (t ? "; it depends on dynamic dimensions here (fix them "
+                         "with --input-shape)"
+                       : ""),
          failure();
 }
 
@@ -250,6 +384,18 @@ Value ONNXImporterImpl::input(unsigned i) {
 Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
   if (entry.value)
     return entry.value;
+  if (entry.host && entry.host->isSymbolic()) {
+    // Computed from dynamic dimensions: built where it is needed, from the
+    // index values of its elements.
+    const HostTensor &h = *entry.host;
+    SmallVector<Value> elems;
+    for (int64_t k = 0, e = h.numElements(); k < e; ++k)
+      elems.push_back(arith::IndexCastOp::create(
+          builder, loc, h.elemType, dimValue(h.syms[k])));
+    entry.value = tensor::FromElementsOp::create(builder, loc, entry.type,
+                                                 elems);
+    return entry.value;
+  }
   TypedAttr attr;
   if (entry.host) {
     attr = entry.host->toAttr();
@@ -312,18 +458,38 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
   return entry.value;
 }
 
-void ONNXImporterImpl::setOutput(unsigned i, Value v) {
+void ONNXImporterImpl::setOutput(unsigned i, Value v,
+                                 ArrayRef<AffineExpr> dims) {
   if (!hasOutput(i))
     return;
   Entry entry;
   entry.value = v;
   entry.type = cast<RankedTensorType>(v.getType());
+  if (!dims.empty()) {
+    assert(dims.size() == static_cast<size_t>(entry.type.getRank()) &&
+           "one expression per dimension");
+    entry.dims.assign(dims.begin(), dims.end());
+  } else if (!entry.type.hasStaticShape()) {
+    for (int64_t d = 0; d < entry.type.getRank(); ++d)
+      entry.dims.push_back(
+          entry.type.isDynamicDim(d)
+              ? newSymbol(tensor::DimOp::create(builder, loc, v, d))
+              : cst(entry.type.getDimSize(d)));
+  }
+  if (!isDynamic(entry.dims))
+    entry.dims.clear();
   values[node->output(i)] = std::move(entry);
 }
 
 void ONNXImporterImpl::setHostOutput(unsigned i, HostTensor t) {
   if (!hasOutput(i))
     return;
+  // Sizes that turned out constant (a static dimension picked out of a
+  // Shape) are plain integers again.
+  if (t.isSymbolic() && llvm::all_of(t.syms, [](AffineExpr e) {
+        return isa<AffineConstantExpr>(e);
+      }))
+    t.syms.clear();
   Entry entry;
   entry.type = t.getType();
   entry.host = std::move(t);
@@ -389,19 +555,35 @@ ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
     return emitError(loc) << "graph input '" << name
                           << "' has no shape; give one with --input-shape "
                           << name << "=<d0>x<d1>...";
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (ShapedType::isDynamic(shape[d]))
-      return emitError(loc)
-             << "graph input '" << name << "' has dynamic dimension " << d
-             << " ('" << symbolic[d]
-             << "'); the importer needs static shapes: give them with "
-                "--input-shape "
-             << name << "=<d0>x<d1>...";
-  if (isBadShape(shape))
+  // Dynamic dimensions stay dynamic: one symbol per dim_param name (an
+  // unnamed one gets its own).
+  Entry entry;
+  SmallVector<int64_t> staticPart;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (ShapedType::isStatic(shape[d])) {
+      entry.dims.push_back(cst(shape[d]));
+      staticPart.push_back(shape[d]);
+      continue;
+    }
+    std::string key = symbolic[d] == "?"
+                          ? "?" + name + "." + std::to_string(d)
+                          : symbolic[d];
+    auto [it, inserted] =
+        symbolByName.try_emplace(key, symbolSources.size());
+    if (inserted) {
+      symbolSources.push_back({name, static_cast<unsigned>(d)});
+      symbolNames.push_back(symbolic[d] == "?"
+                                ? "dim " + std::to_string(d) + " of " + name
+                                : symbolic[d]);
+    }
+    entry.dims.push_back(getAffineSymbolExpr(it->second, getContext()));
+  }
+  if (isBadShape(staticPart))
     return emitError(loc) << "graph input '" << name
                           << "' has a negative dimension or too many "
                              "elements";
-  Entry entry;
+  if (!isDynamic(entry.dims))
+    entry.dims.clear();
   entry.type = RankedTensorType::get(shape, elemType);
   argTypes.push_back(entry.type);
   argNames.push_back(name);
@@ -460,6 +642,12 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     values[name].value = arg;
   }
   builder.setInsertionPointToEnd(entryBlock);
+  // The sizes of the dynamic input dimensions, read once.
+  for (auto [argName, dim] : symbolSources) {
+    Value arg = values[argName].value;
+    symbolValues.push_back(
+        tensor::DimOp::create(builder, arg.getLoc(), arg, dim));
+  }
 
   for (const onnx::NodeProto &n : graph.node()) {
     node = &n;

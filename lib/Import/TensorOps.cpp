@@ -16,35 +16,126 @@
 using namespace mlir;
 using namespace mlir::masformer;
 
+/// `input` (dimensions `in`) reshaped to `out`: collapse_shape or
+/// expand_shape where the dimensions group, tensor.reshape otherwise.
+Value mlir::masformer::buildReshapeDims(ONNXImporterImpl &im, Value input,
+                       ArrayRef<AffineExpr> in, ArrayRef<AffineExpr> out) {
+  auto srcType = cast<RankedTensorType>(input.getType());
+  RankedTensorType resultType = im.typeFor(out, srcType.getElementType());
+  if (!im.isDynamic(in) && !im.isDynamic(out))
+    return buildReshape(im.builder, im.loc, input, resultType);
+  OpBuilder &b = im.builder;
+  if (ArrayRef<AffineExpr>(in) == ArrayRef<AffineExpr>(out)) {
+    if (srcType != resultType)
+      return tensor::CastOp::create(b, im.loc, resultType, input);
+    return input;
+  }
+  // Group the dimensions of the longer list into runs whose products are
+  // the dimensions of the shorter one.
+  bool collapse = in.size() > out.size();
+  ArrayRef<AffineExpr> lng = collapse ? in : out, shrt = collapse ? out : in;
+  SmallVector<ReassociationIndices> groups;
+  size_t j = 0;
+  bool ok = !shrt.empty() || llvm::all_of(lng, [](AffineExpr e) {
+    return e == getAffineConstantExpr(1, e.getContext());
+  });
+  for (size_t i = 0; ok && i < shrt.size(); ++i) {
+    ReassociationIndices group;
+    SizeProduct want = SizeProduct::of(shrt[i]), have;
+    while (j < lng.size() && !(have == want && !group.empty())) {
+      have.multiply(lng[j]);
+      group.push_back(j++);
+    }
+    ok = have == want;
+    // Trailing unit dimensions join the last group.
+    if (i + 1 == shrt.size())
+      while (ok && j < lng.size() &&
+             lng[j] == getAffineConstantExpr(1, lng[j].getContext()))
+        group.push_back(j++);
+    groups.push_back(group);
+  }
+  ok = ok && j == lng.size() && in.size() != out.size();
+  if (ok && collapse) {
+    Value r = tensor::CollapseShapeOp::create(b, im.loc, input, groups);
+    if (r.getType() != resultType)
+      r = tensor::CastOp::create(b, im.loc, resultType, r);
+    return r;
+  }
+  if (ok) {
+    SmallVector<OpFoldResult> shape;
+    for (AffineExpr e : out) {
+      if (auto c = dyn_cast<AffineConstantExpr>(e))
+        shape.push_back(b.getIndexAttr(c.getValue()));
+      else
+        shape.push_back(im.dimValue(e));
+    }
+    return tensor::ExpandShapeOp::create(b, im.loc, resultType, input, groups,
+                                         shape);
+  }
+  // Otherwise through one dimension: collapse everything, expand to `out`.
+  Value v = input;
+  if (in.size() != 1) {
+    ReassociationIndices all;
+    for (size_t d = 0; d < in.size(); ++d)
+      all.push_back(d);
+    v = tensor::CollapseShapeOp::create(b, im.loc, input,
+                                        ArrayRef<ReassociationIndices>{all});
+  }
+  if (out.size() == 1) {
+    if (v.getType() != resultType)
+      v = tensor::CastOp::create(b, im.loc, resultType, v);
+    return v;
+  }
+  ReassociationIndices all;
+  SmallVector<OpFoldResult> shape;
+  for (size_t d = 0; d < out.size(); ++d) {
+    all.push_back(d);
+    if (auto c = dyn_cast<AffineConstantExpr>(out[d]))
+      shape.push_back(b.getIndexAttr(c.getValue()));
+    else
+      shape.push_back(im.dimValue(out[d]));
+  }
+  return tensor::ExpandShapeOp::create(b, im.loc, resultType, v,
+                                       ArrayRef<ReassociationIndices>{all},
+                                       shape);
+}
+
+
 namespace {
 
-/// Sets output 0 to `input` reshaped to `shape` (host or MLIR).
-LogicalResult reshapeTo(ONNXImporterImpl &im, ArrayRef<int64_t> shape) {
+/// Sets output 0 to input 0 reshaped to `dims` (host or MLIR).
+LogicalResult reshapeTo(ONNXImporterImpl &im, ArrayRef<AffineExpr> dims) {
   RankedTensorType t = im.inputType(0);
-  auto outType = RankedTensorType::get(shape, t.getElementType());
-  if (outType.getNumElements() != t.getNumElements())
-    return im.error() << "cannot reshape " << t << " to " << outType;
-  if (const HostTensor *h = im.hostInput(0)) {
+  SmallVector<AffineExpr> in = im.inputDims(0);
+  if (!(SizeProduct::of(in) == SizeProduct::of(dims)))
+    return im.error() << "cannot reshape " << t << " to "
+                      << im.typeFor(dims, t.getElementType());
+  const HostTensor *h = im.hostInput(0);
+  if (h && !im.isDynamic(dims)) {
     HostTensor out = *h;
-    out.shape.assign(shape.begin(), shape.end());
+    out.shape = ONNXImporterImpl::staticShape(dims);
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  im.setOutput(0, buildReshape(im.builder, im.loc, im.input(0), outType));
+  im.setOutput(0, buildReshapeDims(im, im.input(0), in, dims), dims);
   return success();
 }
+
 
 LogicalResult importShape(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"start", "end"})))
     return failure();
-  ArrayRef<int64_t> shape = im.inputType(0).getShape();
+  SmallVector<AffineExpr> shape = im.inputDims(0);
   int64_t rank = shape.size();
   int64_t start = im.attrInt("start", 0), end = im.attrInt("end", rank);
   start = std::clamp(start < 0 ? start + rank : start, int64_t(0), rank);
   end = std::clamp(end < 0 ? end + rank : end, int64_t(0), rank);
-  SmallVector<int64_t> dims(shape.begin() + start,
-                            shape.begin() + std::max(start, end));
-  im.setHostOutput(0, HostTensor::vectorInt(im.builder.getI64Type(), dims));
+  int64_t n = std::max(start, end) - start;
+  HostTensor out =
+      HostTensor::vectorInt(im.builder.getI64Type(), SmallVector<int64_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    out.setExpr(i, shape[start + i]);
+  im.setHostOutput(0, std::move(out));
   return success();
 }
 
@@ -93,12 +184,20 @@ LogicalResult importConstant(ONNXImporterImpl &im) {
 }
 
 LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
-  FailureOr<const HostTensor *> shapeT = im.requireHostInput(0, "shape");
+  FailureOr<const HostTensor *> shapeT =
+      im.requireHostInput(0, "shape", /*allowSymbolic=*/true);
   if (failed(shapeT))
     return failure();
-  SmallVector<int64_t> shape((*shapeT)->ints.begin(), (*shapeT)->ints.end());
-  if (isBadShape(shape))
-    return im.error() << "shape [" << shape
+  SmallVector<AffineExpr> dims;
+  for (int64_t i = 0, e = (*shapeT)->numElements(); i < e; ++i)
+    dims.push_back((*shapeT)->getExpr(i, im.getContext()));
+  SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
+  SmallVector<int64_t> known;
+  for (int64_t d : shape)
+    if (ShapedType::isStatic(d))
+      known.push_back(d);
+  if (isBadShape(known))
+    return im.error() << "shape [" << known
                       << "] has a negative dimension or too many elements";
   HostTensor value;
   value.elemType = im.builder.getF32Type();
@@ -112,6 +211,13 @@ LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
   if (value.numElements() != 1)
     return im.error() << "value must have one element";
   auto type = RankedTensorType::get(shape, value.elemType);
+  if (im.isDynamic(dims)) {
+    im.setOutput(0,
+                 buildFilled(im.builder, im.loc, type, value.getDouble(0),
+                             im.dynamicSizes(dims)),
+                 dims);
+    return success();
+  }
   if (type.getNumElements() <= kMaxHostElements) {
     im.setHostOutput(0, gatherHost(value, shape, [](ArrayRef<int64_t>) {
                        return int64_t(0);
@@ -124,12 +230,55 @@ LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
 
 LogicalResult importRange(ONNXImporterImpl &im) {
   for (unsigned i = 0; i < 3; ++i)
-    if (failed(im.requireHostInput(i, i == 0   ? "start"
-                                      : i == 1 ? "limit"
-                                               : "delta")))
+    if (failed(im.requireHostInput(i,
+                                   i == 0   ? "start"
+                                   : i == 1 ? "limit"
+                                            : "delta",
+                                   /*allowSymbolic=*/i < 2)))
       return failure();
   const HostTensor &start = *im.hostInput(0), &limit = *im.hostInput(1),
                    &delta = *im.hostInput(2);
+  if (start.isSymbolic() || limit.isSymbolic()) {
+    // A range over a dynamic size (positions, causal masks): computed at
+    // run time, start + i * delta.
+    int64_t d = delta.getInt(0);
+    if (d <= 0)
+      return im.error() << "a range over dynamic sizes needs a positive "
+                           "constant delta, got "
+                        << d;
+    MLIRContext *ctx = im.getContext();
+    AffineExpr s0 = start.getExpr(0, ctx), l0 = limit.getExpr(0, ctx);
+    AffineExpr count = (l0 - s0).ceilDiv(d);
+    Type et = start.elemType;
+    auto type = im.typeFor({count}, et);
+    Value init = im.emptyTensor({count}, et);
+    Value first = im.dimValue(s0);
+    im.setOutput(
+        0,
+        linalg::GenericOp::create(
+            im.builder, im.loc, type, ValueRange{}, ValueRange{init},
+            ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, ctx)},
+            ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+            [&](OpBuilder &b, Location loc, ValueRange) {
+              Value i = linalg::IndexOp::create(b, loc, 0);
+              Value v = arith::AddIOp::create(
+                  b, loc, first,
+                  arith::MulIOp::create(
+                      b, loc, i, arith::ConstantIndexOp::create(b, loc, d)));
+              Value x = isa<FloatType>(et)
+                            ? arith::SIToFPOp::create(
+                                  b, loc, et,
+                                  arith::IndexCastOp::create(
+                                      b, loc, b.getI64Type(), v))
+                                  .getResult()
+                            : arith::IndexCastOp::create(b, loc, et, v)
+                                  .getResult();
+              linalg::YieldOp::create(b, loc, x);
+            })
+            .getResult(0),
+        {count});
+    return success();
+  }
   HostTensor out;
   out.elemType = start.elemType;
   double s = start.getDouble(0), l = limit.getDouble(0),
@@ -158,49 +307,55 @@ LogicalResult importIdentity(ONNXImporterImpl &im) {
     im.setHostOutput(0, *h);
     return success();
   }
-  im.setOutput(0, im.input(0));
+  im.setOutput(0, im.input(0), im.inputDims(0));
   return success();
 }
 
 LogicalResult importReshape(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"allowzero"})))
     return failure();
-  FailureOr<const HostTensor *> target = im.requireHostInput(1, "shape");
+  FailureOr<const HostTensor *> target =
+      im.requireHostInput(1, "shape", /*allowSymbolic=*/true);
   if (failed(target))
     return failure();
-  ArrayRef<int64_t> in = im.inputType(0).getShape();
+  SmallVector<AffineExpr> in = im.inputDims(0);
   bool allowZero = im.attrInt("allowzero", 0);
-  SmallVector<int64_t> shape;
+  MLIRContext *ctx = im.getContext();
+  SmallVector<AffineExpr> dims;
   int64_t inferred = -1, known = 1;
-  for (auto [i, dim] : llvm::enumerate((*target)->ints)) {
-    int64_t d = dim;
-    if (d == 0 && !allowZero) {
-      if (i >= in.size())
+  for (int64_t i = 0, e = (*target)->numElements(); i < e; ++i) {
+    AffineExpr d = (*target)->getExpr(i, ctx);
+    auto c = dyn_cast<AffineConstantExpr>(d);
+    if (c && c.getValue() == 0 && !allowZero) {
+      if (i >= static_cast<int64_t>(in.size()))
         return im.error() << "shape copies dimension " << i
                           << " that the input does not have";
       d = in[i];
+      c = dyn_cast<AffineConstantExpr>(d);
     }
-    if (d == -1) {
+    if (c && c.getValue() == -1) {
       if (inferred >= 0)
         return im.error() << "shape has more than one -1";
       inferred = i;
-      d = 1;
-    } else if (d < 0) {
-      return im.error() << "invalid target dimension " << d;
-    }
-    if (__builtin_mul_overflow(known, d, &known) || known > kMaxTensorElements)
+      d = im.cst(1);
+    } else if (c && c.getValue() < 0) {
+      return im.error() << "invalid target dimension " << c.getValue();
+    } else if (c && (__builtin_mul_overflow(known, c.getValue(), &known) ||
+                     known > kMaxTensorElements)) {
       return im.error() << "target shape has too many elements";
-    shape.push_back(d);
+    }
+    dims.push_back(d);
   }
-  int64_t total = im.inputType(0).getNumElements();
-  if (isBadShape(shape))
-    return im.error() << "target shape has too many elements";
   if (inferred >= 0) {
-    if (known == 0 || total % known)
-      return im.error() << "cannot infer -1 reshaping " << im.inputType(0);
-    shape[inferred] = total / known;
+    std::optional<AffineExpr> rest =
+        SizeProduct::of(in).divide(SizeProduct::of(dims), ctx);
+    if (!rest)
+      return im.error() << "cannot infer -1 reshaping " << im.inputType(0)
+                        << " to " << im.typeFor(dims, im.builder.getI8Type())
+                        << " (with -1 as 1)";
+    dims[inferred] = *rest;
   }
-  return reshapeTo(im, shape);
+  return reshapeTo(im, dims);
 }
 
 /// Axes of Squeeze/Unsqueeze: input 1 from opset 13, the attribute before.
@@ -220,33 +375,34 @@ LogicalResult importSqueeze(ONNXImporterImpl &im) {
   FailureOr<SmallVector<int64_t>> axes = axesOf(im);
   if (failed(axes))
     return failure();
-  ArrayRef<int64_t> in = im.inputType(0).getShape();
+  SmallVector<AffineExpr> in = im.inputDims(0);
+  AffineExpr one = im.cst(1);
   SmallVector<bool> drop(in.size(), false);
   if (axes->empty()) {
     for (size_t d = 0; d < in.size(); ++d)
-      drop[d] = in[d] == 1;
+      drop[d] = in[d] == one;
   }
   for (int64_t a : *axes) {
     FailureOr<int64_t> ax = im.normalizeAxis(a, in.size());
     if (failed(ax))
       return failure();
-    if (in[*ax] != 1)
+    if (in[*ax] != one)
       return im.error() << "cannot squeeze dimension " << *ax << " of size "
-                        << in[*ax];
+                        << im.dimString(in[*ax]);
     drop[*ax] = true;
   }
-  SmallVector<int64_t> shape;
+  SmallVector<AffineExpr> dims;
   for (size_t d = 0; d < in.size(); ++d)
     if (!drop[d])
-      shape.push_back(in[d]);
-  return reshapeTo(im, shape);
+      dims.push_back(in[d]);
+  return reshapeTo(im, dims);
 }
 
 LogicalResult importUnsqueeze(ONNXImporterImpl &im) {
   FailureOr<SmallVector<int64_t>> axes = axesOf(im);
   if (failed(axes))
     return failure();
-  ArrayRef<int64_t> in = im.inputType(0).getShape();
+  SmallVector<AffineExpr> in = im.inputDims(0);
   int64_t rank = in.size() + axes->size();
   SmallVector<bool> isNew(rank, false);
   for (int64_t a : *axes) {
@@ -255,24 +411,24 @@ LogicalResult importUnsqueeze(ONNXImporterImpl &im) {
       return failure();
     isNew[*ax] = true;
   }
-  SmallVector<int64_t> shape;
+  SmallVector<AffineExpr> dims;
   size_t next = 0;
   for (int64_t d = 0; d < rank; ++d)
-    shape.push_back(isNew[d] ? 1 : in[next++]);
-  return reshapeTo(im, shape);
+    dims.push_back(isNew[d] ? im.cst(1) : in[next++]);
+  return reshapeTo(im, dims);
 }
 
 LogicalResult importFlatten(ONNXImporterImpl &im) {
-  ArrayRef<int64_t> in = im.inputType(0).getShape();
+  SmallVector<AffineExpr> in = im.inputDims(0);
   int64_t axis = im.attrInt("axis", 1);
   if (axis < 0)
     axis += in.size();
   if (axis < 0 || axis > (int64_t)in.size())
     return im.error() << "axis out of range";
-  int64_t outer = 1, inner = 1;
+  AffineExpr outer = im.cst(1), inner = im.cst(1);
   for (int64_t d = 0; d < (int64_t)in.size(); ++d)
-    (d < axis ? outer : inner) *= in[d];
-  return reshapeTo(im, {outer, inner});
+    (d < axis ? outer : inner) = (d < axis ? outer : inner) * in[d];
+  return reshapeTo(im, ArrayRef<AffineExpr>{outer, inner});
 }
 
 LogicalResult importTranspose(ONNXImporterImpl &im) {
@@ -296,8 +452,11 @@ LogicalResult importTranspose(ONNXImporterImpl &im) {
     seen[p] = true;
   }
   SmallVector<int64_t> shape;
-  for (int64_t p : perm)
+  SmallVector<AffineExpr> in = im.inputDims(0), dims;
+  for (int64_t p : perm) {
     shape.push_back(t.getDimSize(p));
+    dims.push_back(in[p]);
+  }
   if (const HostTensor *h = im.hostInput(0)) {
     im.setHostOutput(0, gatherHost(*h, shape, [&](ArrayRef<int64_t> idx) {
                        SmallVector<int64_t> src(rank);
@@ -307,45 +466,57 @@ LogicalResult importTranspose(ONNXImporterImpl &im) {
                      }));
     return success();
   }
-  Value init = tensor::EmptyOp::create(im.builder, im.loc, shape,
-                                       t.getElementType());
-  im.setOutput(0, linalg::TransposeOp::create(im.builder, im.loc, im.input(0),
-                                              init, perm)
-                      .getResult()[0]);
+  Value init = im.emptyTensor(dims, t.getElementType());
+  im.setOutput(0,
+               linalg::TransposeOp::create(im.builder, im.loc, im.input(0),
+                                           init, perm)
+                   .getResult()[0],
+               dims);
   return success();
 }
 
 LogicalResult importExpand(ONNXImporterImpl &im) {
-  FailureOr<const HostTensor *> target = im.requireHostInput(1, "shape");
+  FailureOr<const HostTensor *> target =
+      im.requireHostInput(1, "shape", /*allowSymbolic=*/true);
   if (failed(target))
     return failure();
   RankedTensorType t = im.inputType(0);
-  SmallVector<int64_t> want((*target)->ints.begin(), (*target)->ints.end());
-  FailureOr<SmallVector<int64_t>> shape = broadcastShapes(t.getShape(), want);
-  if (failed(shape))
-    return im.error() << t << " cannot expand to shape [" << want << "]";
-  auto outType = RankedTensorType::get(*shape, t.getElementType());
+  SmallVector<AffineExpr> want;
+  for (int64_t i = 0, e = (*target)->numElements(); i < e; ++i)
+    want.push_back((*target)->getExpr(i, im.getContext()));
+  FailureOr<SmallVector<AffineExpr>> dims =
+      im.broadcastDims(im.inputDims(0), want);
+  if (failed(dims))
+    return im.error() << t << " cannot expand to shape "
+                      << im.typeFor(want, t.getElementType());
+  auto outType = im.typeFor(*dims, t.getElementType());
   if (const HostTensor *h = im.hostInput(0);
-      h && outType.getNumElements() <= kMaxHostElements) {
+      h && outType.hasStaticShape() &&
+      outType.getNumElements() <= kMaxHostElements) {
     HostTensor out;
-    out.shape = *shape;
+    out.shape.assign(outType.getShape().begin(), outType.getShape().end());
     out.elemType = t.getElementType();
     out.resize(outType.getNumElements());
     ArrayRef<int64_t> shapes[] = {h->shape};
-    forEachBroadcast(*shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
+    forEachBroadcast(out.shape, shapes, [&](int64_t o, ArrayRef<int64_t> in) {
       if (out.isFloat())
         out.floats[o] = h->floats[in[0]];
+      else if (h->isSymbolic())
+        out.setExpr(o, h->syms[in[0]]);
       else
         out.ints[o] = h->ints[in[0]];
     });
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  im.setOutput(0, buildBroadcastGeneric(
-                      im.builder, im.loc, {im.input(0)}, outType,
-                      [](OpBuilder &, Location, ValueRange args) {
-                        return args[0];
-                      }));
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   im.builder, im.loc, {im.input(0)}, outType,
+                   [](OpBuilder &, Location, ValueRange args) {
+                     return args[0];
+                   },
+                   im.dynamicSizes(*dims)),
+               *dims);
   return success();
 }
 
@@ -383,6 +554,7 @@ LogicalResult importTrilu(ONNXImporterImpl &im) {
     return success();
   }
   Type et = t.getElementType();
+  SmallVector<AffineExpr> dims = im.inputDims(0);
   im.setOutput(0, buildBroadcastGeneric(
                       im.builder, im.loc, {im.input(0)}, t,
                       [&](OpBuilder &b, Location loc, ValueRange args) {
@@ -403,7 +575,9 @@ LogicalResult importTrilu(ONNXImporterImpl &im) {
                         return arith::SelectOp::create(b, loc, cond, args[0],
                                                        zero)
                             .getResult();
-                      }));
+                      },
+                      im.dynamicSizes(dims)),
+               dims);
   return success();
 }
 

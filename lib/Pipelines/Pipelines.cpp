@@ -24,7 +24,14 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
       "convert-elementwise-to-linalg,"
       "one-shot-bufferize{bufferize-function-boundaries "
       "allow-return-allocs-from-loops},"
-      "convert-linalg-to-loops,expand-strided-metadata,lower-affine,"
+      "convert-linalg-to-loops,"
+      // Loads and stores through reshaped views of strided slices (dynamic
+      // shapes) go to the underlying buffers, and the views' sizes to the
+      // values they were built from: expand-strided-metadata of LLVM 22
+      // crashes on an expand_shape of a slice with a dynamic stride.
+      "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
+      "canonicalize,"
+      "expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,arith-expand,convert-math-to-llvm,convert-math-to-libm,"
       "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts";

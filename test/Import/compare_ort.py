@@ -48,6 +48,10 @@ def main():
     ap.add_argument("--ort-model",
                     help="run this model in onnxruntime instead of MODEL "
                          "(e.g. the exported rewrite of MODEL)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="import without --input-shape (the dynamic "
+                         "dimensions stay dynamic); the shapes only size the "
+                         "inputs of the run")
     ap.add_argument("--translate", default="masformer-translate")
     ap.add_argument("--opt", default="masformer-opt")
     ap.add_argument("--runner", default="mlir-runner")
@@ -68,7 +72,7 @@ def main():
     want = sess.run(None, feeds)
 
     cmd = [a.translate, "--import-onnx", a.model]
-    for spec in a.input_shape:
+    for spec in [] if a.dynamic else a.input_shape:
         cmd += ["--input-shape", spec]
     imported = subprocess.run(cmd, capture_output=True, text=True)
     if imported.returncode:

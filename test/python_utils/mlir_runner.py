@@ -18,9 +18,10 @@ _DTYPES = {"f32": np.float32, "f16": np.float16, "i64": np.int64,
 
 
 def _parse_type(t):
+    """tensor<2x?x8xf32> -> ([2, None, 8], "f32")."""
     body = t[len("tensor<"):-1]
     parts = body.split("x")
-    return [int(p) for p in parts[:-1]], parts[-1]
+    return [None if p == "?" else int(p) for p in parts[:-1]], parts[-1]
 
 
 def main_signature(mlir_text, func="main"):
@@ -48,12 +49,16 @@ def _hex_dense(x, elem):
     return f'dense<"0x{raw.hex().upper()}">'
 
 
+def _dim(d):
+    return "?" if d is None else str(d)
+
+
 def _ty(shape, elem):
-    return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
+    return "tensor<" + "".join(f"{_dim(d)}x" for d in shape) + elem + ">"
 
 
 def _memref(shape, elem):
-    return "memref<" + "".join(f"{d}x" for d in shape) + elem + ">"
+    return "memref<" + "".join(f"{_dim(d)}x" for d in shape) + elem + ">"
 
 
 def build_entry(args, results, inputs, func="main"):
@@ -62,12 +67,20 @@ def build_entry(args, results, inputs, func="main"):
              "func.func @masformer_entry() {"]
     names = []
     for i, ((shape, elem), x) in enumerate(zip(args, inputs)):
-        if list(x.shape) != shape:
+        if len(x.shape) != len(shape) or any(
+                d is not None and d != n for d, n in zip(shape, x.shape)):
             raise ValueError(f"input {i} has shape {x.shape}, @main wants "
                              f"{shape}")
+        static = list(x.shape)
         lines.append(f"  %in{i} = arith.constant {_hex_dense(x, elem)} : "
-                     f"{_ty(shape, elem)}")
-        names.append(f"%in{i}")
+                     f"{_ty(static, elem)}")
+        if static != shape:
+            # A dynamic @main: the static inputs are cast to its types.
+            lines.append(f"  %dyn{i} = tensor.cast %in{i} : "
+                         f"{_ty(static, elem)} to {_ty(shape, elem)}")
+            names.append(f"%dyn{i}")
+        else:
+            names.append(f"%in{i}")
     rtypes = [_ty(s, e) for s, e in results]
     lines.append(f"  %r:{len(results)} = call @{func}({', '.join(names)}) : "
                  f"({', '.join(_ty(s, e) for s, e in args)}) -> "
@@ -117,7 +130,10 @@ def run_module(mlir_text, inputs, opt="masformer-opt", runner="mlir-runner",
         raise RuntimeError(f"expected {len(results)} printed results, got "
                            f"{len(blocks)}")
     outs = []
-    for block, (shape, elem) in zip(blocks, results):
+    for block, (_, elem) in zip(blocks, results):
+        # The printed sizes: results of a dynamic @main have them only there.
+        sizes = re.search(r"sizes = \[([^\]]*)\]", block).group(1)
+        shape = [int(d) for d in sizes.split(",") if d.strip()]
         vals = [float(v) for v in _NUMBER.findall(block.split("data =", 1)[1])]
         arr = np.array(vals).reshape(shape)
         outs.append(arr.astype(np.int64) if elem == "i64" else arr)

@@ -31,6 +31,14 @@ save(h.make_graph(
     [h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])],
     [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4])]), "dynamic.onnx")
 
+# Two dynamic dimensions the importer cannot prove equal, broadcast together.
+save(h.make_graph(
+    [h.make_node("Add", ["a", "b"], ["y"], name="add_0")], "dynamic_mismatch",
+    [h.make_tensor_value_info("a", T.FLOAT, ["n", 4]),
+     h.make_tensor_value_info("b", T.FLOAT, ["m", 4])],
+    [h.make_tensor_value_info("y", T.FLOAT, ["n", 4])]),
+    "dynamic-mismatch.onnx")
+
 # An attribute the importer would otherwise ignore.
 save(h.make_graph(
     [h.make_node("Gemm", ["x", "w"], ["y"], name="gemm_0", transA=0,

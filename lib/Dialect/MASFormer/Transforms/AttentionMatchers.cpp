@@ -205,14 +205,22 @@ bool mlir::masformer::reachesScores(Value v, int depth) {
 /// element i is kept.
 bool mlir::masformer::isCausalPattern(DenseElementsAttr attr,
                      llvm::function_ref<std::optional<bool>(int64_t)> kept) {
-  auto ty = cast<ShapedType>(attr.getType());
-  if (ty.getRank() < 2)
+  return isCausalShape(cast<ShapedType>(attr.getType()).getShape(), kept);
+}
+
+bool mlir::masformer::isCausalShape(
+    ArrayRef<int64_t> shape,
+    llvm::function_ref<std::optional<bool>(int64_t)> kept) {
+  if (shape.size() < 2)
     return false;
-  int64_t q = ty.getDimSize(ty.getRank() - 2);
-  int64_t kv = ty.getDimSize(ty.getRank() - 1);
-  if (q > kv)
+  int64_t q = shape[shape.size() - 2];
+  int64_t kv = shape.back();
+  if (q > kv || q == 0)
     return false;
-  int64_t slices = ty.getNumElements() / (q * kv);
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  int64_t slices = n / (q * kv);
   for (int64_t s = 0; s < slices; ++s)
     for (int64_t i = 0; i < q; ++i)
       for (int64_t j = 0; j < kv; ++j) {
@@ -246,6 +254,23 @@ bool mlir::masformer::isUpperMasked(Value v, int depth) {
   auto ty = dyn_cast<RankedTensorType>(v.getType());
   if (!ty || !isa<FloatType>(ty.getElementType()))
     return false;
+  // Computed from dynamic sizes only: check it at probe sizes.
+  if (probeMask(v, [](ArrayRef<int64_t> shape,
+                      llvm::function_ref<double(int64_t)> at) {
+        if (shape.size() < 2)
+          return false;
+        int64_t q = shape[shape.size() - 2], kv = shape.back();
+        int64_t n = 1;
+        for (int64_t d : shape)
+          n *= d;
+        for (int64_t s = 0; s < n / std::max<int64_t>(q * kv, 1); ++s)
+          for (int64_t i = 0; i < q; ++i)
+            for (int64_t j = i + kv - q + 1; j < kv; ++j)
+              if (j >= 0 && at(s * q * kv + i * kv + j) > kMaskedThreshold)
+                return false;
+        return q <= kv;
+      }))
+    return true;
   DenseElementsAttr attr;
   if (matchPattern(v, m_Constant(&attr))) {
     auto values = attr.getValues<APFloat>();

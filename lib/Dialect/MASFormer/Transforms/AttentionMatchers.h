@@ -66,6 +66,21 @@ bool isCausalPattern(DenseElementsAttr attr,
 /// (<= kMaskedThreshold) whatever the model's inputs are.
 bool isUpperMasked(Value v, int depth = 16);
 
+/// For a mask computed from dynamic sizes only (no input data): evaluates
+/// it at two sets of small probe sizes (MaskProbe.cpp) and returns whether
+/// `check(shape, element)` holds for both. False when the mask has a static
+/// shape, depends on the model's inputs, or uses ops the evaluator does not
+/// know.
+bool probeMask(Value mask,
+               llvm::function_ref<bool(ArrayRef<int64_t> shape,
+                                       llvm::function_ref<double(int64_t)> at)>
+                   check);
+
+/// Whether the element function `kept(i)` over `shape` [..., q, kv] keeps
+/// exactly the causal (bottom-right aligned) triangle.
+bool isCausalShape(ArrayRef<int64_t> shape,
+                   llvm::function_ref<std::optional<bool>(int64_t)> kept);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONMATCHERS_H

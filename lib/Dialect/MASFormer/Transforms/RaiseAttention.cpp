@@ -84,12 +84,24 @@ LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
     causal = true;
     return success();
   }
+  // A causal condition computed from dynamic sizes.
+  if (probeMask(cond, [&](ArrayRef<int64_t> shape,
+                          llvm::function_ref<double(int64_t)> at) {
+        return isCausalShape(shape, [&](int64_t i) -> std::optional<bool> {
+          bool v = at(i) != 0.0;
+          return keepWhenTrue ? v : !v;
+        });
+      })) {
+    causal = true;
+    return success();
+  }
   // Any other boolean mask becomes additive: 0 where kept, -inf elsewhere.
   OpBuilder b(softmax);
   auto ct = cast<RankedTensorType>(cond.getType());
   auto ft = RankedTensorType::get(ct.getShape(), b.getF32Type());
   Location loc = softmax.getLoc();
-  Value init = tensor::EmptyOp::create(b, loc, ct.getShape(), b.getF32Type());
+  Value init = tensor::EmptyOp::create(
+      b, loc, tensor::getMixedSizes(b, loc, cond), b.getF32Type());
   int64_t rank = ct.getRank();
   AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
   Value mask =
@@ -132,6 +144,21 @@ LogicalResult AttentionRaiser::addAdditiveMask(Value mask, double factor) {
       causal = true;
       return success();
     }
+  }
+  // A causal mask computed from dynamic sizes.
+  if (probeMask(mask, [&](ArrayRef<int64_t> shape,
+                          llvm::function_ref<double(int64_t)> at) {
+        return isCausalShape(shape, [&](int64_t i) -> std::optional<bool> {
+          double v = at(i);
+          if (v == 0.0)
+            return true;
+          if (v <= kMaskedThreshold)
+            return false;
+          return std::nullopt;
+        });
+      })) {
+    causal = true;
+    return success();
   }
   // A combined causal + padding mask computed at run time: still causal
   // (and kept, for its padding part).
@@ -233,8 +260,24 @@ Value AttentionRaiser::buildMask(OpBuilder &b, Location loc) {
     inputs.push_back(m.mask);
   }
   maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
+  // Sizes: static ones as they are, a dynamic one from a mask that has it.
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t o = 0; o < rank; ++o) {
+    if (ShapedType::isStatic(shape[o])) {
+      sizes.push_back(b.getIndexAttr(shape[o]));
+      continue;
+    }
+    for (const MaskTerm &m : masks) {
+      auto t = cast<RankedTensorType>(m.mask.getType());
+      int64_t d = o - (rank - t.getRank());
+      if (d >= 0 && t.isDynamicDim(d)) {
+        sizes.push_back(tensor::DimOp::create(b, loc, m.mask, d).getResult());
+        break;
+      }
+    }
+  }
   auto outType = RankedTensorType::get(shape, b.getF32Type());
-  Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
+  Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
   return linalg::GenericOp::create(
              b, loc, outType, inputs, ValueRange{init}, maps,
              SmallVector<utils::IteratorType>(rank,
@@ -302,19 +345,21 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
       k = peelScale(src, scale);
     } else {
       auto srcTy = cast<RankedTensorType>(src.getType());
-      SmallVector<int64_t> shape;
+      SmallVector<OpFoldResult> srcSizes = tensor::getMixedSizes(b, loc, src);
+      SmallVector<OpFoldResult> sizes;
       for (int64_t d : composed)
-        shape.push_back(srcTy.getDimSize(d));
-      Value init = tensor::EmptyOp::create(b, loc, shape,
+        sizes.push_back(srcSizes[d]);
+      Value init = tensor::EmptyOp::create(b, loc, sizes,
                                            srcTy.getElementType());
       k = linalg::TransposeOp::create(b, loc, src, init, composed)
               .getResult()[0];
     }
   } else {
     auto ktTy = cast<RankedTensorType>(kt.getType());
-    SmallVector<int64_t> shape = {ktTy.getDimSize(0), ktTy.getDimSize(1),
-                                  ktTy.getDimSize(3), ktTy.getDimSize(2)};
-    Value init = tensor::EmptyOp::create(b, loc, shape,
+    SmallVector<OpFoldResult> ktSizes = tensor::getMixedSizes(b, loc, kt);
+    SmallVector<OpFoldResult> sizes = {ktSizes[0], ktSizes[1], ktSizes[3],
+                                       ktSizes[2]};
+    Value init = tensor::EmptyOp::create(b, loc, sizes,
                                          ktTy.getElementType());
     k = linalg::TransposeOp::create(b, loc, kt, init,
                                     ArrayRef<int64_t>{0, 1, 3, 2})
