@@ -18,7 +18,6 @@ trap 'rm -rf "$out"' EXIT
 model="$root/test/fixtures/gpt2.onnx"
 echo "== masformer-opt test/fixtures/gpt2.onnx --masformer-rewrite-spans=\"span=block:4 full-layers=0\""
 "$build/bin/masformer-opt" "$model" \
-  --input-shape input_ids=1x16 --input-shape attention_mask=1x16 \
   --masformer-rewrite-spans="span=block:4 full-layers=0" \
   --masformer-span-report="seq-len=16" \
   -o "$out/gpt2-masformer.onnx"

@@ -29,7 +29,8 @@ namespace mlir::masformer {
 /// Options of the ONNX importer.
 struct ONNXImportOptions {
   /// Static shapes for graph inputs, by name (`--input-shape
-  /// input_ids=1x2048`). Dynamic input dimensions must be fixed here.
+  /// input_ids=1x2048`). Dynamic input dimensions not fixed here stay
+  /// dynamic (docs/import.md, "Shapes").
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   /// Name of the function that holds the graph.
   std::string functionName = "main";
