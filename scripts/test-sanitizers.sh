@@ -15,7 +15,7 @@ build="${ASAN_BUILD_DIR:-$root/build-asan}"
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang-22 CXX=clang++-22 cmake -S "$root" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release -DMASFORMER_SANITIZE=ON \
-    -DMASFORMER_ENABLE_FUZZERS=ON >/dev/null
+    -DMASFORMER_ENABLE_FUZZERS=ON -DMASFORMER_ENABLE_PYTHON=OFF >/dev/null
 fi
 start=$(date +%s)
 ninja -C "$build"

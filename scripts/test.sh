@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds, and runs the whole test suite
-# (ctest, which runs the lit suite under test/). README command (2); CI runs
-# this through .ci/run.
+# (ctest, which runs the pytest suite of python/ and the lit suite under
+# test/). README command (2); CI runs this through .ci/run.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"

@@ -7,6 +7,7 @@
 
 #include "Layers.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Dialect/MASFormer/Transforms/SpanReport.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -22,6 +23,41 @@ namespace mlir::masformer {
 using namespace mlir;
 using namespace mlir::masformer;
 
+FailureOr<SpanReport> mlir::masformer::computeSpanReport(ModuleOp module,
+                                                        int64_t seqLen) {
+  if (seqLen <= 0)
+    return emitError(module.getLoc())
+           << "--masformer-span-report needs seq-len=N with N > 0";
+  FailureOr<SmallVector<AttentionOp>> layers = collectLayers(module);
+  if (failed(layers))
+    return failure();
+  SpanReport report;
+  report.seqLen = seqLen;
+  for (AttentionOp op : *layers) {
+    int64_t heads = op.getQueryType().getDimSize(1);
+    int64_t dim = op.getQueryType().getDimSize(3);
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(dim))
+      return op.emitError("--masformer-span-report needs static heads and "
+                          "head_dim");
+    LayerCost c;
+    c.layer = *op.getLayer();
+    SpanAttr span = op.getSpan();
+    c.span = stringifySpanKind(span.getKind()).str();
+    c.spanSize = span.getSize();
+    c.causal = op.getCausal();
+    c.heads = heads;
+    c.headDim = dim;
+    double perPair = 4.0 * heads * dim;
+    c.flops = perPair * span.countPairs(seqLen, seqLen, c.causal);
+    c.fullFlops = perPair * SpanAttr::get(op.getContext(), SpanKind::Full)
+                                .countPairs(seqLen, seqLen, c.causal);
+    report.totalFlops += c.flops;
+    report.fullFlops += c.fullFlops;
+    report.layers.push_back(std::move(c));
+  }
+  return report;
+}
+
 namespace {
 
 struct SpanReportPass final
@@ -36,55 +72,38 @@ struct SpanReportPass final
 
   LogicalResult report() {
     ModuleOp module = getOperation();
-    if (seqLen <= 0)
-      return emitError(module.getLoc())
-             << "--masformer-span-report needs seq-len=N with N > 0";
-    FailureOr<SmallVector<AttentionOp>> layers = collectLayers(module);
-    if (failed(layers))
+    FailureOr<SpanReport> r = computeSpanReport(module, seqLen);
+    if (failed(r))
       return failure();
     int64_t n = seqLen;
     llvm::raw_ostream &os = llvm::outs();
-    os << "masformer span report: " << layers->size()
+    os << "masformer span report: " << r->layers.size()
        << " attention layers, seq-len " << n << ", batch 1\n";
     os << llvm::format("%5s  %-14s %6s %6s %9s %14s %9s\n", "layer", "span",
                        "causal", "heads", "head_dim", "attn GFLOP",
                        "of full");
     llvm::json::Array rows;
-    double total = 0, totalFull = 0;
-    for (AttentionOp op : *layers) {
-      int64_t heads = op.getQueryType().getDimSize(1);
-      int64_t dim = op.getQueryType().getDimSize(3);
-      if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(dim))
-        return op.emitError("--masformer-span-report needs static heads and "
-                            "head_dim");
-      bool causal = op.getCausal();
-      SpanAttr span = op.getSpan();
-      double perPair = 4.0 * heads * dim;
-      double flops = perPair * span.countPairs(n, n, causal);
-      double fullFlops =
-          perPair * SpanAttr::get(op.getContext(), SpanKind::Full)
-                        .countPairs(n, n, causal);
-      total += flops;
-      totalFull += fullFlops;
-      double frac = fullFlops > 0 ? flops / fullFlops : 1.0;
+    for (const LayerCost &c : r->layers) {
+      double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
+      std::string span =
+          c.span == "full" ? c.span : c.span + " " + std::to_string(c.spanSize);
       os << llvm::format("%5lld  %-14s %6s %6lld %9lld %14.3f %9.3f\n",
-                         (long long)*op.getLayer(), span.str().c_str(),
-                         causal ? "yes" : "no", (long long)heads,
-                         (long long)dim, flops / 1e9, frac);
-      rows.push_back(llvm::json::Object{
-          {"layer", *op.getLayer()},
-          {"span", stringifySpanKind(span.getKind())},
-          {"span_size", span.getSize()},
-          {"causal", causal},
-          {"heads", heads},
-          {"head_dim", dim},
-          {"flops", flops},
-          {"full_flops", fullFlops},
-          {"fraction_of_full", frac}});
+                         (long long)c.layer, span.c_str(),
+                         c.causal ? "yes" : "no", (long long)c.heads,
+                         (long long)c.headDim, c.flops / 1e9, frac);
+      rows.push_back(llvm::json::Object{{"layer", c.layer},
+                                        {"span", c.span},
+                                        {"span_size", c.spanSize},
+                                        {"causal", c.causal},
+                                        {"heads", c.heads},
+                                        {"head_dim", c.headDim},
+                                        {"flops", c.flops},
+                                        {"full_flops", c.fullFlops},
+                                        {"fraction_of_full", frac}});
     }
-    double frac = totalFull > 0 ? total / totalFull : 1.0;
+    double frac = r->fractionOfFull();
     os << llvm::format("%5s  %-14s %6s %6s %9s %14.3f %9.3f\n", "total", "",
-                       "", "", "", total / 1e9, frac);
+                       "", "", "", r->totalFlops / 1e9, frac);
     os << llvm::format("attention cost: %.1f%% of full attention "
                        "(%.1f%% saved)\n",
                        100.0 * frac, 100.0 * (1.0 - frac));
@@ -98,8 +117,8 @@ struct SpanReportPass final
       llvm::json::Object doc{{"seq_len", n},
                              {"batch", 1},
                              {"layers", std::move(rows)},
-                             {"total_flops", total},
-                             {"full_flops", totalFull},
+                             {"total_flops", r->totalFlops},
+                             {"full_flops", r->fullFlops},
                              {"fraction_of_full", frac}};
       file->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc)))
                  << "\n";

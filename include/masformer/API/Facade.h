@@ -1,0 +1,41 @@
+//===- Facade.h - The rewrite API in plain C++ types ----------------*- C++ -*-===//
+//
+// rewriteONNXFile behind plain C++ types, with the diagnostics collected as
+// text: what language bindings (the Python extension, built with RTTI and
+// exceptions) call without including MLIR headers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_API_FACADE_H
+#define MASFORMER_API_FACADE_H
+
+#include "masformer/API/SpanCost.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlir::masformer::api {
+
+struct RewriteRequest {
+  std::string src, dst;
+  /// The options of --masformer-rewrite-spans; empty: no rewrite.
+  std::string spans;
+  int64_t seqLen = 2048;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes;
+};
+
+struct RewriteResult {
+  bool ok = false;
+  /// Every error, one per line, each naming the file, node, op or option.
+  std::string error;
+  std::vector<std::string> warnings;
+  SpanReport report;
+};
+
+RewriteResult rewrite(const RewriteRequest &request);
+
+} // namespace mlir::masformer::api
+
+#endif // MASFORMER_API_FACADE_H

@@ -1,0 +1,84 @@
+"""The span report: each attention layer's span and attention cost."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One attention layer at the report's sequence length (batch 1).
+
+    FLOPs count 4 * heads * head_dim per computed (query, key) pair.
+    """
+
+    layer: int
+    span: str            # "full", "block" or "window"
+    span_size: int       # block or window size; 0 for full
+    causal: bool
+    heads: int
+    head_dim: int
+    flops: float
+    full_flops: float
+
+    @property
+    def fraction_of_full(self) -> float:
+        return self.flops / self.full_flops if self.full_flops else 1.0
+
+    @property
+    def span_text(self) -> str:
+        return self.span if self.span == "full" else \
+            f"{self.span} {self.span_size}"
+
+
+@dataclass(frozen=True)
+class SpanReport:
+    seq_len: int
+    layers: list = field(default_factory=list)
+    total_flops: float = 0.0
+    full_flops: float = 0.0
+    warnings: list = field(default_factory=list)
+
+    @property
+    def fraction_of_full(self) -> float:
+        """Attention cost of the model relative to full attention."""
+        return self.total_flops / self.full_flops if self.full_flops else 1.0
+
+    @property
+    def saved(self) -> float:
+        return 1.0 - self.fraction_of_full
+
+    @property
+    def full_layers(self) -> list:
+        return [c.layer for c in self.layers if c.span == "full"]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SpanReport":
+        return cls(seq_len=d["seq_len"],
+                   layers=[LayerCost(**c) for c in d["layers"]],
+                   total_flops=d["total_flops"], full_flops=d["full_flops"],
+                   warnings=list(d.get("warnings", [])))
+
+    def to_dict(self) -> dict:
+        return {"seq_len": self.seq_len,
+                "layers": [dict(c.__dict__,
+                                fraction_of_full=c.fraction_of_full)
+                           for c in self.layers],
+                "total_flops": self.total_flops,
+                "full_flops": self.full_flops,
+                "fraction_of_full": self.fraction_of_full}
+
+    def __str__(self) -> str:
+        lines = [f"masformer span report: {len(self.layers)} attention "
+                 f"layers, seq-len {self.seq_len}, batch 1",
+                 f"{'layer':>5}  {'span':<14} {'causal':>6} {'heads':>6} "
+                 f"{'head_dim':>9} {'attn GFLOP':>14} {'of full':>9}"]
+        for c in self.layers:
+            lines.append(f"{c.layer:>5}  {c.span_text:<14} "
+                         f"{'yes' if c.causal else 'no':>6} {c.heads:>6} "
+                         f"{c.head_dim:>9} {c.flops / 1e9:>14.3f} "
+                         f"{c.fraction_of_full:>9.3f}")
+        lines.append(f"{'total':>5}  {'':<14} {'':>6} {'':>6} {'':>9} "
+                     f"{self.total_flops / 1e9:>14.3f} "
+                     f"{self.fraction_of_full:>9.3f}")
+        lines.append(f"attention cost: {100 * self.fraction_of_full:.1f}% of "
+                     f"full attention ({100 * self.saved:.1f}% saved)")
+        return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""masformer.rewrite and masformer.span_report."""
+
+import os
+import re
+import warnings
+
+from . import _masformer
+from ._report import SpanReport
+
+Error = _masformer.Error
+
+_POLICIES = ("bottom", "top", "spread", "calibrated")
+
+
+def _spans_option(span, full_layers, policy, num_full):
+    """The --masformer-rewrite-spans options for these arguments."""
+    if not isinstance(span, str) or not re.fullmatch(
+            r"(block|window):\d+", span):
+        raise ValueError(f"span must be 'block:B' or 'window:W' (B, W > 0), "
+                         f"got {span!r}")
+    if int(span.split(":")[1]) <= 0:
+        raise ValueError(f"span size must be positive, got {span!r}")
+    parts = [f"span={span}"]
+    if full_layers is not None:
+        if policy is not None or num_full is not None:
+            raise ValueError("full_layers names the full layers itself and "
+                             "cannot be combined with policy or num_full")
+        layers = list(full_layers)
+        if any(not isinstance(l, int) or l < 0 for l in layers):
+            raise ValueError(f"full_layers must be layer indices >= 0, got "
+                             f"{full_layers!r}")
+        if layers:
+            parts.append("full-layers=" + ",".join(str(l) for l in layers))
+        else:
+            parts.append("num-full=0")
+    if policy is not None:
+        if policy not in _POLICIES:
+            raise ValueError(f"policy must be one of {_POLICIES}, got "
+                             f"{policy!r}")
+        parts.append(f"policy={policy}")
+    if num_full is not None:
+        if not isinstance(num_full, int) or num_full < 0:
+            raise ValueError(f"num_full must be an integer >= 0, got "
+                             f"{num_full!r}")
+        parts.append(f"num-full={num_full}")
+    return " ".join(parts)
+
+
+def _shapes(input_shapes):
+    out = []
+    for name, dims in (input_shapes or {}).items():
+        dims = [int(d) for d in dims]
+        out.append((str(name), dims))
+    return out
+
+
+def _run(src, dst, spans, seq_len, input_shapes):
+    src = os.fspath(src)
+    if not os.path.exists(src):
+        raise FileNotFoundError(f"no such ONNX model: {src!r}")
+    if not isinstance(seq_len, int) or seq_len <= 0:
+        raise ValueError(f"seq_len must be a positive integer, got "
+                         f"{seq_len!r}")
+    d = _masformer.rewrite(src, os.fspath(dst) if dst else "", spans,
+                           seq_len, _shapes(input_shapes))
+    report = SpanReport.from_dict(d)
+    for w in report.warnings:
+        warnings.warn(w, stacklevel=3)
+    return report
+
+
+def rewrite(src, dst=None, *, span, full_layers=None, policy=None,
+            num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
+    """MASFormer-rewrites the ONNX model `src` into `dst`.
+
+    span: "block:B" or "window:W", the span of the rewritten layers.
+    Which layers keep full attention: `full_layers` (indices), or `policy`
+    ("bottom", the paper's placement and the default; "top"; "spread") with
+    `num_full` layers (default ceil(layers / 6)).
+    seq_len: sequence length of the returned cost report.
+    input_shapes: optional {input name: [dims]} fixing dynamic dimensions
+    (the written model keeps its dynamic axes either way).
+    dst=None: nothing is written, only the report is returned.
+    """
+    spans = _spans_option(span, full_layers, policy, num_full)
+    if dst is not None and not os.fspath(dst).endswith(".onnx"):
+        raise ValueError(f"dst must be a .onnx path, got {dst!r}")
+    return _run(src, dst, spans, seq_len, input_shapes)
+
+
+def span_report(src, *, seq_len=2048, input_shapes=None) -> SpanReport:
+    """The attention layers of `src` as they are, and their cost."""
+    return _run(src, None, "", seq_len, input_shapes)

@@ -1,0 +1,132 @@
+"""masformer.rewrite / span_report: the same rewrite as masformer-opt, the
+span report as Python objects, and one clear exception per bad input."""
+
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import masformer
+
+
+def run_ort(path, ids):
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), opts,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, {"input_ids": ids,
+                           "attention_mask": np.ones_like(ids)})[0]
+
+
+def test_rewrite_equals_the_command_line(fixtures, tool, tmp_path):
+    out = tmp_path / "py.onnx"
+    report = masformer.rewrite(fixtures / "gpt2.onnx", out, span="block:4",
+                               full_layers=[0], seq_len=16)
+    cli = tmp_path / "cli.onnx"
+    subprocess.run([tool("masformer-opt"), str(fixtures / "gpt2.onnx"),
+                    "--masformer-rewrite-spans=span=block:4 full-layers=0",
+                    "-o", str(cli)], check=True)
+    assert out.read_bytes() == cli.read_bytes()
+    assert report.full_layers == [0]
+    assert [c.span_text for c in report.layers] == ["full", "block 4",
+                                                    "block 4"]
+    assert all(c.causal and c.heads == 4 and c.head_dim == 8
+               for c in report.layers)
+    # Causal blocks of 4 at 16 tokens: 4 blocks of 10 pairs = 40 of 136.
+    assert report.layers[1].fraction_of_full == pytest.approx(40 / 136)
+    assert report.fraction_of_full == pytest.approx((1 + 2 * 40 / 136) / 3)
+    assert "47.1% saved" in str(report)
+
+
+def test_rewritten_model_runs_and_blocks_change_the_output(fixtures,
+                                                           tmp_path):
+    out = tmp_path / "b4.onnx"
+    masformer.rewrite(fixtures / "llama-dynamo.onnx", out, span="block:4",
+                      policy="top", num_full=1)
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+    ids = np.random.default_rng(0).integers(0, 100, (1, 12)).astype(np.int64)
+    full = run_ort(fixtures / "llama-dynamo.onnx", ids)
+    blocked = run_ort(out, ids)
+    assert blocked.shape == full.shape
+    # The first block of 4 tokens sees the same keys either way.
+    np.testing.assert_allclose(blocked[:, :4], full[:, :4], atol=1e-5)
+    assert np.abs(blocked - full).max() > 1e-3
+
+
+def test_policies_and_window(fixtures, tmp_path):
+    r = masformer.rewrite(fixtures / "gpt2.onnx", tmp_path / "t.onnx",
+                          span="window:4", policy="top", num_full=1,
+                          seq_len=64)
+    assert r.full_layers == [2]
+    assert [c.span for c in r.layers] == ["window", "window", "full"]
+    r = masformer.rewrite(fixtures / "bert.onnx", None, span="block:8",
+                          full_layers=[])
+    assert r.full_layers == [] and not any(c.causal for c in r.layers)
+    # Default: the bottom ceil(3 / 6) = 1 layer stays full.
+    r = masformer.rewrite(fixtures / "gpt2.onnx", None, span="block:4")
+    assert r.full_layers == [0]
+
+
+def test_span_report_of_the_original(fixtures):
+    r = masformer.span_report(fixtures / "gpt2-sdpa.onnx", seq_len=1024)
+    assert len(r.layers) == 3 and r.fraction_of_full == 1.0
+    assert r.to_dict()["layers"][0]["span"] == "full"
+
+
+def test_input_shapes_give_the_same_model(fixtures, tmp_path):
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    masformer.rewrite(fixtures / "gpt2.onnx", a, span="block:4")
+    masformer.rewrite(fixtures / "gpt2.onnx", b, span="block:4",
+                      input_shapes={"input_ids": [2, 16],
+                                    "attention_mask": [2, 16]})
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(span="block"), "span must be 'block:B' or 'window:W'"),
+    (dict(span="strided:4"), "span must be 'block:B' or 'window:W'"),
+    (dict(span="block:0"), "span size must be positive"),
+    (dict(span="block:4", full_layers=[0], policy="top"),
+     "cannot be combined with policy or num_full"),
+    (dict(span="block:4", policy="middle"), "policy must be one of"),
+    (dict(span="block:4", num_full=-1), "num_full must be an integer >= 0"),
+    (dict(span="block:4", seq_len=0), "seq_len must be a positive integer"),
+])
+def test_bad_arguments_raise_value_error(fixtures, tmp_path, kwargs,
+                                         message):
+    out = tmp_path / "out.onnx"
+    with pytest.raises(ValueError, match=message):
+        masformer.rewrite(fixtures / "gpt2.onnx", out, **kwargs)
+    assert not out.exists()
+
+
+def test_compiler_errors_raise_masformer_error(fixtures, tmp_path):
+    out = tmp_path / "out.onnx"
+    with pytest.raises(masformer.Error,
+                       match=r"full-layers names layer 7, but the model has "
+                             r"3 attention layers \(0\.\.2\)"):
+        masformer.rewrite(fixtures / "gpt2.onnx", out, span="block:4",
+                          full_layers=[7])
+    with pytest.raises(masformer.Error, match=r"num-full=9 is larger than the number of attention layers \(3\)"):
+        masformer.rewrite(fixtures / "gpt2.onnx", out, span="block:4",
+                          num_full=9)
+    assert not out.exists()
+    inputs = fixtures.parent / "Import" / "Inputs"
+    with pytest.raises(masformer.Error,
+                       match=r"2 unsupported ONNX nodes: 'hardmax_0' "
+                             r"\(Hardmax\), 'cumsum_0' \(CumSum\)"):
+        masformer.span_report(inputs / "unsupported.onnx")
+    with pytest.raises(masformer.Error, match="not a valid ONNX model"):
+        masformer.span_report(inputs / "not-a-model.onnx")
+    with pytest.raises(masformer.Error, match="no attention layer"):
+        masformer.rewrite(inputs / "external.onnx", None, span="block:4")
+    with pytest.raises(FileNotFoundError):
+        masformer.span_report(tmp_path / "missing.onnx")
+    with pytest.raises(ValueError, match="dst must be a .onnx path"):
+        masformer.rewrite(fixtures / "gpt2.onnx", tmp_path / "out.mlir",
+                          span="block:4")
+    with pytest.raises(masformer.Error, match="needs static shapes"):
+        masformer.rewrite(fixtures / "llama.onnx", out, span="block:4")
+    assert not out.exists()
