@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "masformer/API/RewriteONNX.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 #include "masformer/Export/ONNXExporter.h"
@@ -126,23 +127,9 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
   if (StringRef(outputFilename).ends_with(".onnx")) {
     // External data is referenced relative to the model file: the patched
     // model only finds it next to the original.
-    for (const onnx::TensorProto &t : (*model)->graph().initializer()) {
-      if (t.data_location() != onnx::TensorProto::EXTERNAL)
-        continue;
-      SmallString<256> outDir(outputFilename), inReal, outReal;
-      llvm::sys::path::remove_filename(outDir);
-      if (outDir.empty())
-        outDir = ".";
-      if (llvm::sys::fs::real_path(dir, inReal) ||
-          llvm::sys::fs::real_path(outDir, outReal) || inReal != outReal) {
-        emitError(loc) << "the model keeps its weights in external data "
-                          "files referenced relative to it; write the "
-                          "output .onnx into the input's directory ("
-                       << dir << ")";
-        return 1;
-      }
-      break;
-    }
+    if (failed(masformer::checkExternalDataOutput(**model, inputFilename,
+                                                  outputFilename, loc)))
+      return 1;
     masformer::ONNXExportOptions exportOptions;
     exportOptions.valueTypes = &types;
     if (failed(masformer::exportSpansToONNX(**module, **model,
