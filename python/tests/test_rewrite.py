@@ -122,6 +122,10 @@ def test_compiler_errors_raise_masformer_error(fixtures, tmp_path):
         masformer.span_report(inputs / "not-a-model.onnx")
     with pytest.raises(masformer.Error, match="no attention layer"):
         masformer.rewrite(inputs / "external.onnx", None, span="block:4")
+    with pytest.raises(masformer.Error,
+                       match="write the output .onnx into the input's "
+                             "directory"):
+        masformer.rewrite(inputs / "external.onnx", out, span="block:4")
     with pytest.raises(FileNotFoundError):
         masformer.span_report(tmp_path / "missing.onnx")
     with pytest.raises(ValueError, match="dst must be a .onnx path"):
