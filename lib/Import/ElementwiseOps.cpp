@@ -597,6 +597,70 @@ LogicalResult importCast(ONNXImporterImpl &im) {
   return success();
 }
 
+/// Clip(x, min?, max?) (opset >= 11; min and max scalars). NaN stays NaN,
+/// as in onnxruntime.
+LogicalResult importClip(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  RankedTensorType t = im.inputType(0);
+  Type et = t.getElementType();
+  bool isFloat = isa<FloatType>(et);
+  if (!isFloat && !et.isIntOrIndex())
+    return im.error() << "unsupported element type " << et;
+  std::optional<double> bound[2];
+  for (unsigned i = 1; i < 3; ++i) {
+    if (!im.hasInput(i))
+      continue;
+    FailureOr<const HostTensor *> b =
+        im.requireHostInput(i, i == 1 ? "min" : "max");
+    if (failed(b))
+      return failure();
+    if ((*b)->numElements() != 1)
+      return im.error() << (i == 1 ? "min" : "max") << " must be a scalar";
+    bound[i - 1] = (*b)->getDouble(0);
+  }
+  auto clip = [&](double x) {
+    if (bound[0] && x < *bound[0])
+      x = *bound[0];
+    if (bound[1] && x > *bound[1])
+      x = *bound[1];
+    return x;
+  };
+  if (const HostTensor *h = im.hostInput(0); h && !h->isSymbolic()) {
+    HostTensor out = *h;
+    for (int64_t i = 0, e = out.numElements(); i < e; ++i)
+      out.set(i, clip(h->getDouble(i)));
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  im.setOutput(
+      0,
+      buildBroadcastGeneric(
+          im.builder, im.loc, {im.input(0)}, t,
+          [&](OpBuilder &b, Location loc, ValueRange args) {
+            Value x = args[0];
+            for (int k = 0; k < 2; ++k) {
+              if (!bound[k])
+                continue;
+              TypedAttr attr =
+                  isFloat ? TypedAttr(b.getFloatAttr(et, *bound[k]))
+                          : TypedAttr(b.getIntegerAttr(et, (int64_t)*bound[k]));
+              Value c = arith::ConstantOp::create(b, loc, attr);
+              if (isFloat)
+                x = k == 0 ? arith::MaximumFOp::create(b, loc, x, c).getResult()
+                           : arith::MinimumFOp::create(b, loc, x, c).getResult();
+              else
+                x = k == 0 ? arith::MaxSIOp::create(b, loc, x, c).getResult()
+                           : arith::MinSIOp::create(b, loc, x, c).getResult();
+            }
+            return x;
+          },
+          im.dynamicSizes(dims)),
+      dims);
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerElementwiseHandlers(
@@ -608,4 +672,5 @@ void mlir::masformer::registerElementwiseHandlers(
   handlers["Not"] = importNot;
   handlers["Where"] = importWhere;
   handlers["Cast"] = importCast;
+  handlers["Clip"] = importClip;
 }

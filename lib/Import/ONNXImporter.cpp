@@ -109,6 +109,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
                          "Softmax", "ConstantOfShape"})
       m[op] = {1, 1, 1};
     m["Where"] = {3, 3, 1};
+    m["Clip"] = {1, 3, 1};
     m["Constant"] = {0, 0, 1};
     m["Range"] = {3, 3, 1};
     m["Reshape"] = {2, 2, 1};

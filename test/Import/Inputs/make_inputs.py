@@ -12,7 +12,9 @@ from onnx import numpy_helper as nh
 
 
 def save(graph, name, opset=17):
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+    # IR version 10: loadable by onnxruntime 1.23 (onnx 1.19 defaults to 12).
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)],
+                         ir_version=10)
     onnx.save(model, name)
 
 
@@ -38,6 +40,17 @@ save(h.make_graph(
      h.make_tensor_value_info("b", T.FLOAT, ["m", 4])],
     [h.make_tensor_value_info("y", T.FLOAT, ["n", 4])]),
     "dynamic-mismatch.onnx")
+
+# Clip with both bounds, and with only a lower one (the clamp of a mean
+# pooling), on a dynamic batch.
+save(h.make_graph(
+    [h.make_node("Clip", ["x", "lo", "hi"], ["c"], name="clip_0"),
+     h.make_node("Clip", ["c", "lo2"], ["y"], name="clip_1")], "clip",
+    [h.make_tensor_value_info("x", T.FLOAT, ["batch", 6])],
+    [h.make_tensor_value_info("y", T.FLOAT, ["batch", 6])],
+    [nh.from_array(np.array(-0.5, np.float32), "lo"),
+     nh.from_array(np.array(0.7, np.float32), "hi"),
+     nh.from_array(np.array(-0.25, np.float32), "lo2")]), "clip.onnx")
 
 # An attribute the importer would otherwise ignore.
 save(h.make_graph(
