@@ -77,8 +77,7 @@ def _calibrate(model, tmp, span, layers, window, base_loss, threads, log):
     for l in range(layers):
         full = [k for k in range(layers) if k != l]
         rewrite(model, tmp, span=span, full_layers=full, seq_len=len(window),
-                input_shapes={"input_ids": [1, len(window)],
-                              "attention_mask": [1, len(window)]})
+                input_shapes=_shapes(min(len(window), IMPORT_LEN)))
         sens.append(_lm_loss(tmp, [window], threads) - base_loss)
         log(f"  calibration {span}: layer {l} +{sens[-1]:.4f} nats")
     return sens
@@ -96,7 +95,7 @@ def evaluate_lm(a, log):
     tmp = os.path.join(os.path.dirname(os.path.abspath(a.model)),
                        ".masformer-eval.onnx")
     layers = len(span_report(a.model, seq_len=a.seq_lens[0],
-                             input_shapes=_shapes(a.seq_lens[0])).layers)
+                             input_shapes=_shapes(IMPORT_LEN)).layers)
     rows = []
     # Calibration on the text's last tokens; evaluation windows from the
     # start, apart from it.
@@ -129,7 +128,7 @@ def evaluate_lm(a, log):
             kw = dict(full_layers=full) if full is not None else \
                 dict(policy=policy, num_full=nf)
             rep = rewrite(a.model, tmp, span=f"block:{b}", seq_len=seq,
-                          input_shapes=_shapes(seq), **kw)
+                          input_shapes=_shapes(min(seq, IMPORT_LEN)), **kw)
             loss = _lm_loss(tmp, windows, a.threads)
             rows.append(dict(seq_len=seq, block=b, policy=policy,
                              num_full=nf, full_layers=rep.full_layers,
@@ -149,6 +148,12 @@ def evaluate_lm(a, log):
 
 def _shapes(seq):
     return {"input_ids": [1, seq], "attention_mask": [1, seq]}
+
+
+# Models whose masks only import with fixed shapes (the TorchScript Llama
+# export's ScatterND) are imported at this length at most: the rewritten
+# model keeps its dynamic axes, and runs at every length.
+IMPORT_LEN = 1024
 
 
 # --- encoder -----------------------------------------------------------------
