@@ -112,6 +112,9 @@ public:
   broadcastDims(ArrayRef<AffineExpr> a, ArrayRef<AffineExpr> b);
   /// Dims of `type`, constants only (static types).
   SmallVector<AffineExpr> staticDims(RankedTensorType type);
+  /// Whether the constant ones of `dims` have a negative size or too many
+  /// elements together (isBadShape of the known part).
+  static bool isBadDims(ArrayRef<AffineExpr> dims);
   /// Whether any of `dims` is not a constant.
   static bool isDynamic(ArrayRef<AffineExpr> dims) {
     return llvm::any_of(dims, [](AffineExpr e) { return !isa<AffineConstantExpr>(e); });

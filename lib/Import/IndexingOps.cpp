@@ -277,11 +277,7 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
   SmallVector<Value> inputs;
   for (unsigned i : present)
     inputs.push_back(im.input(i));
-  SmallVector<int64_t> known;
-  for (int64_t d : shape)
-    if (ShapedType::isStatic(d))
-      known.push_back(d);
-  if (isBadShape(known))
+  if (ONNXImporterImpl::isBadDims(dims))
     return im.error() << "result has too many elements";
   auto outType = RankedTensorType::get(shape, t0.getElementType());
   Value result = inputs.size() == 1 ? inputs[0]
@@ -309,11 +305,7 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   llvm::append_range(dims, iDims);
   llvm::append_range(dims, ArrayRef<AffineExpr>(dDims).drop_front(*axis + 1));
   SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
-  SmallVector<int64_t> known;
-  for (int64_t d : shape)
-    if (ShapedType::isStatic(d))
-      known.push_back(d);
-  if (isBadShape(known))
+  if (ONNXImporterImpl::isBadDims(dims))
     return im.error() << "result has too many elements";
   int64_t ir = it.getRank();
   // The size of the gathered axis; kDynamic where it is a dynamic size.

@@ -306,6 +306,14 @@ Value ONNXImporterImpl::dimValue(AffineExpr e) {
   return result;
 }
 
+bool ONNXImporterImpl::isBadDims(ArrayRef<AffineExpr> dims) {
+  SmallVector<int64_t> known;
+  for (int64_t d : staticShape(dims))
+    if (ShapedType::isStatic(d))
+      known.push_back(d);
+  return isBadShape(known);
+}
+
 SmallVector<Value> ONNXImporterImpl::dynamicSizes(ArrayRef<AffineExpr> dims) {
   SmallVector<Value> sizes;
   for (AffineExpr e : dims)
@@ -338,12 +346,7 @@ ONNXImporterImpl::broadcastDims(ArrayRef<AffineExpr> a,
       return failure();
     }
   }
-  SmallVector<int64_t> shape = staticShape(out);
-  SmallVector<int64_t> known;
-  for (int64_t d : shape)
-    if (ShapedType::isStatic(d))
-      known.push_back(d);
-  if (isBadShape(known))
+  if (isBadDims(out))
     return failure();
   return out;
 }

@@ -192,13 +192,9 @@ LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
   for (int64_t i = 0, e = (*shapeT)->numElements(); i < e; ++i)
     dims.push_back((*shapeT)->getExpr(i, im.getContext()));
   SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
-  SmallVector<int64_t> known;
-  for (int64_t d : shape)
-    if (ShapedType::isStatic(d))
-      known.push_back(d);
-  if (isBadShape(known))
-    return im.error() << "shape [" << known
-                      << "] has a negative dimension or too many elements";
+  if (ONNXImporterImpl::isBadDims(dims))
+    return im.error() << "shape " << im.dimsString(dims)
+                      << " has a negative dimension or too many elements";
   HostTensor value;
   value.elemType = im.builder.getF32Type();
   value.floats = {0.0};

@@ -128,18 +128,23 @@ LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
   return success();
 }
 
+/// An additive mask value: kept (0), masked (<= kMaskedThreshold), or
+/// neither.
+static std::optional<bool> additiveKept(double v) {
+  if (v == 0.0)
+    return true;
+  if (v <= kMaskedThreshold)
+    return false;
+  return std::nullopt;
+}
+
 LogicalResult AttentionRaiser::addAdditiveMask(Value mask, double factor) {
   DenseElementsAttr attr;
   if (matchPattern(mask, m_Constant(&attr)) &&
       isa<FloatType>(attr.getElementType()) && !attr.isSplat()) {
     auto values = attr.getValues<APFloat>();
-    if (isCausalPattern(attr, [&](int64_t i) -> std::optional<bool> {
-          double v = values[i].convertToDouble();
-          if (v == 0.0)
-            return true;
-          if (v <= kMaskedThreshold)
-            return false;
-          return std::nullopt;
+    if (isCausalPattern(attr, [&](int64_t i) {
+          return additiveKept(values[i].convertToDouble());
         })) {
       causal = true;
       return success();
@@ -148,14 +153,8 @@ LogicalResult AttentionRaiser::addAdditiveMask(Value mask, double factor) {
   // A causal mask computed from dynamic sizes.
   if (probeMask(mask, [&](ArrayRef<int64_t> shape,
                           llvm::function_ref<double(int64_t)> at) {
-        return isCausalShape(shape, [&](int64_t i) -> std::optional<bool> {
-          double v = at(i);
-          if (v == 0.0)
-            return true;
-          if (v <= kMaskedThreshold)
-            return false;
-          return std::nullopt;
-        });
+        return isCausalShape(shape,
+                             [&](int64_t i) { return additiveKept(at(i)); });
       })) {
     causal = true;
     return success();
