@@ -92,8 +92,7 @@ def _full_layers(policy, num_full, layers, sensitivity):
 
 def evaluate_lm(a, log):
     tokens = np.load(a.tokens).astype(np.int64)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(a.model)),
-                       ".masformer-eval.onnx")
+    tmp = _tmp_path(a.model)
     layers = len(span_report(a.model, seq_len=a.seq_lens[0],
                              input_shapes=_shapes(IMPORT_LEN)).layers)
     rows = []
@@ -146,6 +145,14 @@ def evaluate_lm(a, log):
     return rows, layers
 
 
+def _tmp_path(model):
+    """Where the rewritten models go: next to the model (external data is
+    found relative to it), one name per model and process."""
+    stem = os.path.splitext(os.path.basename(model))[0]
+    return os.path.join(os.path.dirname(os.path.abspath(model)),
+                        f".{stem}-masformer-eval-{os.getpid()}.onnx")
+
+
 def _shapes(seq):
     return {"input_ids": [1, seq], "attention_mask": [1, seq]}
 
@@ -183,8 +190,7 @@ def _encoder_scores(path, data, ref, threads):
 def evaluate_encoder(a, log):
     data = dict(np.load(a.paragraphs))
     seq = data["input_ids"].shape[1]
-    tmp = os.path.join(os.path.dirname(os.path.abspath(a.model)),
-                       ".masformer-eval.onnx")
+    tmp = _tmp_path(a.model)
     layers = len(span_report(a.model, seq_len=seq).layers)
     ref, base = _encoder_scores(a.model, data, None, a.threads)
     rows = [dict(seq_len=seq, block=0, policy="original", num_full=layers,
