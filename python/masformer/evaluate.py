@@ -254,31 +254,40 @@ def _table(rows, kind):
 
 
 def _plot(rows, kind, path, title):
+    """Quality against attention cost: one panel per sequence length, a
+    colour per policy, a marker per block size."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     metric = "ppl_ratio" if kind == "lm" else "cosine"
-    groups = sorted({(r["seq_len"], r["block"], r["policy"]) for r in rows
-                     if r["policy"] != "original"})
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    markers = dict(bottom="o", top="s", spread="^", calibrated="*")
-    for seq, block, policy in groups:
-        pts = sorted((r["cost"], r[metric]) for r in rows
-                     if (r["seq_len"], r["block"], r["policy"]) ==
-                     (seq, block, policy))
-        label = (f"S={seq} " if kind == "lm" else "") + \
-            f"block {block}, {policy}"
-        ax.plot(*zip(*pts), marker=markers.get(policy, "o"), label=label)
-    ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-    ax.set_xlabel("attention cost (fraction of full attention)")
-    ax.set_ylabel("perplexity / original" if kind == "lm"
-                  else "cosine similarity to the original embedding")
-    if kind == "lm":
-        ax.set_yscale("log")
-    ax.set_title(title)
-    ax.legend(fontsize=6, ncol=2)
+    seqs = sorted({r["seq_len"] for r in rows})
+    blocks = sorted({r["block"] for r in rows if r["block"]})
+    colours = dict(bottom="tab:blue", top="tab:red", spread="tab:green",
+                   calibrated="tab:orange")
+    markers = ["o", "s", "^", "D"]
+    fig, axes = plt.subplots(1, len(seqs), figsize=(4.2 * len(seqs), 4),
+                             sharey=True, squeeze=False)
+    for ax, seq in zip(axes[0], seqs):
+        for policy in POLICIES:
+            for k, block in enumerate(blocks):
+                pts = sorted((r["cost"], r[metric]) for r in rows
+                             if (r["seq_len"], r["block"], r["policy"]) ==
+                             (seq, block, policy))
+                if pts:
+                    ax.plot(*zip(*pts), color=colours[policy],
+                            marker=markers[k % len(markers)],
+                            label=f"{policy}, block {block}")
+        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        ax.set_xlabel("attention cost (fraction of full)")
+        ax.set_title(f"S = {seq}" if kind == "lm" else f"{seq} tokens")
+        if kind == "lm":
+            ax.set_yscale("log")
+    axes[0][0].set_ylabel("perplexity / original" if kind == "lm"
+                          else "cosine similarity to the original")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main(argv=None):
