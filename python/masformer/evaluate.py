@@ -13,7 +13,8 @@ masformer.rewrite and run in onnxruntime next to the original:
 - lm: a causal language model (inputs input_ids, attention_mask; output
   logits) on token windows of real text, one row per sequence length:
   perplexity, and its ratio to the original's.
-- encoder: a sentence encoder (output: one embedding per input) on
+- encoder: a sentence encoder (output: one embedding per input, or hidden
+  states, which are mean-pooled) on
   paragraphs: cosine similarity of each embedding to the original's, and
   retrieval (the first half of a paragraph finding its second half among
   all second halves: recall@1 and mean reciprocal rank).
@@ -93,8 +94,9 @@ def _full_layers(policy, num_full, layers, sensitivity):
 def evaluate_lm(a, log):
     tokens = np.load(a.tokens).astype(np.int64)
     tmp = _tmp_path(a.model)
-    layers = len(span_report(a.model, seq_len=a.seq_lens[0],
-                             input_shapes=_shapes(IMPORT_LEN)).layers)
+    layers = len(span_report(
+        a.model, seq_len=a.seq_lens[0],
+        input_shapes=_shapes(min(a.seq_lens[0], IMPORT_LEN))).layers)
     rows = []
     # Calibration on the text's last tokens; evaluation windows from the
     # start, apart from it.
@@ -167,11 +169,16 @@ IMPORT_LEN = 1024
 
 
 def _embed(sess, ids, mask, batch=16):
+    """L2-normalized embeddings; a [N, S, D] output (hidden states) is
+    mean-pooled over the unmasked positions."""
     out = []
     for i in range(0, len(ids), batch):
         out.append(sess.run(None, {"input_ids": ids[i:i + batch],
                                    "attention_mask": mask[i:i + batch]})[0])
     e = np.concatenate(out).astype(np.float64)
+    if e.ndim == 3:
+        m = mask[:, :, None].astype(np.float64)
+        e = (e * m).sum(1) / np.maximum(m.sum(1), 1e-9)
     return e / np.linalg.norm(e, axis=1, keepdims=True)
 
 
@@ -256,7 +263,11 @@ def _table(rows, kind):
 def _plot(rows, kind, path, title):
     """Quality against attention cost: one panel per sequence length, a
     colour per policy, a marker per block size."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     metric = "ppl_ratio" if kind == "lm" else "cosine"
@@ -288,6 +299,7 @@ def _plot(rows, kind, path, title):
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def main(argv=None):

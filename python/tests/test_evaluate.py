@@ -1,0 +1,62 @@
+"""python -m masformer.evaluate, end to end on the tiny GPT-2 and BERT
+fixtures (random weights: this checks the sweep, not a quality)."""
+
+import json
+
+import numpy as np
+
+from masformer import evaluate
+
+
+def test_full_layers_of_calibration():
+    assert evaluate._full_layers("calibrated", 2, 4, [0.1, 0.5, 0.3, 0.0]) \
+        == [1, 2]
+    assert evaluate._full_layers("top", 2, 4, None) is None
+
+
+def test_lm_sweep(fixtures, tmp_path):
+    model = tmp_path / "gpt2.onnx"
+    model.write_bytes((fixtures / "gpt2.onnx").read_bytes())
+    tokens = tmp_path / "tokens.npy"
+    np.save(tokens, np.random.default_rng(0).integers(0, 128, 120))
+    out = tmp_path / "out"
+    evaluate.main(["lm", "--model", str(model), "--tokens", str(tokens),
+                   "--seq-lens", "16", "32", "--windows", "2",
+                   "--calib-len", "16", "--blocks", "4", "8",
+                   "--num-full", "1", "--out", str(out)])
+    res = json.loads((out / "results.json").read_text())
+    assert res["layers"] == 3
+    rows = res["rows"]
+    # Per length: the original, then 2 blocks x 4 policies x 1.
+    assert len(rows) == 2 * (1 + 8)
+    for r in rows:
+        assert r["ppl"] > 1 and 0 < r["cost"] <= 1
+        if r["policy"] == "original":
+            assert r["ppl_ratio"] == 1.0 and r["cost"] == 1.0
+        else:
+            assert len(r["full_layers"]) == 1 and r["cost"] < 1
+    bottom = [r for r in rows if r["policy"] == "bottom"]
+    assert all(r["full_layers"] == [0] for r in bottom)
+    assert "| 16 | 4 | bottom | 0 |" in (out / "results.md").read_text()
+    assert not list(tmp_path.glob(".gpt2-masformer-eval-*"))
+
+
+def test_encoder_sweep(fixtures, tmp_path):
+    model = tmp_path / "bert.onnx"
+    model.write_bytes((fixtures / "bert.onnx").read_bytes())
+    rng = np.random.default_rng(1)
+    ids = rng.integers(1, 128, (6, 16))
+    mask = np.ones_like(ids)
+    mask[:, 12:] = 0
+    data = tmp_path / "p.npz"
+    np.savez(data, input_ids=ids, attention_mask=mask, query_ids=ids[:, ::-1],
+             query_mask=mask, doc_ids=ids, doc_mask=mask)
+    out = tmp_path / "out"
+    evaluate.main(["encoder", "--model", str(model), "--paragraphs",
+                   str(data), "--blocks", "4", "--num-full", "0", "1",
+                   "--policies", "bottom", "calibrated", "--out", str(out)])
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert rows[0]["policy"] == "original" and rows[0]["cosine"] == 1.0
+    assert len(rows) == 1 + 2 * 2
+    assert all(-1 <= r["cosine"] <= 1 and 0 <= r["recall_at_1"] <= 1
+               for r in rows)
