@@ -29,9 +29,6 @@ using namespace mlir::masformer;
 
 namespace {
 
-using utils::IteratorType;
-constexpr IteratorType kPar = IteratorType::parallel;
-constexpr IteratorType kRed = IteratorType::reduction;
 
 /// Key/value as seen by query head h: for a static group size G (1 for
 /// multi-head attention) the tensor itself, read at head h floordiv G; for a

@@ -36,9 +36,12 @@ struct ProbeTensor {
   std::function<std::optional<double>(ArrayRef<int64_t>)> at;
 };
 
-/// Elements above which the evaluator gives up (masks at probe sizes are a
-/// few hundred elements).
+/// Elements above which the evaluator gives up materializing (masks at
+/// probe sizes are a few hundred elements).
 constexpr int64_t kMaxProbeElements = 1 << 16;
+/// Lazily read tensors may be larger (a slice of a model's 1024 x 1024
+/// causal buffer), up to this.
+constexpr int64_t kMaxLazyElements = int64_t(1) << 22;
 
 int64_t numElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;
@@ -391,7 +394,7 @@ std::optional<ProbeTensor> Evaluator::tensor(Value v, int depth) {
   } else if (auto g = dyn_cast<linalg::GenericOp>(def)) {
     r = generic(g, depth);
   }
-  if (r && numElements(r->shape) > kMaxProbeElements * 64)
+  if (r && numElements(r->shape) > kMaxLazyElements)
     r.reset();
   if (r)
     tensors[v] = *r;

@@ -31,9 +31,6 @@ using namespace mlir::masformer;
 
 namespace {
 
-using utils::IteratorType;
-constexpr IteratorType kPar = IteratorType::parallel;
-constexpr IteratorType kRed = IteratorType::reduction;
 
 /// Index arithmetic with short names.
 struct Idx {
@@ -131,113 +128,96 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r,
       .getResult();
 }
 
-/// S = scale * Q K^T for a full tile: q is [tq, d], kt the transposed key
-/// tile [d, tk]. Each step of the (row block, key block) loops keeps kRows x
-/// kVecs vectors of W scores in registers while it runs over d: per element
-/// of the head dimension, kVecs loads of kt, kRows broadcasts of q and
-/// kRows * kVecs FMAs.
-Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
-                        Value scale, int64_t tq, int64_t tk, int64_t d,
-                        int64_t w) {
+/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bm[k, j]) over a static
+/// [tq, n] tile, register-blocked: each step of the (row block, column
+/// block) loops keeps kRows x vecs vectors of W results in registers while
+/// it runs over k (per k: vecs vector loads of bm, kRows broadcasts of a,
+/// kRows * vecs FMAs), then stores them into `out`. `init(out, row, col)`
+/// and `finish(acc)` work on one vector of W results.
+Value buildBlockedMatmul(
+    OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
+    int64_t n, int64_t kLen, int64_t w,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
+    llvm::function_ref<Value(OpBuilder &, Value)> finish) {
   Idx ix{b, loc};
-  int64_t vecs = std::min(kVecs, tk / w);
-  auto vt = VectorType::get({w}, b.getF32Type());
-  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
-  Value s0 = tensor::EmptyOp::create(b, loc, {tq, tk}, b.getF32Type());
+  int64_t vecs = std::min(kVecs, n / w);
   auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
-                                 ValueRange{s0});
+                                 ValueRange{out});
   b.setInsertionPointToStart(rows.getBody());
   Value i0 = rows.getInductionVar();
-  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(vecs * w),
+  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(n), ix.c(vecs * w),
                                  ValueRange{rows.getRegionIterArg(0)});
   b.setInsertionPointToStart(cols.getBody());
   Value j0 = cols.getInductionVar();
-  SmallVector<Value> init(kRows * vecs, zero);
-  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(d), ix.c(1), init);
+  Value o = cols.getRegionIterArg(0);
+  auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
+  auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
+  SmallVector<Value> acc0;
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < vecs; ++c)
+      acc0.push_back(init(b, o, rowOf(r), colOf(c)));
+  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen), ix.c(1), acc0);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(red.getBody());
-    Value e = red.getInductionVar();
-    SmallVector<Value> kv;
+    Value k = red.getInductionVar();
+    SmallVector<Value> bv;
     for (int64_t c = 0; c < vecs; ++c)
-      kv.push_back(readF32(b, loc, kt, e, ix.add(j0, ix.c(c * w)), w));
+      bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
     SmallVector<Value> next;
     for (int64_t r = 0; r < kRows; ++r) {
-      Value qb = splatF32(b, loc, q, ix.add(i0, ix.c(r)), e, w);
+      Value av = splatF32(b, loc, a, rowOf(r), k, w);
       for (int64_t c = 0; c < vecs; ++c)
         next.push_back(vector::FMAOp::create(
-            b, loc, qb, kv[c], red.getRegionIterArg(r * vecs + c)));
+            b, loc, av, bv[c], red.getRegionIterArg(r * vecs + c)));
     }
     scf::YieldOp::create(b, loc, next);
   }
-  Value s = cols.getRegionIterArg(0);
-  Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t c = 0; c < vecs; ++c)
-      s = writeVec(
-          b, loc,
-          arith::MulFOp::create(b, loc, red.getResult(r * vecs + c), scaleVec),
-          s, ix.add(i0, ix.c(r)), ix.add(j0, ix.c(c * w)));
-  scf::YieldOp::create(b, loc, s);
+      o = writeVec(b, loc, finish(b, red.getResult(r * vecs + c)), o,
+                   rowOf(r), colOf(c));
+  scf::YieldOp::create(b, loc, o);
   b.setInsertionPointAfter(cols);
   scf::YieldOp::create(b, loc, cols.getResult(0));
   b.setInsertionPointAfter(rows);
   return rows.getResult(0);
 }
 
+/// S = scale * Q K^T for a full tile: q is [tq, d], kt the transposed key
+/// tile [d, tk]; the accumulators run over the head dimension.
+Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
+                        Value scale, int64_t tq, int64_t tk, int64_t d,
+                        int64_t w) {
+  auto vt = VectorType::get({w}, b.getF32Type());
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
+  Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
+  Value s0 = tensor::EmptyOp::create(b, loc, {tq, tk}, b.getF32Type());
+  return buildBlockedMatmul(
+      b, loc, q, kt, s0, tq, tk, d, w,
+      [&](OpBuilder &, Value, Value, Value) { return zero; },
+      [&](OpBuilder &nb, Value acc) {
+        return arith::MulFOp::create(nb, loc, acc, scaleVec).getResult();
+      });
+}
+
 /// acc * corr + P V for a full tile: p is [tq, tk] f32, v [tk, d], acc
-/// [tq, d] f32, corr [tq] f32 (the rows' rescaling). Each row block keeps kRows x kVecs vectors of the output in
-/// registers across all tk keys: per key, kVecs loads of v, kRows
-/// broadcasts of p and kRows * kVecs FMAs.
+/// [tq, d] f32, corr [tq] f32 (the rows' rescaling); the output rows stay
+/// in registers across all tk keys.
 Value buildPVKernel(OpBuilder &b, Location loc, Value p, Value v, Value acc,
                     Value corr, int64_t tq, int64_t tk, int64_t d, int64_t w) {
-  Idx ix{b, loc};
-  int64_t vecs = std::min(kVecs, d / w);
-  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
-                                 ValueRange{acc});
-  b.setInsertionPointToStart(rows.getBody());
-  Value i0 = rows.getInductionVar();
-  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(d), ix.c(vecs * w),
-                                 ValueRange{rows.getRegionIterArg(0)});
-  b.setInsertionPointToStart(cols.getBody());
-  Value c0 = cols.getInductionVar();
-  Value a = cols.getRegionIterArg(0);
-  SmallVector<Value> init;
   auto vt = VectorType::get({w}, b.getF32Type());
-  for (int64_t r = 0; r < kRows; ++r) {
-    Value row = ix.add(i0, ix.c(r));
-    Value cr = vector::BroadcastOp::create(
-        b, loc, vt, tensor::ExtractOp::create(b, loc, corr, ValueRange{row}));
-    for (int64_t c = 0; c < vecs; ++c)
-      init.push_back(arith::MulFOp::create(
-          b, loc, readF32(b, loc, a, row, ix.add(c0, ix.c(c * w)), w), cr));
-  }
-  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(1), init);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(red.getBody());
-    Value j = red.getInductionVar();
-    SmallVector<Value> vv;
-    for (int64_t c = 0; c < vecs; ++c)
-      vv.push_back(readF32(b, loc, v, j, ix.add(c0, ix.c(c * w)), w));
-    SmallVector<Value> next;
-    for (int64_t r = 0; r < kRows; ++r) {
-      Value pb = splatF32(b, loc, p, ix.add(i0, ix.c(r)), j, w);
-      for (int64_t c = 0; c < vecs; ++c)
-        next.push_back(vector::FMAOp::create(
-            b, loc, pb, vv[c], red.getRegionIterArg(r * vecs + c)));
-    }
-    scf::YieldOp::create(b, loc, next);
-  }
-  for (int64_t r = 0; r < kRows; ++r)
-    for (int64_t c = 0; c < vecs; ++c)
-      a = writeVec(b, loc, red.getResult(r * vecs + c), a,
-                   ix.add(i0, ix.c(r)), ix.add(c0, ix.c(c * w)));
-  scf::YieldOp::create(b, loc, a);
-  b.setInsertionPointAfter(cols);
-  scf::YieldOp::create(b, loc, cols.getResult(0));
-  b.setInsertionPointAfter(rows);
-  return rows.getResult(0);
+  return buildBlockedMatmul(
+      b, loc, p, v, acc, tq, d, tk, w,
+      [&](OpBuilder &nb, Value out, Value row, Value col) {
+        Value cr = vector::BroadcastOp::create(
+            nb, loc, vt,
+            tensor::ExtractOp::create(nb, loc, corr, ValueRange{row}));
+        return arith::MulFOp::create(nb, loc,
+                                     readF32(nb, loc, out, row, col, w), cr)
+            .getResult();
+      },
+      [](OpBuilder &, Value x) { return x; });
 }
 
 /// The online-softmax update of a full tile, one query row at a time in
