@@ -35,7 +35,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP",
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.masformer_tools_dir, config.llvm_tools_dir]
-tools = ["masformer-opt", "masformer-translate", "mlir-opt", "mlir-runner", "FileCheck", "not", "count"]
+tools = ["masformer-opt", "masformer-translate", "masformer-compile",
+         "masformer-run", "mlir-opt", "mlir-runner", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.masformer_tools_dir, append_path=True)

@@ -47,38 +47,37 @@ LogicalResult mlir::masformer::checkExternalDataOutput(
   return success();
 }
 
-FailureOr<SpanReport>
-mlir::masformer::rewriteONNXFile(StringRef src, StringRef dst,
-                                 const RewriteONNXOptions &options,
-                                 MLIRContext *context) {
+ImportedONNXModel::ImportedONNXModel() = default;
+ImportedONNXModel::ImportedONNXModel(ImportedONNXModel &&) = default;
+ImportedONNXModel::~ImportedONNXModel() = default;
+
+FailureOr<ImportedONNXModel>
+mlir::masformer::importAndRewriteONNX(StringRef src,
+                                      const RewriteONNXOptions &options,
+                                      MLIRContext *context) {
   DialectRegistry registry;
   registerRewriteONNXDialects(registry);
   context->appendDialectRegistry(registry);
   context->loadAllAvailableDialects();
   Location loc = FileLineColLoc::get(context, src, 0, 0);
-  if (!dst.empty() && !dst.ends_with(".onnx"))
-    return emitError(loc) << "the output '" << dst
-                          << "' must be a .onnx file",
-           failure();
+  ImportedONNXModel result;
   ONNXImportOptions importOptions;
   importOptions.inputShapes = options.inputShapes;
-  llvm::StringMap<RankedTensorType> types;
-  importOptions.valueTypes = &types;
+  importOptions.valueTypes = &result.valueTypes;
   FailureOr<std::unique_ptr<onnx::ModelProto>> model =
       readONNXModel(src, context);
   if (failed(model))
     return failure();
-  if (!dst.empty() &&
-      failed(checkExternalDataOutput(**model, src, dst, loc)))
-    return failure();
+  result.model = std::move(*model);
   SmallString<256> dir(src);
   llvm::sys::path::remove_filename(dir);
   if (dir.empty())
     dir = ".";
   FailureOr<OwningOpRef<ModuleOp>> module =
-      importONNXModel(**model, dir, src, context, importOptions);
+      importONNXModel(*result.model, dir, src, context, importOptions);
   if (failed(module))
     return failure();
+  result.module = std::move(*module);
 
   PassManager pm(context);
   RaiseAttentionOptions raise;
@@ -100,20 +99,40 @@ mlir::masformer::rewriteONNXFile(StringRef src, StringRef dst,
              failure();
     pm.addPass(std::move(rewrite));
   }
-  if (failed(pm.run(**module)))
+  if (failed(pm.run(*result.module)))
     return failure();
   FailureOr<SpanReport> report =
-      computeSpanReport(**module, options.reportSeqLen);
+      computeSpanReport(*result.module, options.reportSeqLen);
   if (failed(report))
     return failure();
+  result.report = std::move(*report);
+  return result;
+}
+
+FailureOr<SpanReport>
+mlir::masformer::rewriteONNXFile(StringRef src, StringRef dst,
+                                 const RewriteONNXOptions &options,
+                                 MLIRContext *context) {
+  Location loc = FileLineColLoc::get(context, src, 0, 0);
+  if (!dst.empty() && !dst.ends_with(".onnx"))
+    return emitError(loc) << "the output '" << dst
+                          << "' must be a .onnx file",
+           failure();
+  FailureOr<ImportedONNXModel> imported =
+      importAndRewriteONNX(src, options, context);
+  if (failed(imported))
+    return failure();
   if (!dst.empty()) {
+    if (failed(checkExternalDataOutput(*imported->model, src, dst, loc)))
+      return failure();
     ONNXExportOptions exportOptions;
-    exportOptions.valueTypes = &types;
-    if (failed(exportSpansToONNX(**module, **model, exportOptions)) ||
-        failed(writeONNXFile(**model, dst, context)))
+    exportOptions.valueTypes = &imported->valueTypes;
+    if (failed(exportSpansToONNX(*imported->module, *imported->model,
+                                 exportOptions)) ||
+        failed(writeONNXFile(*imported->model, dst, context)))
       return failure();
   }
-  return report;
+  return std::move(imported->report);
 }
 
 api::RewriteResult api::rewrite(const RewriteRequest &request) {

@@ -192,6 +192,8 @@ private:
   llvm::StringMap<unsigned> symbolByName;
   /// Names of the symbols, for messages ("batch", "sequence", "d2 of x").
   SmallVector<std::string> symbolNames;
+  /// Their keys: the dim_param, or "?<input>.<dim>" for an unnamed one.
+  SmallVector<std::string> symbolKeys;
   SmallVector<std::pair<std::string, unsigned>> symbolSources;
   /// The index value of each symbol, and of each expression built so far.
   SmallVector<Value> symbolValues;

@@ -268,6 +268,7 @@ std::string ONNXImporterImpl::dimsString(ArrayRef<AffineExpr> dims) {
 
 AffineExpr ONNXImporterImpl::newSymbol(Value v) {
   symbolNames.push_back("size of a computed value");
+  symbolKeys.push_back("?");
   symbolValues.push_back(v);
   return getAffineSymbolExpr(symbolValues.size() - 1, getContext());
 }
@@ -576,6 +577,7 @@ ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
         symbolByName.try_emplace(key, symbolSources.size());
     if (inserted) {
       symbolSources.push_back({name, static_cast<unsigned>(d)});
+      symbolKeys.push_back(key);
       symbolNames.push_back(symbolic[d] == "?"
                                 ? "dim " + std::to_string(d) + " of " + name
                                 : symbolic[d]);
@@ -645,6 +647,28 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     func.setArgAttr(i, "onnx.name", builder.getStringAttr(name));
     values[name].value = arg;
   }
+  // Which dimensions are the same size, for runtimes that check their
+  // inputs (on dynamic types only): "" for a static dimension, the symbol's key for a dynamic one
+  // (its dim_param, or "?<input>.<dim>" for an unnamed one).
+  auto dimsAttr = [&](ArrayRef<AffineExpr> dims, RankedTensorType type) {
+    SmallVector<Attribute> names;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      std::string key;
+      if (type.isDynamicDim(d)) {
+        key = "?";
+        if (d < static_cast<int64_t>(dims.size()))
+          if (auto s = dyn_cast<AffineSymbolExpr>(dims[d]))
+            key = symbolKeys[s.getPosition()];
+      }
+      names.push_back(builder.getStringAttr(key));
+    }
+    return builder.getArrayAttr(names);
+  };
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    auto type = cast<RankedTensorType>(argTypes[i]);
+    if (!type.hasStaticShape())
+      func.setArgAttr(i, "onnx.dims", dimsAttr(values[name].dims, type));
+  }
   builder.setInsertionPointToEnd(entryBlock);
   // The sizes of the dynamic input dimensions, read once.
   for (auto [argName, dim] : symbolSources) {
@@ -709,8 +733,13 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     for (const auto &kv : values)
       (*options.valueTypes)[kv.getKey()] = kv.getValue().type;
   func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
-  for (auto [i, out] : llvm::enumerate(graph.output()))
+  for (auto [i, out] : llvm::enumerate(graph.output())) {
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
+    auto type = cast<RankedTensorType>(resultTypes[i]);
+    if (!type.hasStaticShape())
+      func.setResultAttr(i, "onnx.dims",
+                         dimsAttr(values[out.name()].dims, type));
+  }
   return module;
 }
 

@@ -63,7 +63,11 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "func.func(buffer-loop-hoisting),"
       "buffer-deallocation-pipeline,"
       "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
-      "convert-scf-to-openmp,expand-strided-metadata,lower-affine,"
+      "convert-scf-to-openmp,"
+      // As in the reference pipeline: views of strided slices folded first
+      // (whole imported models with dynamic shapes have them).
+      "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
+      "canonicalize,expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma.
       "convert-vector-to-llvm{reassociate-fp-reductions},"

@@ -5,9 +5,8 @@ the CPU through the reference pipeline, and compares every output with
 onnxruntime on the original model (or on --ort-model, e.g. the ONNX export of
 the same rewrite: then two independent implementations of the spans meet).
 
-Inputs: integer inputs (token ids) are random in [0, 100); an input named
-*mask* is all ones except the last three positions of the last batch row
-(padding). Float inputs are standard normal. Fixed seed.
+Inputs: as ort_inputs.make_inputs makes them (token ids, padding masks,
+standard normal floats; fixed seed).
 """
 
 import argparse
@@ -19,23 +18,7 @@ import numpy as np
 import onnxruntime as ort
 
 import mlir_runner
-
-
-def make_inputs(sess, shapes):
-    rng = np.random.default_rng(7)
-    feeds = {}
-    for inp in sess.get_inputs():
-        shape = shapes[inp.name]
-        if "int" in inp.type:
-            if "mask" in inp.name:
-                x = np.ones(shape, np.int64)
-                x[-1, -3:] = 0
-            else:
-                x = rng.integers(0, 100, size=shape, dtype=np.int64)
-        else:
-            x = rng.standard_normal(shape).astype(np.float32)
-        feeds[inp.name] = x
-    return feeds
+from ort_inputs import make_inputs
 
 
 def main():

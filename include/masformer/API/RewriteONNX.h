@@ -13,10 +13,13 @@
 
 #include "masformer/Dialect/MASFormer/Transforms/SpanReport.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <memory>
 #include <string>
 
 namespace onnx {
@@ -36,6 +39,26 @@ struct RewriteONNXOptions {
   /// stay dynamic).
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
 };
+
+/// An imported, raised and rewritten model, with what the export needs.
+struct ImportedONNXModel {
+  ImportedONNXModel();
+  ImportedONNXModel(ImportedONNXModel &&);
+  ~ImportedONNXModel();
+  std::unique_ptr<onnx::ModelProto> model;
+  OwningOpRef<ModuleOp> module;
+  /// The imported type of every ONNX value, by name.
+  llvm::StringMap<RankedTensorType> valueTypes;
+  /// Each layer's attention cost after the rewrite.
+  SpanReport report;
+};
+
+/// The first half of rewriteONNXFile (and of compileONNXFile): reads and
+/// imports `src`, raises every attention layer (an error if one cannot be
+/// raised), applies `options.spans` and computes the report.
+FailureOr<ImportedONNXModel>
+importAndRewriteONNX(llvm::StringRef src, const RewriteONNXOptions &options,
+                     MLIRContext *context);
 
 /// Imports `src`, raises its attention layers (an error if one cannot be
 /// raised), applies `options.spans`, and writes the patched model to `dst`

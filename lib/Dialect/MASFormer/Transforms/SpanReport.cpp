@@ -58,6 +58,29 @@ FailureOr<SpanReport> mlir::masformer::computeSpanReport(ModuleOp module,
   return report;
 }
 
+void mlir::masformer::printSpanReport(const SpanReport &r,
+                                      llvm::raw_ostream &os) {
+  os << "masformer span report: " << r.layers.size()
+     << " attention layers, seq-len " << r.seqLen << ", batch 1\n";
+  os << llvm::format("%5s  %-14s %6s %6s %9s %14s %9s\n", "layer", "span",
+                     "causal", "heads", "head_dim", "attn GFLOP", "of full");
+  for (const LayerCost &c : r.layers) {
+    double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
+    std::string span =
+        c.span == "full" ? c.span : c.span + " " + std::to_string(c.spanSize);
+    os << llvm::format("%5lld  %-14s %6s %6lld %9lld %14.3f %9.3f\n",
+                       (long long)c.layer, span.c_str(),
+                       c.causal ? "yes" : "no", (long long)c.heads,
+                       (long long)c.headDim, c.flops / 1e9, frac);
+  }
+  double frac = r.fractionOfFull();
+  os << llvm::format("%5s  %-14s %6s %6s %9s %14.3f %9.3f\n", "total", "",
+                     "", "", "", r.totalFlops / 1e9, frac);
+  os << llvm::format("attention cost: %.1f%% of full attention "
+                     "(%.1f%% saved)\n",
+                     100.0 * frac, 100.0 * (1.0 - frac));
+}
+
 namespace {
 
 struct SpanReportPass final
@@ -76,21 +99,10 @@ struct SpanReportPass final
     if (failed(r))
       return failure();
     int64_t n = seqLen;
-    llvm::raw_ostream &os = llvm::outs();
-    os << "masformer span report: " << r->layers.size()
-       << " attention layers, seq-len " << n << ", batch 1\n";
-    os << llvm::format("%5s  %-14s %6s %6s %9s %14s %9s\n", "layer", "span",
-                       "causal", "heads", "head_dim", "attn GFLOP",
-                       "of full");
+    printSpanReport(*r, llvm::outs());
     llvm::json::Array rows;
     for (const LayerCost &c : r->layers) {
       double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
-      std::string span =
-          c.span == "full" ? c.span : c.span + " " + std::to_string(c.spanSize);
-      os << llvm::format("%5lld  %-14s %6s %6lld %9lld %14.3f %9.3f\n",
-                         (long long)c.layer, span.c_str(),
-                         c.causal ? "yes" : "no", (long long)c.heads,
-                         (long long)c.headDim, c.flops / 1e9, frac);
       rows.push_back(llvm::json::Object{{"layer", c.layer},
                                         {"span", c.span},
                                         {"span_size", c.spanSize},
@@ -102,11 +114,6 @@ struct SpanReportPass final
                                         {"fraction_of_full", frac}});
     }
     double frac = r->fractionOfFull();
-    os << llvm::format("%5s  %-14s %6s %6s %9s %14.3f %9.3f\n", "total", "",
-                       "", "", "", r->totalFlops / 1e9, frac);
-    os << llvm::format("attention cost: %.1f%% of full attention "
-                       "(%.1f%% saved)\n",
-                       100.0 * frac, 100.0 * (1.0 - frac));
     if (!json.empty()) {
       std::string err;
       std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(json, &err);

@@ -19,6 +19,9 @@ namespace mlir::masformer {
 /// head_dim, seqLen <= 0) are emitted on the module.
 FailureOr<SpanReport> computeSpanReport(ModuleOp module, int64_t seqLen);
 
+/// The report as the table that --masformer-span-report prints.
+void printSpanReport(const SpanReport &report, llvm::raw_ostream &os);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_DIALECT_MASFORMER_TRANSFORMS_SPANREPORT_H

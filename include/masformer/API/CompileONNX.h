@@ -1,0 +1,57 @@
+//===- CompileONNX.h - An ONNX model to a runnable library ----------*- C++ -*-===//
+//
+// The job of `masformer-compile`: import, raise, rewrite the spans, lower
+// every op of the model, and link one shared library that the runtime
+// (include/masformer/Runtime) loads. See docs/compile.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_API_COMPILEONNX_H
+#define MASFORMER_API_COMPILEONNX_H
+
+#include "masformer/API/RewriteONNX.h"
+
+#include <string>
+
+namespace mlir::masformer {
+
+/// What compileONNXFile writes.
+enum class CompileOutput {
+  /// A shared library for the runtime (the default).
+  Library,
+  /// The object file the library is linked from.
+  Object,
+  /// The optimized LLVM IR, as text.
+  LLVMIR,
+  /// The module in the LLVM dialect, before translation, as text.
+  MLIR,
+};
+
+struct CompileONNXOptions {
+  /// Import shapes, spans and the report's sequence length.
+  RewriteONNXOptions rewrite;
+  /// "cpu" (the host) or "cuda".
+  std::string target = "cpu";
+  /// The LLVM CPU to generate code for ("native": this machine's CPU and
+  /// features).
+  std::string cpu = "native";
+  /// Query rows and keys per attention tile.
+  int64_t tileQ = 64, tileKV = 64;
+  CompileOutput output = CompileOutput::Library;
+};
+
+/// Compiles the ONNX model `src` into `dst` (nothing is written on
+/// failure) and returns the span report of the compiled model. Errors go to
+/// `context`'s diagnostic handler, naming the file, node, op or option.
+FailureOr<SpanReport> compileONNXFile(llvm::StringRef src,
+                                      llvm::StringRef dst,
+                                      const CompileONNXOptions &options,
+                                      MLIRContext *context);
+
+/// The version of the interface between a compiled library and the
+/// runtime (the `masformer_abi_version` symbol of the library).
+constexpr int kCompiledModelABIVersion = 1;
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_API_COMPILEONNX_H

@@ -1,0 +1,114 @@
+/*===- Runtime.h - Load and run a compiled masformer model ---------*- C -*-===*
+ *
+ * The C API of the masformer runtime: load a library that masformer-compile
+ * made, list its inputs and outputs, bind inputs, run, read outputs.
+ *
+ *   mf_model *m = mf_model_load("model.so");
+ *   if (!m) { fprintf(stderr, "%s\n", mf_last_error()); return 1; }
+ *   int64_t shape[2] = {1, 128};
+ *   if (mf_model_set_input(m, "input_ids", MF_I64, shape, 2, ids) ||
+ *       mf_model_run(m)) { fprintf(stderr, "%s\n", mf_last_error()); ... }
+ *   mf_tensor out;
+ *   mf_model_output(m, 0, &out);   // out.data, out.shape, out.rank
+ *   mf_model_free(m);
+ *
+ * Every call that can fail returns 0 on success and non-zero on failure,
+ * and then mf_last_error() (per thread) says why, naming the input, the
+ * dimension or the file. A model handle runs one call at a time; load one
+ * handle per thread to run in parallel (the library is shared).
+ *
+ * The runtime depends only on the C library and libdl; the compiled
+ * library depends on libomp (see docs/compile.md).
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef MASFORMER_RUNTIME_RUNTIME_H
+#define MASFORMER_RUNTIME_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. */
+typedef enum mf_dtype {
+  MF_F32 = 0,
+  MF_F16 = 1,
+  MF_BF16 = 2,
+  MF_F64 = 3,
+  MF_I64 = 4,
+  MF_I32 = 5,
+  MF_I16 = 6,
+  MF_I8 = 7,
+  MF_U8 = 8,
+  MF_BOOL = 9,
+} mf_dtype;
+
+/* "f32", "f16", "bf16", "f64", "i64", "i32", "i16", "i8", "u8", "bool". */
+const char *mf_dtype_name(mf_dtype dtype);
+/* Bytes per element. */
+size_t mf_dtype_size(mf_dtype dtype);
+
+typedef struct mf_model mf_model;
+
+/* An input or output as the model declares it. dims[i] is -1 where the
+ * dimension is dynamic; dim_names[i] is then the name of its size (inputs
+ * with the same name must agree), or "" when it has none. */
+typedef struct mf_tensor_info {
+  const char *name;
+  mf_dtype dtype;
+  int64_t rank;
+  const int64_t *dims;
+  const char *const *dim_names;
+} mf_tensor_info;
+
+/* A tensor's data: row-major, contiguous. */
+typedef struct mf_tensor {
+  mf_dtype dtype;
+  int64_t rank;
+  const int64_t *shape;
+  void *data;
+  size_t size_bytes;
+} mf_tensor;
+
+/* The last error of this thread ("" when none). */
+const char *mf_last_error(void);
+
+/* Loads a compiled model; NULL on failure. */
+mf_model *mf_model_load(const char *path);
+void mf_model_free(mf_model *model);
+
+/* "cpu" or "cuda". */
+const char *mf_model_target(const mf_model *model);
+size_t mf_model_num_inputs(const mf_model *model);
+size_t mf_model_num_outputs(const mf_model *model);
+/* 0 on success; info points into the model and lives as long as it. */
+int mf_model_input_info(const mf_model *model, size_t index,
+                        mf_tensor_info *info);
+int mf_model_output_info(const mf_model *model, size_t index,
+                         mf_tensor_info *info);
+/* The index of the input or output called `name`, or -1. */
+int64_t mf_model_input_index(const mf_model *model, const char *name);
+int64_t mf_model_output_index(const mf_model *model, const char *name);
+
+/* Binds an input by name. The type and the static dimensions are checked
+ * here; `data` is not copied and must stay valid and unchanged until
+ * mf_model_run returns. */
+int mf_model_set_input(mf_model *model, const char *name, mf_dtype dtype,
+                       const int64_t *shape, int64_t rank, const void *data);
+
+/* Runs the model on the bound inputs (all must be bound, and dimensions
+ * with the same name must agree). The previous outputs are freed. */
+int mf_model_run(mf_model *model);
+
+/* An output of the last run; its memory belongs to the model and lives
+ * until the next mf_model_run or mf_model_free. */
+int mf_model_output(const mf_model *model, size_t index, mf_tensor *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MASFORMER_RUNTIME_RUNTIME_H */

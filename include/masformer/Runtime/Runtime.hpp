@@ -1,0 +1,115 @@
+//===- Runtime.hpp - C++ wrapper of the masformer runtime ------------*- C++ -*-===//
+//
+// The C API of Runtime.h with RAII and exceptions:
+//
+//   masformer::runtime::Model model("model.so");
+//   model.setInput("input_ids", MF_I64, {1, 128}, ids.data());
+//   model.run();
+//   mf_tensor logits = model.output(0);
+//
+// Every failure throws masformer::runtime::Error with the runtime's message.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_RUNTIME_RUNTIME_HPP
+#define MASFORMER_RUNTIME_RUNTIME_HPP
+
+#include "masformer/Runtime/Runtime.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace masformer::runtime {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline void check(int rc) {
+  if (rc != 0)
+    throw Error(mf_last_error());
+}
+
+/// A declared input or output.
+struct TensorInfo {
+  std::string name;
+  mf_dtype dtype;
+  /// -1 where dynamic.
+  std::vector<int64_t> dims;
+  /// The name of each dynamic dimension's size ("" when it has none).
+  std::vector<std::string> dimNames;
+};
+
+class Model {
+public:
+  explicit Model(const std::string &path) : model(mf_model_load(path.c_str())) {
+    if (!model)
+      throw Error(mf_last_error());
+  }
+  Model(Model &&other) noexcept : model(std::exchange(other.model, nullptr)) {}
+  Model &operator=(Model &&other) noexcept {
+    std::swap(model, other.model);
+    return *this;
+  }
+  Model(const Model &) = delete;
+  Model &operator=(const Model &) = delete;
+  ~Model() { mf_model_free(model); }
+
+  std::string target() const { return mf_model_target(model); }
+
+  std::vector<TensorInfo> inputs() const {
+    return infos(mf_model_num_inputs(model), mf_model_input_info);
+  }
+  std::vector<TensorInfo> outputs() const {
+    return infos(mf_model_num_outputs(model), mf_model_output_info);
+  }
+
+  /// `data` must stay valid until run() returns.
+  void setInput(const std::string &name, mf_dtype dtype,
+                const std::vector<int64_t> &shape, const void *data) {
+    check(mf_model_set_input(model, name.c_str(), dtype, shape.data(),
+                             static_cast<int64_t>(shape.size()), data));
+  }
+
+  void run() { check(mf_model_run(model)); }
+
+  /// Valid until the next run() or the model's destruction.
+  mf_tensor output(size_t index) const {
+    mf_tensor t;
+    check(mf_model_output(model, index, &t));
+    return t;
+  }
+  mf_tensor output(const std::string &name) const {
+    int64_t i = mf_model_output_index(model, name.c_str());
+    if (i < 0)
+      throw Error("the model has no output '" + name + "'");
+    return output(static_cast<size_t>(i));
+  }
+
+  mf_model *get() const { return model; }
+
+private:
+  using InfoFn = int (*)(const mf_model *, size_t, mf_tensor_info *);
+  std::vector<TensorInfo> infos(size_t n, InfoFn fn) const {
+    std::vector<TensorInfo> list;
+    for (size_t i = 0; i < n; ++i) {
+      mf_tensor_info info;
+      check(fn(model, i, &info));
+      TensorInfo t{info.name, info.dtype, {}, {}};
+      for (int64_t d = 0; d < info.rank; ++d) {
+        t.dims.push_back(info.dims[d]);
+        t.dimNames.push_back(info.dim_names[d]);
+      }
+      list.push_back(std::move(t));
+    }
+    return list;
+  }
+
+  mf_model *model;
+};
+
+} // namespace masformer::runtime
+
+#endif // MASFORMER_RUNTIME_RUNTIME_HPP

@@ -1,0 +1,528 @@
+//===- CompileONNX.cpp - An ONNX model to a runnable library ------*- C++ -*-===//
+//
+// Import, raise and rewrite (importAndRewriteONNX), then:
+//   1. the entry: @main's arguments read-only, results that would alias an
+//      input or a weight copied, a C interface;
+//   2. --masformer-lower-to-cpu (tiled attention and contractions, the rest
+//      as loops, OpenMP) to the LLVM dialect;
+//   3. LLVM IR with `masformer_run` and the signature the runtime reads,
+//      optimized at O3 for the target CPU, an object file, and a shared
+//      library linked with the system's C compiler driver.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/API/CompileONNX.h"
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+#ifndef MASFORMER_LLVM_LIBRARY_DIR
+#define MASFORMER_LLVM_LIBRARY_DIR "/usr/lib/llvm-22/lib"
+#endif
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The signature the runtime reads
+//===----------------------------------------------------------------------===//
+
+/// The runtime's name of an element type; empty when it has none.
+StringRef dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF64())
+    return "f64";
+  if (t.isInteger(1))
+    return "bool";
+  if (auto i = dyn_cast<IntegerType>(t)) {
+    if (i.isUnsigned() && i.getWidth() == 8)
+      return "u8";
+    switch (i.getWidth()) {
+    case 8:
+      return "i8";
+    case 16:
+      return "i16";
+    case 32:
+      return "i32";
+    case 64:
+      return "i64";
+    default:
+      break;
+    }
+  }
+  return "";
+}
+
+/// Names in the signature are percent-encoded where they hold a separator.
+std::string escape(StringRef s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%' || c == '\t' || c == '\n' || c == ',' ||
+        static_cast<unsigned char>(c) < 0x20) {
+      out += '%';
+      out += llvm::hexdigit((c >> 4) & 0xF);
+      out += llvm::hexdigit(c & 0xF);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// One "input|output <name> <dtype> <dims>" line: a dimension is its size,
+/// or "?" and the key of its symbol (equal keys are equal sizes; "?" alone
+/// is a size known only after the run).
+FailureOr<std::string> signatureLine(StringRef kind, unsigned index,
+                                     Type type, DictionaryAttr attrs,
+                                     Location loc) {
+  auto tt = dyn_cast<RankedTensorType>(type);
+  StringRef dtype = tt ? dtypeName(tt.getElementType()) : "";
+  auto nameAttr = attrs ? attrs.getAs<StringAttr>("onnx.name") : nullptr;
+  std::string name =
+      nameAttr ? nameAttr.str() : (kind + Twine(index)).str();
+  if (dtype.empty())
+    return emitError(loc) << kind << " '" << name << "' has type " << type
+                          << ", which the runtime cannot pass",
+           failure();
+  auto dimsAttr = attrs ? attrs.getAs<ArrayAttr>("onnx.dims") : nullptr;
+  std::string line = (kind + "\t" + escape(name) + "\t" + dtype + "\t").str();
+  for (int64_t d = 0; d < tt.getRank(); ++d) {
+    if (d)
+      line += ',';
+    if (!tt.isDynamicDim(d)) {
+      line += std::to_string(tt.getDimSize(d));
+      continue;
+    }
+    line += '?';
+    if (dimsAttr && d < static_cast<int64_t>(dimsAttr.size()))
+      if (auto key = dyn_cast<StringAttr>(dimsAttr[d]))
+        if (key.getValue() != "?")
+          line += escape(key.getValue());
+  }
+  return line + "\n";
+}
+
+//===----------------------------------------------------------------------===//
+// The entry function
+//===----------------------------------------------------------------------===//
+
+/// True when `v` (through views) is an argument or a constant, or a buffer
+/// already returned: returning it would hand the runtime memory that it
+/// must not free.
+bool needsCopy(Value v, llvm::DenseSet<Value> &returned) {
+  Value root = v;
+  while (Operation *op = root.getDefiningOp()) {
+    if (!isa<tensor::CastOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+             tensor::ExtractSliceOp, tensor::ReshapeOp>(op))
+      break;
+    root = op->getOperand(0);
+  }
+  if (isa<BlockArgument>(root) || root.getDefiningOp<arith::ConstantOp>())
+    return true;
+  return !returned.insert(root).second;
+}
+
+/// Prepares @main for the runtime and returns its signature text.
+FailureOr<std::string> prepareEntry(func::FuncOp main) {
+  Location loc = main.getLoc();
+  std::string sig = "masformer-model\t" +
+                    std::to_string(kCompiledModelABIVersion) +
+                    "\ntarget\tcpu\n";
+  FunctionType type = main.getFunctionType();
+  for (unsigned i = 0; i < type.getNumInputs(); ++i) {
+    FailureOr<std::string> line = signatureLine(
+        "input", i, type.getInput(i), main.getArgAttrDict(i), loc);
+    if (failed(line))
+      return failure();
+    sig += *line;
+    // The runtime passes the caller's buffers: never written.
+    main.setArgAttr(i, "bufferization.writable",
+                    BoolAttr::get(main.getContext(), false));
+  }
+  for (unsigned i = 0; i < type.getNumResults(); ++i) {
+    FailureOr<std::string> line = signatureLine(
+        "output", i, type.getResult(i), main.getResultAttrDict(i), loc);
+    if (failed(line))
+      return failure();
+    sig += *line;
+  }
+  // Every result is a buffer of its own, which the runtime frees.
+  llvm::DenseSet<Value> returned;
+  main.walk([&](func::ReturnOp ret) {
+    OpBuilder b(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value v = operand.get();
+      if (!needsCopy(v, returned))
+        continue;
+      auto tt = cast<RankedTensorType>(v.getType());
+      SmallVector<Value> dyn;
+      for (int64_t d = 0; d < tt.getRank(); ++d)
+        if (tt.isDynamicDim(d))
+          dyn.push_back(tensor::DimOp::create(b, ret.getLoc(), v, d));
+      Value init = tensor::EmptyOp::create(b, ret.getLoc(), tt.getShape(),
+                                           tt.getElementType(), dyn);
+      operand.set(
+          linalg::CopyOp::create(b, ret.getLoc(), v, init).getResult(0));
+    }
+  });
+  main->setAttr("llvm.emit_c_interface", UnitAttr::get(main.getContext()));
+  return sig;
+}
+
+//===----------------------------------------------------------------------===//
+// LLVM
+//===----------------------------------------------------------------------===//
+
+struct HostTarget {
+  std::unique_ptr<llvm::TargetMachine> machine;
+  bool avx512 = false;
+};
+
+FailureOr<HostTarget> createTargetMachine(StringRef cpuOption, Location loc) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string err;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target)
+    return emitError(loc) << "no LLVM target for " << triple.str() << ": "
+                          << err,
+           failure();
+  std::string cpu = cpuOption.str();
+  std::string features;
+  if (cpuOption == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    SmallVector<std::string> list;
+    for (const auto &f : llvm::sys::getHostCPUFeatures())
+      list.push_back((f.second ? "+" : "-") + f.first().str());
+    features = llvm::join(list, ",");
+  }
+  llvm::TargetOptions targetOptions;
+  HostTarget host;
+  host.machine.reset(target->createTargetMachine(
+      triple, cpu, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!host.machine)
+    return emitError(loc) << "cannot create an LLVM target machine for "
+                          << triple.str(),
+           failure();
+  const llvm::MCSubtargetInfo *sti = host.machine->getMCSubtargetInfo();
+  if (!sti->isCPUStringValid(cpu))
+    return emitError(loc) << "--cpu=" << cpuOption
+                          << ": not a CPU that LLVM knows for "
+                          << triple.str(),
+           failure();
+  host.avx512 = sti->checkFeatures("+avx512f");
+  return host;
+}
+
+/// Adds `masformer_run(void **inputs, void *results)` (calls the C
+/// interface of @main with the input descriptors and the results' struct),
+/// the signature and the ABI version; everything else becomes internal.
+LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
+                                  StringRef signature, Location loc) {
+  llvm::LLVMContext &ctx = m.getContext();
+  llvm::Function *ciface = m.getFunction("_mlir_ciface_main");
+  if (!ciface || ciface->arg_size() != numInputs + 1)
+    return emitError(loc) << "internal error: the lowered module has no C "
+                             "interface for @main with "
+                          << numInputs << " inputs",
+           failure();
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration())
+      f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  for (llvm::GlobalVariable &g : m.globals())
+    if (!g.isDeclaration())
+      g.setLinkage(llvm::GlobalValue::InternalLinkage);
+
+  auto *ptr = llvm::PointerType::getUnqual(ctx);
+  auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                         {ptr, ptr}, /*isVarArg=*/false);
+  auto *run = llvm::Function::Create(
+      fnType, llvm::GlobalValue::ExternalLinkage, "masformer_run", m);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", run));
+  SmallVector<llvm::Value *> args = {run->getArg(1)};
+  for (unsigned i = 0; i < numInputs; ++i) {
+    llvm::Value *slot =
+        b.CreateConstInBoundsGEP1_64(ptr, run->getArg(0), i);
+    args.push_back(b.CreateLoad(ptr, slot));
+  }
+  b.CreateCall(ciface, args);
+  b.CreateRetVoid();
+
+  auto *sigInit = llvm::ConstantDataArray::getString(ctx, signature);
+  new llvm::GlobalVariable(m, sigInit->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, sigInit,
+                           "masformer_signature");
+  auto *i32 = llvm::Type::getInt32Ty(ctx);
+  new llvm::GlobalVariable(
+      m, i32, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+      llvm::ConstantInt::get(i32, kCompiledModelABIVersion),
+      "masformer_abi_version");
+  return success();
+}
+
+void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::PassBuilder pb(&tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+/// The C compiler driver that links the library.
+FailureOr<std::string> findLinker(Location loc) {
+  for (StringRef name : {"clang-22", "clang", "cc", "gcc"})
+    if (llvm::ErrorOr<std::string> p = llvm::sys::findProgramByName(name))
+      return *p;
+  return emitError(loc) << "no C compiler driver (clang-22, clang, cc or "
+                           "gcc) in PATH to link the library with; "
+                           "scripts/setup.sh installs one",
+         failure();
+}
+
+/// A temporary file that is removed unless kept.
+struct TempFile {
+  SmallString<256> path;
+  llvm::FileRemover remover;
+  LogicalResult create(StringRef suffix, Location loc) {
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("masformer", suffix, path))
+      return emitError(loc) << "cannot create a temporary file: "
+                            << ec.message();
+    remover.setFile(path);
+    return success();
+  }
+};
+
+LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
+  FailureOr<std::string> driver = findLinker(loc);
+  if (failed(driver))
+    return failure();
+  TempFile log;
+  if (failed(log.create("log", loc)))
+    return failure();
+  std::string libDir = MASFORMER_LLVM_LIBRARY_DIR;
+  SmallVector<std::string> args = {*driver,
+                                   "-shared",
+                                   "-o",
+                                   out.str(),
+                                   object.str(),
+                                   "-Wl,-z,defs",
+                                   "-L" + libDir,
+                                   "-Wl,-rpath," + libDir,
+                                   "-lomp",
+                                   "-lmlir_c_runner_utils",
+                                   "-lm"};
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, log.path.str(),
+                                          log.path.str()};
+  std::string err;
+  int rc = llvm::sys::ExecuteAndWait(*driver, argRefs, std::nullopt,
+                                     redirects, 0, 0, &err);
+  if (rc != 0) {
+    std::string text;
+    if (auto buf = llvm::MemoryBuffer::getFile(log.path))
+      text = (*buf)->getBuffer().take_back(2000).str();
+    return emitError(loc) << "linking the library with " << *driver
+                          << " failed"
+                          << (err.empty() ? "" : ": " + err) << "\n"
+                          << text,
+           failure();
+  }
+  return success();
+}
+
+void registerCompileDialects(MLIRContext *context) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerAllPasses();
+    registerMASFormerPasses();
+  });
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  context->appendDialectRegistry(registry);
+}
+
+} // namespace
+
+FailureOr<SpanReport>
+mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
+                                 const CompileONNXOptions &options,
+                                 MLIRContext *context) {
+  Location loc = FileLineColLoc::get(context, src, 0, 0);
+  if (options.target == "cuda")
+    return emitError(loc) << "--target=cuda: the GPU lowering is not "
+                             "available yet; compile with --target=cpu",
+           failure();
+  if (options.target != "cpu")
+    return emitError(loc) << "--target=" << options.target
+                          << ": expected cpu or cuda",
+           failure();
+  if (options.tileQ <= 0 || options.tileKV <= 0)
+    return emitError(loc) << "attention tiles must be positive, got "
+                          << options.tileQ << " x " << options.tileKV,
+           failure();
+  if (dst.empty())
+    return emitError(loc) << "no output file given", failure();
+  FailureOr<HostTarget> host = createTargetMachine(options.cpu, loc);
+  if (failed(host))
+    return failure();
+
+  registerCompileDialects(context);
+  FailureOr<ImportedONNXModel> imported =
+      importAndRewriteONNX(src, options.rewrite, context);
+  if (failed(imported))
+    return failure();
+  ModuleOp module = *imported->module;
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return emitError(loc) << "internal error: the import has no @main",
+           failure();
+  unsigned numInputs = main.getNumArguments();
+  FailureOr<std::string> signature = prepareEntry(main);
+  if (failed(signature))
+    return failure();
+
+  PassManager pm(context);
+  LowerToCPUOptions lowering;
+  lowering.tileQ = options.tileQ;
+  lowering.tileKV = options.tileKV;
+  lowering.vectorWidth = host->avx512 ? 16 : 8;
+  buildLowerToCPUPipeline(pm, lowering);
+  if (failed(pm.run(module)))
+    return emitError(loc) << "lowering the model to the CPU failed",
+           failure();
+
+  // Everything goes to a temporary file next to `dst`, renamed at the end.
+  SmallString<256> tmp;
+  {
+    int fd;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+            dst + ".tmp-%%%%%%", fd, tmp))
+      return emitError(loc) << "cannot write next to '" << dst
+                            << "': " << ec.message(),
+             failure();
+    llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  }
+  llvm::FileRemover tmpRemover(tmp);
+  auto writeText = [&](llvm::function_ref<void(raw_ostream &)> fn) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return emitError(loc) << "cannot write '" << tmp
+                            << "': " << ec.message(),
+             failure();
+    fn(os);
+    return success();
+  };
+
+  if (options.output == CompileOutput::MLIR) {
+    if (failed(writeText([&](raw_ostream &os) { module.print(os); })))
+      return failure();
+  } else {
+    llvm::LLVMContext llvmContext;
+    std::unique_ptr<llvm::Module> llvmModule =
+        translateModuleToLLVMIR(module, llvmContext, src);
+    if (!llvmModule)
+      return emitError(loc) << "translating the model to LLVM IR failed",
+             failure();
+    llvm::TargetMachine &tm = *host->machine;
+    llvmModule->setDataLayout(tm.createDataLayout());
+    llvmModule->setTargetTriple(tm.getTargetTriple());
+    if (failed(addRuntimeInterface(*llvmModule, numInputs, *signature, loc)))
+      return failure();
+    if (llvm::verifyModule(*llvmModule, &llvm::errs()))
+      return emitError(loc) << "internal error: invalid LLVM IR", failure();
+    optimize(*llvmModule, tm);
+    if (options.output == CompileOutput::LLVMIR) {
+      if (failed(writeText(
+              [&](raw_ostream &os) { llvmModule->print(os, nullptr); })))
+        return failure();
+    } else {
+      TempFile object;
+      StringRef objectPath = tmp;
+      if (options.output == CompileOutput::Library) {
+        if (failed(object.create("o", loc)))
+          return failure();
+        objectPath = object.path;
+      }
+      {
+        std::error_code ec;
+        llvm::raw_fd_ostream os(objectPath, ec);
+        if (ec)
+          return emitError(loc) << "cannot write '" << objectPath
+                                << "': " << ec.message(),
+                 failure();
+        llvm::legacy::PassManager codegen;
+        if (tm.addPassesToEmitFile(codegen, os, nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+          return emitError(loc) << "LLVM cannot emit an object file for "
+                                << tm.getTargetTriple().str(),
+                 failure();
+        codegen.run(*llvmModule);
+      }
+      if (options.output == CompileOutput::Library &&
+          failed(linkLibrary(objectPath, tmp, loc)))
+        return failure();
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, dst))
+    return emitError(loc) << "cannot write '" << dst << "': " << ec.message(),
+           failure();
+  tmpRemover.releaseFile();
+  return std::move(imported->report);
+}

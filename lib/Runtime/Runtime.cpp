@@ -1,0 +1,518 @@
+//===- Runtime.cpp - Load and run a compiled masformer model ------*- C++ -*-===//
+//
+// A compiled library exports three symbols (lib/API/CompileONNX.cpp):
+//   masformer_abi_version  int32, the interface version;
+//   masformer_signature    text: "input|output <name> <dtype> <dims>" lines;
+//   masformer_run          void(void **inputs, void *results): the C
+//                          interface of MLIR's @main, inputs as memref
+//                          descriptors, results as a struct of descriptors
+//                          whose buffers (malloc'd) the caller frees.
+// A memref descriptor of rank R is {ptr allocated, ptr aligned, i64 offset,
+// i64 sizes[R], i64 strides[R]}: 3 + 2R words of 8 bytes, and the results'
+// struct is their concatenation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Runtime/Runtime.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kABIVersion = 1;
+
+thread_local std::string lastError;
+
+int fail(std::string message) {
+  lastError = std::move(message);
+  return 1;
+}
+
+struct DtypeInfo {
+  const char *name;
+  size_t size;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {"f32", 4}, {"f16", 2}, {"bf16", 2}, {"f64", 8}, {"i64", 8},
+    {"i32", 4}, {"i16", 2}, {"i8", 1},   {"u8", 1},  {"bool", 1},
+};
+constexpr int kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
+
+bool validDtype(mf_dtype d) {
+  return static_cast<int>(d) >= 0 && static_cast<int>(d) < kNumDtypes;
+}
+
+struct TensorDecl {
+  std::string name;
+  mf_dtype dtype;
+  std::vector<int64_t> dims;           // -1: dynamic
+  std::vector<std::string> keys;       // symbol keys ("" if none)
+  std::vector<std::string> dimNames;   // for mf_tensor_info
+  std::vector<const char *> dimNamePtrs;
+};
+
+struct Binding {
+  bool bound = false;
+  std::vector<int64_t> shape;
+  const void *data = nullptr;
+};
+
+struct Output {
+  std::vector<int64_t> shape;
+  void *data = nullptr;
+  size_t bytes = 0;
+};
+
+int hexValue(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  return -1;
+}
+
+/// Undoes the compiler's percent-encoding of separators in names.
+std::string unescape(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    int hi = i + 2 < s.size() ? hexValue(s[i + 1]) : -1;
+    int lo = i + 2 < s.size() ? hexValue(s[i + 2]) : -1;
+    if (s[i] == '%' && hi >= 0 && lo >= 0) {
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string &s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t end = s.find(sep, start);
+    parts.push_back(s.substr(start, end - start));
+    if (end == std::string::npos)
+      return parts;
+    start = end + 1;
+  }
+}
+
+bool parseInt(const std::string &s, int64_t &v) {
+  if (s.empty() || s.size() > 18)
+    return false;
+  v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + (c - '0');
+  }
+  return true;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string declString(const TensorDecl &d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    s += i ? ", " : "";
+    s += d.dims[i] >= 0 ? std::to_string(d.dims[i])
+                        : (d.dimNames[i].empty() ? "?" : d.dimNames[i]);
+  }
+  return s + "]";
+}
+
+} // namespace
+
+struct mf_model {
+  std::string path;
+  void *handle = nullptr;
+  void (*run)(void **, void *) = nullptr;
+  std::string target;
+  std::vector<TensorDecl> inputs, outputs;
+  std::vector<Binding> bindings;
+  std::vector<Output> results;
+  std::vector<void *> owned; // buffers of the last run, freed with free()
+
+  ~mf_model() {
+    releaseResults();
+    if (handle)
+      dlclose(handle);
+  }
+  void releaseResults() {
+    for (void *p : owned)
+      std::free(p);
+    owned.clear();
+    results.clear();
+  }
+  bool parseSignature(const char *text);
+};
+
+bool mf_model::parseSignature(const char *text) {
+  std::vector<std::string> lines = split(text, '\n');
+  if (lines.empty() || lines[0] != "masformer-model\t1")
+    return false;
+  for (size_t l = 1; l < lines.size(); ++l) {
+    if (lines[l].empty())
+      continue;
+    std::vector<std::string> f = split(lines[l], '\t');
+    if (f.size() == 2 && f[0] == "target") {
+      target = f[1];
+      continue;
+    }
+    if (f.size() != 4 || (f[0] != "input" && f[0] != "output"))
+      return false;
+    TensorDecl d;
+    d.name = unescape(f[1]);
+    int dt = -1;
+    for (int i = 0; i < kNumDtypes; ++i)
+      if (f[2] == kDtypes[i].name)
+        dt = i;
+    if (dt < 0)
+      return false;
+    d.dtype = static_cast<mf_dtype>(dt);
+    if (!f[3].empty()) {
+      for (const std::string &dim : split(f[3], ',')) {
+        int64_t v;
+        if (!dim.empty() && dim[0] == '?') {
+          std::string key = unescape(dim.substr(1));
+          d.dims.push_back(-1);
+          d.keys.push_back(key);
+          // An unnamed dimension's key is "?<input>.<dim>": no name.
+          d.dimNames.push_back(!key.empty() && key[0] == '?' ? "" : key);
+        } else if (parseInt(dim, v)) {
+          d.dims.push_back(v);
+          d.keys.push_back("");
+          d.dimNames.push_back("");
+        } else {
+          return false;
+        }
+      }
+    }
+    (f[0] == "input" ? inputs : outputs).push_back(std::move(d));
+  }
+  for (auto *list : {&inputs, &outputs})
+    for (TensorDecl &d : *list)
+      for (const std::string &n : d.dimNames)
+        d.dimNamePtrs.push_back(n.c_str());
+  return !target.empty();
+}
+
+extern "C" {
+
+const char *mf_dtype_name(mf_dtype dtype) {
+  return validDtype(dtype) ? kDtypes[dtype].name : "invalid";
+}
+
+size_t mf_dtype_size(mf_dtype dtype) {
+  return validDtype(dtype) ? kDtypes[dtype].size : 0;
+}
+
+const char *mf_last_error(void) { return lastError.c_str(); }
+
+mf_model *mf_model_load(const char *path) {
+  if (!path) {
+    fail("mf_model_load: no path");
+    return nullptr;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    fail(std::string("'") + path + "': no such file");
+    return nullptr;
+  }
+  // dlopen searches the library path for names without a slash.
+  std::string file = path;
+  if (file.find('/') == std::string::npos)
+    file = "./" + file;
+  void *handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *err = dlerror();
+    fail(std::string("'") + path + "' cannot be loaded as a library: " +
+         (err ? err : "unknown error"));
+    return nullptr;
+  }
+  auto *model = new mf_model;
+  model->path = path;
+  model->handle = handle;
+  auto *version =
+      static_cast<const int32_t *>(dlsym(handle, "masformer_abi_version"));
+  auto *signature =
+      static_cast<const char *>(dlsym(handle, "masformer_signature"));
+  model->run = reinterpret_cast<void (*)(void **, void *)>(
+      dlsym(handle, "masformer_run"));
+  if (!version || !signature || !model->run) {
+    fail(std::string("'") + path +
+         "' is not a model compiled by masformer-compile");
+    delete model;
+    return nullptr;
+  }
+  if (*version != kABIVersion) {
+    fail(std::string("'") + path + "' was compiled for runtime interface " +
+         std::to_string(*version) + ", this runtime has " +
+         std::to_string(kABIVersion) + ": compile it again");
+    delete model;
+    return nullptr;
+  }
+  if (!model->parseSignature(signature)) {
+    fail(std::string("'") + path + "' has a malformed signature");
+    delete model;
+    return nullptr;
+  }
+  if (model->target != "cpu") {
+    fail(std::string("'") + path + "' is compiled for target '" +
+         model->target + "', which this runtime cannot run");
+    delete model;
+    return nullptr;
+  }
+  model->bindings.resize(model->inputs.size());
+  return model;
+}
+
+void mf_model_free(mf_model *model) { delete model; }
+
+const char *mf_model_target(const mf_model *model) {
+  return model ? model->target.c_str() : "";
+}
+
+size_t mf_model_num_inputs(const mf_model *model) {
+  return model ? model->inputs.size() : 0;
+}
+
+size_t mf_model_num_outputs(const mf_model *model) {
+  return model ? model->outputs.size() : 0;
+}
+
+static int tensorInfo(const std::vector<TensorDecl> &list, size_t index,
+                      const char *what, mf_tensor_info *info) {
+  if (!info)
+    return fail("no mf_tensor_info to fill");
+  if (index >= list.size())
+    return fail(std::string(what) + " index " + std::to_string(index) +
+                " is out of range: the model has " +
+                std::to_string(list.size()));
+  const TensorDecl &d = list[index];
+  info->name = d.name.c_str();
+  info->dtype = d.dtype;
+  info->rank = static_cast<int64_t>(d.dims.size());
+  info->dims = d.dims.data();
+  info->dim_names = d.dimNamePtrs.data();
+  return 0;
+}
+
+int mf_model_input_info(const mf_model *model, size_t index,
+                        mf_tensor_info *info) {
+  if (!model)
+    return fail("no model");
+  return tensorInfo(model->inputs, index, "input", info);
+}
+
+int mf_model_output_info(const mf_model *model, size_t index,
+                         mf_tensor_info *info) {
+  if (!model)
+    return fail("no model");
+  return tensorInfo(model->outputs, index, "output", info);
+}
+
+static int64_t indexOf(const std::vector<TensorDecl> &list,
+                       const char *name) {
+  if (!name)
+    return -1;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].name == name)
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
+int64_t mf_model_input_index(const mf_model *model, const char *name) {
+  return model ? indexOf(model->inputs, name) : -1;
+}
+
+int64_t mf_model_output_index(const mf_model *model, const char *name) {
+  return model ? indexOf(model->outputs, name) : -1;
+}
+
+int mf_model_set_input(mf_model *model, const char *name, mf_dtype dtype,
+                       const int64_t *shape, int64_t rank, const void *data) {
+  if (!model)
+    return fail("no model");
+  int64_t i = indexOf(model->inputs, name);
+  if (i < 0) {
+    std::string names;
+    for (const TensorDecl &d : model->inputs)
+      names += (names.empty() ? "'" : ", '") + d.name + "'";
+    return fail(std::string("the model has no input '") +
+                (name ? name : "") + "'; its inputs are " + names);
+  }
+  const TensorDecl &d = model->inputs[i];
+  if (!validDtype(dtype))
+    return fail("input '" + d.name + "': invalid element type " +
+                std::to_string(static_cast<int>(dtype)));
+  if (dtype != d.dtype)
+    return fail("input '" + d.name + "' has element type " +
+                kDtypes[d.dtype].name + ", got " + kDtypes[dtype].name);
+  if (rank != static_cast<int64_t>(d.dims.size()) || rank < 0 ||
+      (rank > 0 && !shape))
+    return fail("input '" + d.name + "' has shape " + declString(d) +
+                ", got rank " + std::to_string(rank));
+  std::vector<int64_t> s(shape, shape + rank);
+  size_t elements = 1;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (s[k] < 0 || (d.dims[k] >= 0 && s[k] != d.dims[k]))
+      return fail("input '" + d.name + "' has shape " + declString(d) +
+                  ", got " + shapeString(s));
+    if (s[k] > 0 && elements > (size_t(1) << 48) / static_cast<size_t>(s[k]))
+      return fail("input '" + d.name + "': shape " + shapeString(s) +
+                  " is too large");
+    elements *= static_cast<size_t>(s[k]);
+  }
+  if (!data && elements > 0)
+    return fail("input '" + d.name + "': no data");
+  Binding &b = model->bindings[i];
+  b.bound = true;
+  b.shape = std::move(s);
+  b.data = data;
+  return 0;
+}
+
+int mf_model_run(mf_model *model) {
+  if (!model)
+    return fail("no model");
+  // Every input bound, and named dimensions equal across inputs.
+  std::map<std::string, std::pair<int64_t, std::string>> sizes;
+  for (size_t i = 0; i < model->inputs.size(); ++i) {
+    const TensorDecl &d = model->inputs[i];
+    const Binding &b = model->bindings[i];
+    if (!b.bound)
+      return fail("input '" + d.name + "' is not set");
+    for (size_t k = 0; k < d.dims.size(); ++k) {
+      if (d.keys[k].empty())
+        continue;
+      auto [it, inserted] =
+          sizes.try_emplace(d.keys[k], b.shape[k], d.name);
+      if (!inserted && it->second.first != b.shape[k]) {
+        std::string dim = d.dimNames[k].empty() ? "dimension " +
+                                                      std::to_string(k)
+                                                : "'" + d.dimNames[k] + "'";
+        return fail("input '" + d.name + "': " + dim + " is " +
+                    std::to_string(b.shape[k]) + ", but it is " +
+                    std::to_string(it->second.first) + " in input '" +
+                    it->second.second + "'");
+      }
+    }
+  }
+  model->releaseResults();
+
+  std::vector<std::vector<int64_t>> descs(model->inputs.size());
+  std::vector<void *> args;
+  for (size_t i = 0; i < model->inputs.size(); ++i) {
+    const Binding &b = model->bindings[i];
+    size_t rank = b.shape.size();
+    std::vector<int64_t> &desc = descs[i];
+    desc.assign(3 + 2 * rank, 0);
+    void *data = const_cast<void *>(b.data);
+    std::memcpy(&desc[0], &data, sizeof(void *));
+    std::memcpy(&desc[1], &data, sizeof(void *));
+    int64_t stride = 1;
+    for (size_t k = rank; k-- > 0;) {
+      desc[3 + k] = b.shape[k];
+      desc[3 + rank + k] = stride;
+      stride *= b.shape[k];
+    }
+    args.push_back(desc.data());
+  }
+  size_t words = 0;
+  for (const TensorDecl &d : model->outputs)
+    words += 3 + 2 * d.dims.size();
+  std::vector<int64_t> results(words, 0);
+  model->run(args.data(), results.data());
+
+  // Each result's buffer is the model's until the next run; a strided one
+  // (not produced by the compiler today) is copied to a contiguous buffer.
+  std::set<void *> seen;
+  size_t w = 0;
+  for (const TensorDecl &d : model->outputs) {
+    size_t rank = d.dims.size();
+    void *allocated, *aligned;
+    std::memcpy(&allocated, &results[w], sizeof(void *));
+    std::memcpy(&aligned, &results[w + 1], sizeof(void *));
+    int64_t offset = results[w + 2];
+    Output out;
+    out.shape.assign(&results[w + 3], &results[w + 3] + rank);
+    const int64_t *strides = &results[w + 3 + rank];
+    size_t esize = kDtypes[d.dtype].size;
+    size_t elements = 1;
+    for (int64_t s : out.shape)
+      elements *= static_cast<size_t>(s);
+    out.bytes = elements * esize;
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (size_t k = rank; k-- > 0;) {
+      if (out.shape[k] != 1 && strides[k] != expect)
+        contiguous = false;
+      expect *= out.shape[k];
+    }
+    char *base = static_cast<char *>(aligned) + offset * esize;
+    if (contiguous) {
+      out.data = base;
+    } else {
+      out.data = std::malloc(out.bytes ? out.bytes : 1);
+      model->owned.push_back(out.data);
+      std::vector<int64_t> idx(rank, 0);
+      for (size_t e = 0; e < elements; ++e) {
+        int64_t src = 0;
+        for (size_t k = 0; k < rank; ++k)
+          src += idx[k] * strides[k];
+        std::memcpy(static_cast<char *>(out.data) + e * esize,
+                    base + src * esize, esize);
+        for (size_t k = rank; k-- > 0;) {
+          if (++idx[k] < out.shape[k])
+            break;
+          idx[k] = 0;
+        }
+      }
+    }
+    if (allocated && seen.insert(allocated).second)
+      model->owned.push_back(allocated);
+    model->results.push_back(std::move(out));
+    w += 3 + 2 * rank;
+  }
+  return 0;
+}
+
+int mf_model_output(const mf_model *model, size_t index, mf_tensor *out) {
+  if (!model)
+    return fail("no model");
+  if (!out)
+    return fail("no mf_tensor to fill");
+  if (model->results.empty() && !model->outputs.empty())
+    return fail("the model has not run yet");
+  if (index >= model->results.size())
+    return fail("output index " + std::to_string(index) +
+                " is out of range: the model has " +
+                std::to_string(model->outputs.size()));
+  const Output &o = model->results[index];
+  out->dtype = model->outputs[index].dtype;
+  out->rank = static_cast<int64_t>(o.shape.size());
+  out->shape = o.shape.data();
+  out->data = o.data;
+  out->size_bytes = o.bytes;
+  return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,118 @@
+//===- masformer-compile.cpp - ONNX to a runnable library --------*- C++ -*-===//
+//
+//   masformer-compile model.onnx --target=cpu \
+//     --spans="span=block:256 policy=top num-full=2" -o model.so
+//
+// imports the model, raises its attention layers, applies the MASFormer
+// rewrite, lowers every op and links one shared library that the runtime
+// (include/masformer/Runtime, masformer-run, masformer.Session) loads.
+// See docs/compile.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/API/CompileONNX.h"
+#include "masformer/Import/ONNXImporter.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace cl = llvm::cl;
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
+                             cl::Required);
+  cl::opt<std::string> output("o", cl::desc("Output file"),
+                              cl::value_desc("model.so"), cl::Required);
+  cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
+                              cl::init("cpu"));
+  cl::opt<std::string> chip(
+      "chip", cl::desc("GPU architecture for --target=cuda (sm_80, sm_90)"),
+      cl::init(""));
+  cl::opt<std::string> cpu(
+      "cpu",
+      cl::desc("LLVM CPU to generate code for (default: native, this "
+               "machine's CPU and features)"),
+      cl::init("native"));
+  cl::list<std::string> inputShapes(
+      "input-shape",
+      cl::desc("Static shape of a graph input: name=d0xd1x... (repeatable; "
+               "dimensions stay dynamic otherwise)"),
+      cl::ZeroOrMore);
+  cl::opt<std::string> spans(
+      "spans",
+      cl::desc("The MASFormer rewrite: the options of "
+               "--masformer-rewrite-spans, e.g. \"span=block:256 "
+               "policy=top num-full=2\" (default: no rewrite)"),
+      cl::init(""));
+  cl::opt<CompileOutput> emit(
+      "emit", cl::desc("What to write"), cl::init(CompileOutput::Library),
+      cl::values(
+          clEnumValN(CompileOutput::Library, "library",
+                     "A shared library for the runtime (default)"),
+          clEnumValN(CompileOutput::Object, "object", "The object file"),
+          clEnumValN(CompileOutput::LLVMIR, "llvm", "Optimized LLVM IR"),
+          clEnumValN(CompileOutput::MLIR, "mlir",
+                     "The module lowered to the LLVM dialect")));
+  cl::opt<bool> report(
+      "report", cl::desc("Print the span report of the compiled model"),
+      cl::init(false));
+  cl::opt<int64_t> reportSeqLen(
+      "report-seq-len",
+      cl::desc("Sequence length of the span report (default 2048)"),
+      cl::init(2048));
+  cl::opt<int64_t> tileQ("tile-q", cl::desc("Query rows per attention tile"),
+                         cl::init(64));
+  cl::opt<int64_t> tileKV("tile-kv", cl::desc("Keys per attention tile"),
+                          cl::init(64));
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "masformer-compile: an ONNX model to a runnable library\n");
+
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  context.printOpOnDiagnostic(false);
+  Location loc = FileLineColLoc::get(&context, input, 0, 0);
+
+  CompileONNXOptions options;
+  options.target = target;
+  options.cpu = cpu;
+  options.output = emit;
+  options.tileQ = tileQ;
+  options.tileKV = tileKV;
+  options.rewrite.spans = spans;
+  options.rewrite.reportSeqLen = reportSeqLen;
+  if (!chip.empty() && target != "cuda") {
+    emitError(loc) << "--chip=" << chip << " needs --target=cuda";
+    return 1;
+  }
+  if (reportSeqLen <= 0) {
+    emitError(loc) << "--report-seq-len must be positive, got "
+                   << static_cast<int64_t>(reportSeqLen);
+    return 1;
+  }
+  ONNXImportOptions shapes;
+  for (const std::string &spec : inputShapes) {
+    std::string err = parseInputShapeOption(spec, shapes);
+    if (!err.empty()) {
+      emitError(loc) << err;
+      return 1;
+    }
+  }
+  options.rewrite.inputShapes = shapes.inputShapes;
+  FailureOr<SpanReport> result =
+      compileONNXFile(input, output, options, &context);
+  if (failed(result))
+    return 1;
+  if (report)
+    printSpanReport(*result, llvm::outs());
+  return 0;
+}
