@@ -46,12 +46,22 @@ void mlir::masformer::buildLowerToCPUPipeline(
   tiling.tileQ = options.tileQ;
   tiling.tileKV = options.tileKV;
   tiling.vectorWidth = options.vectorWidth;
+  // The model's matrix products first: the tiled attention's own partial
+  // tiles are generics of the same shape, and stay loops.
+  if (options.vectorWidth > 0) {
+    TileContractionsOptions contractions;
+    contractions.vectorWidth = options.vectorWidth;
+    pm.addPass(createTileContractions(contractions));
+  }
   pm.addPass(createTileAttention(tiling));
   static constexpr StringLiteral kLowering =
       "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
-      // exp as a polynomial of plain arithmetic: LLVM vectorizes it with
-      // the loop instead of calling libm per element.
-      "masformer-approximate-exp,"
+      // The rest of a model's ops share the cores too.
+      "masformer-parallelize,"
+      // exp, tanh and erf as polynomials of plain arithmetic: LLVM
+      // vectorizes them with the loop instead of calling libm per element;
+      // x^3 (GELU) as multiplications.
+      "masformer-approximate-math,"
       // Identity layouts at function boundaries: the rows of Q, K and V are
       // then known to be contiguous, and the micro-kernels' loads of them
       // are vector loads rather than gathers.

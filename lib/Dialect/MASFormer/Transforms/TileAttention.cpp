@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionLowering.h"
+#include "MicroKernels.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -31,28 +32,6 @@ using namespace mlir::masformer;
 
 namespace {
 
-
-/// Index arithmetic with short names.
-struct Idx {
-  OpBuilder &b;
-  Location loc;
-  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value fdiv(Value x, Value y) {
-    return arith::FloorDivSIOp::create(b, loc, x, y);
-  }
-  Value cdiv(Value x, Value y) {
-    return arith::CeilDivSIOp::create(b, loc, x, y);
-  }
-  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value andI(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-};
 
 /// a * b + acc with reassociation allowed, so that LLVM vectorizes the
 /// reductions of the two contractions.
@@ -90,99 +69,6 @@ Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
 //===----------------------------------------------------------------------===//
 // Register-blocked micro-kernels for full tiles
 //===----------------------------------------------------------------------===//
-
-/// Rows and vectors of accumulators of a micro-kernel step: 16 vector
-/// registers of accumulators, the operand vectors and a broadcast fit the 32
-/// registers of AVX-512 (with W = 8, the 16 of AVX2 hold 8 accumulators in
-/// halves of the same shape).
-constexpr int64_t kRows = 4;
-constexpr int64_t kVecs = 4;
-
-/// A vector<W x f32> read from a static 2-D tensor at (r, c), extended to
-/// f32.
-Value readF32(OpBuilder &b, Location loc, Value t, Value r, Value c,
-              int64_t w) {
-  Type et = cast<RankedTensorType>(t.getType()).getElementType();
-  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(et));
-  auto vt = VectorType::get({w}, et);
-  Value v = vector::TransferReadOp::create(b, loc, vt, t, ValueRange{r, c},
-                                           pad, ArrayRef<bool>{true});
-  if (et.isF32())
-    return v;
-  return arith::ExtFOp::create(b, loc, VectorType::get({w}, b.getF32Type()),
-                               v);
-}
-
-/// The f32 scalar t[r, c] broadcast to a vector<W x f32>.
-Value splatF32(OpBuilder &b, Location loc, Value t, Value r, Value c,
-               int64_t w) {
-  Value x = toF32(b, loc, tensor::ExtractOp::create(b, loc, t, ValueRange{r, c}));
-  return vector::BroadcastOp::create(b, loc,
-                                     VectorType::get({w}, b.getF32Type()), x);
-}
-
-Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r,
-               Value c) {
-  return vector::TransferWriteOp::create(b, loc, v, t, ValueRange{r, c},
-                                         ArrayRef<bool>{true})
-      .getResult();
-}
-
-/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bm[k, j]) over a static
-/// [tq, n] tile, register-blocked: each step of the (row block, column
-/// block) loops keeps kRows x vecs vectors of W results in registers while
-/// it runs over k (per k: vecs vector loads of bm, kRows broadcasts of a,
-/// kRows * vecs FMAs), then stores them into `out`. `init(out, row, col)`
-/// and `finish(acc)` work on one vector of W results.
-Value buildBlockedMatmul(
-    OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
-    int64_t n, int64_t kLen, int64_t w,
-    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish) {
-  Idx ix{b, loc};
-  int64_t vecs = std::min(kVecs, n / w);
-  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
-                                 ValueRange{out});
-  b.setInsertionPointToStart(rows.getBody());
-  Value i0 = rows.getInductionVar();
-  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(n), ix.c(vecs * w),
-                                 ValueRange{rows.getRegionIterArg(0)});
-  b.setInsertionPointToStart(cols.getBody());
-  Value j0 = cols.getInductionVar();
-  Value o = cols.getRegionIterArg(0);
-  auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
-  auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
-  SmallVector<Value> acc0;
-  for (int64_t r = 0; r < kRows; ++r)
-    for (int64_t c = 0; c < vecs; ++c)
-      acc0.push_back(init(b, o, rowOf(r), colOf(c)));
-  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen), ix.c(1), acc0);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(red.getBody());
-    Value k = red.getInductionVar();
-    SmallVector<Value> bv;
-    for (int64_t c = 0; c < vecs; ++c)
-      bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
-    SmallVector<Value> next;
-    for (int64_t r = 0; r < kRows; ++r) {
-      Value av = splatF32(b, loc, a, rowOf(r), k, w);
-      for (int64_t c = 0; c < vecs; ++c)
-        next.push_back(vector::FMAOp::create(
-            b, loc, av, bv[c], red.getRegionIterArg(r * vecs + c)));
-    }
-    scf::YieldOp::create(b, loc, next);
-  }
-  for (int64_t r = 0; r < kRows; ++r)
-    for (int64_t c = 0; c < vecs; ++c)
-      o = writeVec(b, loc, finish(b, red.getResult(r * vecs + c)), o,
-                   rowOf(r), colOf(c));
-  scf::YieldOp::create(b, loc, o);
-  b.setInsertionPointAfter(cols);
-  scf::YieldOp::create(b, loc, cols.getResult(0));
-  b.setInsertionPointAfter(rows);
-  return rows.getResult(0);
-}
 
 /// S = scale * Q K^T for a full tile: q is [tq, d], kt the transposed key
 /// tile [d, tk]; the accumulators run over the head dimension.

@@ -105,6 +105,57 @@ def RaiseAttention : Pass<"masformer-raise-attention", "::mlir::func::FuncOp"> {
   ];
 }
 
+def TileContractions : Pass<"masformer-tile-contractions"> {
+  let summary = "Matrix products as parallel tiles with vector micro-kernels";
+  let description = [{
+    Rewrites every `linalg.generic` that is a matrix product with f32
+    results, `C[b..., m, n] += A[b'..., m, k] * B[b''..., k, n]` (or
+    `B[b''..., n, k]`; f32, f16 or bf16 operands extended to f32; operands
+    broadcast over some batch dimensions; a static `k`), as an `scf.forall`
+    over (batch..., tiles of `tile-m` rows, tiles of `tile-n` columns). A
+    full tile computes its `tile-m` x `tile-n` results with the
+    register-blocked micro-kernel of `--masformer-tile-attention` (4 rows x
+    4 vectors of `vector-width` f32 accumulators across all of `k`; a
+    transposed `B` tile is packed first); partial tiles at the edges compute
+    the same product on their slices as a `linalg.generic`. This is what the
+    importer makes of `MatMul`, `Gemm` and `Einsum`; `--masformer-lower-to-cpu`
+    runs it before the attention is tiled.
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"64",
+           "Rows of C per tile (a multiple of 4)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"64",
+           "Columns of C per tile (a multiple of the kernel's vector step)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+           "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2)">,
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
+                           "scf::SCFDialect", "tensor::TensorDialect",
+                           "vector::VectorDialect"];
+}
+
+def Parallelize : Pass<"masformer-parallelize"> {
+  let summary = "Top-level linalg ops as parallel tiles (scf.forall)";
+  let description = [{
+    Tiles every linalg op on tensors whose parent is a function (the
+    element-wise ops, normalizations and reductions of an imported model;
+    not the ops inside the tiled attention or contractions) over its
+    parallel dimensions with `scf.forall`: each parallel loop but the
+    innermost is tiled by 1, the last of them by `grain`; the innermost loop
+    and reductions stay whole. Ops with fewer than `min-elements` iterations
+    (static shapes) are left alone. `--masformer-lower-to-cpu` runs the
+    `scf.forall` loops with OpenMP.
+  }];
+  let options = [
+    Option<"grain", "grain", "int64_t", /*default=*/"8",
+           "Rows of the last tiled loop per task">,
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"16384",
+           "Ops with fewer iterations (static shapes) stay serial">,
+  ];
+  let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
+                           "affine::AffineDialect", "arith::ArithDialect"];
+}
+
 def TileAttention : Pass<"masformer-tile-attention"> {
   let summary = "Span-aware tiled attention with online softmax";
   let description = [{
@@ -160,13 +211,17 @@ def TileAttention : Pass<"masformer-tile-attention"> {
   ];
 }
 
-def ApproximateExp : Pass<"masformer-approximate-exp"> {
-  let summary = "math.exp as a polynomial of plain arithmetic";
+def ApproximateMath : Pass<"masformer-approximate-math"> {
+  let summary = "exp, tanh and erf as polynomials; small constant powers as "
+                "multiplications";
   let description = [{
-    Replaces f32 `math.exp` with MLIR's polynomial approximation (a few
-    ulp, exact at the ends: exp(-inf) = 0), built from arithmetic that
-    LLVM vectorizes together with the loop around it. A libm call per
-    element would keep the softmax loops of the tiled attention scalar.
+    Replaces f32 `math.exp`, `math.tanh` and `math.erf` with MLIR's
+    polynomial approximations (a few ulp; exp(-inf) = 0 exactly), built from
+    arithmetic that LLVM vectorizes together with the loop around it: a libm
+    call per element keeps a loop scalar (the softmax of the tiled
+    attention, a GELU). Scalar constant operands of `linalg.generic` ops are
+    inlined first, so that `math.powf` by a constant 2 or 3 (GELU's x^3)
+    becomes multiplications and by 0.5 a square root.
 
     ```mlir
     %e = math.exp %x : f32

@@ -1,0 +1,313 @@
+//===- TileContractions.cpp - Tiled, vectorized matrix products ---*- C++ -*-===//
+//
+// The model's matrix products (the linalg.generic contractions that the
+// importer makes of MatMul, Gemm and Einsum) as a parallel loop over
+// (batch..., row tile, column tile) whose full tiles run the register-blocked
+// micro-kernel of the tiled attention; partial tiles at the edges run a
+// linalg.matmul on the slices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionLowering.h"
+#include "MicroKernels.h"
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+namespace mlir::masformer {
+#define GEN_PASS_DEF_TILECONTRACTIONS
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"
+} // namespace mlir::masformer
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+/// The loop dimensions of a generic that computes
+/// C[batch..., m, n] += A[batch'..., m, k] * B[batch''..., k, n] (or
+/// B[..., n, k]), batch' and batch'' subsets of the batch dimensions
+/// (broadcast operands).
+struct MatmulDims {
+  unsigned m, n, k;
+  bool transposedB;
+};
+
+/// `v`, or the value it extends, when it is an arith.extf.
+Value stripExt(Value v) {
+  if (auto ext = v.getDefiningOp<arith::ExtFOp>())
+    return ext.getIn();
+  return v;
+}
+
+FailureOr<MatmulDims> matchMatmul(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !op.hasPureTensorSemantics() || op.getNumReductionLoops() != 1)
+    return failure();
+  auto cTy = dyn_cast<RankedTensorType>(op.getDpsInits()[0].getType());
+  auto aTy = dyn_cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  auto bTy = dyn_cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+  if (!cTy || !aTy || !bTy || !cTy.getElementType().isF32() ||
+      cTy.getRank() < 2 || aTy.getRank() < 2 || bTy.getRank() < 2)
+    return failure();
+  for (Type t : {aTy.getElementType(), bTy.getElementType()})
+    if (!t.isF32() && !t.isF16() && !t.isBF16())
+      return failure();
+  // The body: yield acc + ext(a) * ext(b).
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return failure();
+  Value acc = body.getArgument(2);
+  Value prod = add.getLhs() == acc   ? add.getRhs()
+               : add.getRhs() == acc ? add.getLhs()
+                                     : Value();
+  auto mul = prod ? prod.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul || stripExt(mul.getLhs()) != body.getArgument(0) ||
+      stripExt(mul.getRhs()) != body.getArgument(1))
+    return failure();
+  // Every op of the body is one of those.
+  if (llvm::range_size(body.without_terminator()) !=
+      2 + (mul.getLhs() != body.getArgument(0)) +
+          (mul.getRhs() != body.getArgument(1)))
+    return failure();
+
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  for (AffineMap map : maps)
+    if (!map.isProjectedPermutation())
+      return failure();
+  auto dimAt = [](AffineMap map, int64_t fromEnd) {
+    return cast<AffineDimExpr>(map.getResult(map.getNumResults() - fromEnd))
+        .getPosition();
+  };
+  MatmulDims d;
+  d.m = dimAt(maps[2], 2);
+  d.n = dimAt(maps[2], 1);
+  d.k = dimAt(maps[0], 1);
+  if (dimAt(maps[0], 2) != d.m ||
+      op.getIteratorTypesArray()[d.k] != utils::IteratorType::reduction)
+    return failure();
+  if (dimAt(maps[1], 1) == d.n && dimAt(maps[1], 2) == d.k)
+    d.transposedB = false;
+  else if (dimAt(maps[1], 1) == d.k && dimAt(maps[1], 2) == d.n)
+    d.transposedB = true;
+  else
+    return failure();
+  // The leading results of A and B are batch dimensions of C.
+  for (AffineMap map : {maps[0], maps[1]})
+    for (unsigned r = 0; r + 2 < map.getNumResults(); ++r) {
+      unsigned dim = cast<AffineDimExpr>(map.getResult(r)).getPosition();
+      if (dim == d.m || dim == d.n || dim == d.k)
+        return failure();
+    }
+  // The reduction runs over a static length (the kernel's loop bound).
+  if (ShapedType::isDynamic(op.getStaticLoopRanges()[d.k]))
+    return failure();
+  return d;
+}
+
+struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {
+  TileContractionPattern(MLIRContext *ctx, int64_t tileM, int64_t tileN,
+                         int64_t width)
+      : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width) {}
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override;
+
+  int64_t tileM, tileN, width;
+};
+
+LogicalResult
+TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
+                                        PatternRewriter &rewriter) const {
+  FailureOr<MatmulDims> dims = matchMatmul(op);
+  if (failed(dims))
+    return rewriter.notifyMatchFailure(op, "not a matrix product");
+  Location loc = op.getLoc();
+  OpBuilder &b = rewriter;
+  Idx ix{b, loc};
+  Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1];
+  Value c = op.getDpsInits()[0];
+  auto cTy = cast<RankedTensorType>(c.getType());
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  int64_t rank = cTy.getRank();
+  int64_t kLen = op.getStaticLoopRanges()[dims->k];
+
+  // The sizes of C's dimensions, and the loop dimension each one is.
+  SmallVector<OpFoldResult> cSizes = tensor::getMixedSizes(b, loc, c);
+  SmallVector<unsigned> cDims;
+  for (AffineExpr e : maps[2].getResults())
+    cDims.push_back(cast<AffineDimExpr>(e).getPosition());
+  OpFoldResult mSize = cSizes[rank - 2], nSize = cSizes[rank - 1];
+  auto val = [&](OpFoldResult f) {
+    return getValueOrCreateConstantIndexOp(b, loc, f);
+  };
+  SmallVector<OpFoldResult> ubs(cSizes.begin(), cSizes.end() - 2);
+  ubs.push_back(ix.cdiv(val(mSize), ix.c(tileM)));
+  ubs.push_back(ix.cdiv(val(nSize), ix.c(tileN)));
+
+  auto forall =
+      scf::ForallOp::create(b, loc, ubs, ValueRange{c}, std::nullopt);
+  b.setInsertionPoint(forall.getTerminator());
+  Value out = forall.getRegionIterArgs()[0];
+  // The position of every loop dimension in this iteration.
+  DenseMap<unsigned, Value> batchIv;
+  for (int64_t r = 0; r + 2 < rank; ++r)
+    batchIv[cDims[r]] = forall.getInductionVar(r);
+  Value m0 = ix.mul(forall.getInductionVar(rank - 2), ix.c(tileM));
+  Value n0 = ix.mul(forall.getInductionVar(rank - 1), ix.c(tileN));
+  Value ms = ix.min(ix.c(tileM), ix.sub(val(mSize), m0));
+  Value ns = ix.min(ix.c(tileN), ix.sub(val(nSize), n0));
+
+  // The rank-reduced 2-D slice of an operand for this tile.
+  auto slice = [&](Value t, AffineMap map, int64_t rows, int64_t cols) {
+    SmallVector<OpFoldResult> offs, sizes;
+    SmallVector<int64_t> shape;
+    for (AffineExpr e : map.getResults()) {
+      unsigned dim = cast<AffineDimExpr>(e).getPosition();
+      if (dim == dims->m) {
+        offs.push_back(m0);
+        sizes.push_back(ms);
+      } else if (dim == dims->n) {
+        offs.push_back(n0);
+        sizes.push_back(ns);
+      } else if (dim == dims->k) {
+        offs.push_back(b.getIndexAttr(0));
+        sizes.push_back(b.getIndexAttr(kLen));
+      } else {
+        offs.push_back(batchIv.lookup(dim));
+        sizes.push_back(b.getIndexAttr(1));
+      }
+    }
+    SmallVector<OpFoldResult> strides(offs.size(), b.getIndexAttr(1));
+    auto ty = cast<RankedTensorType>(t.getType());
+    auto resultTy = RankedTensorType::get({rows, cols}, ty.getElementType());
+    return tensor::ExtractSliceOp::create(b, loc, resultTy, t, offs, sizes,
+                                          strides)
+        .getResult();
+  };
+  int64_t dyn = ShapedType::kDynamic;
+  Value aTile = slice(a, maps[0], dyn, kLen);
+  Value bTile = dims->transposedB ? slice(bm, maps[1], dyn, kLen)
+                                  : slice(bm, maps[1], kLen, dyn);
+  Value cTile = slice(out, maps[2], dyn, dyn);
+  auto cTileTy = cast<RankedTensorType>(cTile.getType());
+
+  Value full = ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
+                       ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
+  auto ifOp = scf::IfOp::create(
+      b, loc, full,
+      [&](OpBuilder &tb, Location) {
+        auto staticTy = [&](Value v, int64_t r, int64_t cl) {
+          auto ty = cast<RankedTensorType>(v.getType());
+          return tensor::CastOp::create(
+                     tb, loc, RankedTensorType::get({r, cl},
+                                                    ty.getElementType()),
+                     v)
+              .getResult();
+        };
+        Value at = staticTy(aTile, tileM, kLen);
+        Value ct = staticTy(cTile, tileM, tileN);
+        Value bt;
+        if (dims->transposedB) {
+          // B's tile [n, k] packed as [k, n]: the kernel loads rows of n.
+          Value bn = staticTy(bTile, tileN, kLen);
+          auto bty = cast<RankedTensorType>(bn.getType());
+          Value init = tensor::EmptyOp::create(tb, loc, {kLen, tileN},
+                                               bty.getElementType());
+          bt = linalg::TransposeOp::create(tb, loc, bn, init,
+                                           ArrayRef<int64_t>{1, 0})
+                   .getResult()[0];
+        } else {
+          bt = staticTy(bTile, kLen, tileN);
+        }
+        Value r = buildBlockedMatmul(
+            tb, loc, at, bt, ct, tileM, tileN, kLen, width,
+            [&](OpBuilder &nb, Value o, Value row, Value col) {
+              return readF32(nb, loc, o, row, col, width);
+            },
+            [](OpBuilder &, Value x) { return x; });
+        scf::YieldOp::create(
+            tb, loc, tensor::CastOp::create(tb, loc, cTileTy, r).getResult());
+      },
+      [&](OpBuilder &eb, Location) {
+        // A partial tile: the same product on the slices, as loops.
+        MLIRContext *ctx = eb.getContext();
+        AffineMap bMap = dims->transposedB ? dimsMap(ctx, 3, {1, 2})
+                                           : dimsMap(ctx, 3, {2, 1});
+        Value r = linalg::GenericOp::create(
+                      eb, loc, cTileTy, ValueRange{aTile, bTile},
+                      ValueRange{cTile},
+                      ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), bMap,
+                                          dimsMap(ctx, 3, {0, 1})},
+                      ArrayRef<utils::IteratorType>{kPar, kPar, kRed},
+                      [&](OpBuilder &nb, Location nl, ValueRange args) {
+                        Value x = toF32(nb, nl, args[0]);
+                        Value y = toF32(nb, nl, args[1]);
+                        Value p = arith::MulFOp::create(nb, nl, x, y);
+                        linalg::YieldOp::create(
+                            nb, nl,
+                            arith::AddFOp::create(nb, nl, args[2], p)
+                                .getResult());
+                      })
+                      .getResult(0);
+        scf::YieldOp::create(eb, loc, r);
+      });
+
+  // Insert the tile back into C.
+  SmallVector<OpFoldResult> offs, sizes;
+  for (int64_t r = 0; r < rank; ++r) {
+    if (r == rank - 2) {
+      offs.push_back(m0);
+      sizes.push_back(ms);
+    } else if (r == rank - 1) {
+      offs.push_back(n0);
+      sizes.push_back(ns);
+    } else {
+      offs.push_back(forall.getInductionVar(r));
+      sizes.push_back(b.getIndexAttr(1));
+    }
+  }
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(b, loc, ifOp.getResult(0), out, offs,
+                                        sizes, strides);
+  rewriter.replaceOp(op, forall.getResult(0));
+  return success();
+}
+
+struct TileContractionsPass final
+    : masformer::impl::TileContractionsBase<TileContractionsPass> {
+  using TileContractionsBase::TileContractionsBase;
+
+  void runOnOperation() override {
+    int64_t w = vectorWidth;
+    if (w <= 0 || (w & (w - 1))) {
+      emitError(getOperation()->getLoc())
+          << "--masformer-tile-contractions: vector-width must be a power "
+             "of two, got "
+          << w;
+      return signalPassFailure();
+    }
+    int64_t step = std::min<int64_t>(kVecs, std::max<int64_t>(1, tileN / w)) *
+                   w;
+    if (tileM <= 0 || tileM % kRows || tileN <= 0 || tileN % step) {
+      emitError(getOperation()->getLoc())
+          << "--masformer-tile-contractions: tile-m must be a positive "
+             "multiple of "
+          << kRows << " and tile-n of " << step << ", got "
+          << static_cast<int64_t>(tileM) << " x "
+          << static_cast<int64_t>(tileN);
+      return signalPassFailure();
+    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w);
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+
+} // namespace
