@@ -2,7 +2,7 @@
 
 Integer inputs (token ids) are random in [0, 100); an input named *mask* is
 all ones except the last three positions of the last batch row (padding).
-Float inputs are standard normal. Fixed seed.
+Float inputs are standard normal (of the input's float type). Fixed seed.
 """
 
 import numpy as np
@@ -20,6 +20,8 @@ def make_inputs(sess, shapes, seed=7):
             else:
                 x = rng.integers(0, 100, size=shape, dtype=np.int64)
         else:
-            x = rng.standard_normal(shape).astype(np.float32)
+            dtype = {"tensor(float16)": np.float16,
+                     "tensor(double)": np.float64}.get(inp.type, np.float32)
+            x = rng.standard_normal(shape).astype(dtype)
         feeds[inp.name] = x
     return feeds
