@@ -321,6 +321,98 @@ void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
+/// Linked into every library: the allocator of its buffers
+/// (finalize-memref-to-llvm with use-generic-functions calls it). Blocks of
+/// 1 MiB or more are kept when freed and reused for a request of up to
+/// their size, so that a model's activations, freed and allocated again in
+/// every run, do not go back to the kernel (an mmap, page faults and
+/// zeroed pages per buffer and per run). masformer_free frees the results
+/// the runtime receives; masformer_release_memory empties the cache.
+constexpr llvm::StringLiteral kAllocatorSource = R"c(
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define MF_HEADER 64
+#define MF_BIG ((size_t)1 << 20)
+#define MF_SLOTS 64
+
+typedef struct { char *base; size_t size; } mf_block;
+static mf_block mf_cache[MF_SLOTS];
+static int mf_cached;
+static pthread_mutex_t mf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((visibility("hidden"))) void *
+_mlir_memref_to_llvm_alloc(uint64_t size) {
+  size_t total = (size_t)size + MF_HEADER;
+  if (total < size)
+    return NULL;
+  if (total >= MF_BIG) {
+    pthread_mutex_lock(&mf_lock);
+    int best = -1;
+    for (int i = 0; i < mf_cached; ++i)
+      if (mf_cache[i].size >= total && mf_cache[i].size - total <= total / 4 &&
+          (best < 0 || mf_cache[i].size < mf_cache[best].size))
+        best = i;
+    if (best >= 0) {
+      char *base = mf_cache[best].base;
+      mf_cache[best] = mf_cache[--mf_cached];
+      pthread_mutex_unlock(&mf_lock);
+      return base + MF_HEADER;
+    }
+    pthread_mutex_unlock(&mf_lock);
+  }
+  char *base = (char *)malloc(total);
+  if (!base)
+    return NULL;
+  *(size_t *)base = total;
+  return base + MF_HEADER;
+}
+
+__attribute__((visibility("hidden"))) void
+_mlir_memref_to_llvm_free(void *ptr) {
+  if (!ptr)
+    return;
+  char *base = (char *)ptr - MF_HEADER;
+  size_t total = *(size_t *)base;
+  if (total >= MF_BIG) {
+    pthread_mutex_lock(&mf_lock);
+    int slot = mf_cached < MF_SLOTS ? mf_cached++ : -1;
+    if (slot < 0) {
+      /* Full: this block replaces the smallest one if it is larger. */
+      int small = 0;
+      for (int i = 1; i < MF_SLOTS; ++i)
+        if (mf_cache[i].size < mf_cache[small].size)
+          small = i;
+      if (mf_cache[small].size < total) {
+        char *old = mf_cache[small].base;
+        mf_cache[small].base = base;
+        mf_cache[small].size = total;
+        base = old;
+      }
+    } else {
+      mf_cache[slot].base = base;
+      mf_cache[slot].size = total;
+      base = NULL;
+    }
+    pthread_mutex_unlock(&mf_lock);
+    if (!base)
+      return;
+  }
+  free(base);
+}
+
+void masformer_free(void *ptr) { _mlir_memref_to_llvm_free(ptr); }
+
+void masformer_release_memory(void) {
+  pthread_mutex_lock(&mf_lock);
+  for (int i = 0; i < mf_cached; ++i)
+    free(mf_cache[i].base);
+  mf_cached = 0;
+  pthread_mutex_unlock(&mf_lock);
+}
+)c";
+
 /// The C compiler driver that links the library.
 FailureOr<std::string> findLinker(Location loc) {
   for (StringRef name : {"clang-22", "clang", "cc", "gcc"})
@@ -350,15 +442,27 @@ LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
   FailureOr<std::string> driver = findLinker(loc);
   if (failed(driver))
     return failure();
-  TempFile log;
-  if (failed(log.create("log", loc)))
+  TempFile log, allocator;
+  if (failed(log.create("log", loc)) || failed(allocator.create("c", loc)))
     return failure();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(allocator.path, ec);
+    if (ec)
+      return emitError(loc) << "cannot write '" << allocator.path
+                            << "': " << ec.message(),
+             failure();
+    os << kAllocatorSource;
+  }
   std::string libDir = MASFORMER_LLVM_LIBRARY_DIR;
   SmallVector<std::string> args = {*driver,
                                    "-shared",
                                    "-o",
                                    out.str(),
                                    object.str(),
+                                   "-O2",
+                                   "-fPIC",
+                                   allocator.path.str().str(),
                                    "-Wl,-z,defs",
                                    "-L" + libDir,
                                    "-Wl,-rpath," + libDir,
@@ -442,6 +546,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   lowering.tileQ = options.tileQ;
   lowering.tileKV = options.tileKV;
   lowering.vectorWidth = host->avx512 ? 16 : 8;
+  lowering.genericAllocation = true;
   buildLowerToCPUPipeline(pm, lowering);
   if (failed(pm.run(module)))
     return emitError(loc) << "lowering the model to the CPU failed",

@@ -1,6 +1,7 @@
 //===- RewriteONNX.cpp - The MASFormer rewrite of an ONNX file ----*- C++ -*-===//
 
 #include "masformer/API/RewriteONNX.h"
+#include "masformer/API/CompileONNX.h"
 #include "masformer/API/Facade.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
@@ -51,10 +52,9 @@ ImportedONNXModel::ImportedONNXModel() = default;
 ImportedONNXModel::ImportedONNXModel(ImportedONNXModel &&) = default;
 ImportedONNXModel::~ImportedONNXModel() = default;
 
-FailureOr<ImportedONNXModel>
-mlir::masformer::importAndRewriteONNX(StringRef src,
-                                      const RewriteONNXOptions &options,
-                                      MLIRContext *context) {
+FailureOr<ImportedONNXModel> mlir::masformer::importAndRewriteONNX(
+    StringRef src, const RewriteONNXOptions &options, MLIRContext *context,
+    llvm::function_ref<LogicalResult(const onnx::ModelProto &)> validate) {
   DialectRegistry registry;
   registerRewriteONNXDialects(registry);
   context->appendDialectRegistry(registry);
@@ -69,6 +69,8 @@ mlir::masformer::importAndRewriteONNX(StringRef src,
   if (failed(model))
     return failure();
   result.model = std::move(*model);
+  if (validate && failed(validate(*result.model)))
+    return failure();
   SmallString<256> dir(src);
   llvm::sys::path::remove_filename(dir);
   if (dir.empty())
@@ -118,13 +120,14 @@ mlir::masformer::rewriteONNXFile(StringRef src, StringRef dst,
     return emitError(loc) << "the output '" << dst
                           << "' must be a .onnx file",
            failure();
-  FailureOr<ImportedONNXModel> imported =
-      importAndRewriteONNX(src, options, context);
+  FailureOr<ImportedONNXModel> imported = importAndRewriteONNX(
+      src, options, context, [&](const onnx::ModelProto &model) {
+        return dst.empty() ? success()
+                           : checkExternalDataOutput(model, src, dst, loc);
+      });
   if (failed(imported))
     return failure();
   if (!dst.empty()) {
-    if (failed(checkExternalDataOutput(*imported->model, src, dst, loc)))
-      return failure();
     ONNXExportOptions exportOptions;
     exportOptions.valueTypes = &imported->valueTypes;
     if (failed(exportSpansToONNX(*imported->module, *imported->model,
@@ -135,11 +138,18 @@ mlir::masformer::rewriteONNXFile(StringRef src, StringRef dst,
   return std::move(imported->report);
 }
 
-api::RewriteResult api::rewrite(const RewriteRequest &request) {
-  RewriteResult result;
+namespace {
+
+/// Runs `job` with a context whose diagnostics are collected into `result`:
+/// errors (with their notes) become the message, warnings (layers left
+/// dense...) are returned.
+template <typename Job>
+api::RewriteResult runCollecting(
+    const std::string &what, const std::string &src,
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
+    Job job) {
+  api::RewriteResult result;
   MLIRContext context(MLIRContext::Threading::DISABLED);
-  // Collect the diagnostics: errors (with their notes) become the message,
-  // warnings (layers left dense...) are returned.
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -157,26 +167,52 @@ api::RewriteResult api::rewrite(const RewriteRequest &request) {
     }
     return success();
   });
-  RewriteONNXOptions options;
-  options.spans = request.spans;
-  options.reportSeqLen = request.seqLen;
-  for (const auto &[name, dims] : request.inputShapes) {
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  for (const auto &[name, dims] : shapes) {
     for (int64_t d : dims)
       if (d <= 0) {
         result.error = "input shape of '" + name +
                        "': dimensions must be positive";
         return result;
       }
-    options.inputShapes[name] =
-        llvm::SmallVector<int64_t>(dims.begin(), dims.end());
+    inputShapes[name] = llvm::SmallVector<int64_t>(dims.begin(), dims.end());
   }
-  FailureOr<SpanReport> report =
-      rewriteONNXFile(request.src, request.dst, options, &context);
+  FailureOr<SpanReport> report = job(std::move(inputShapes), &context);
   if (succeeded(report)) {
     result.ok = true;
     result.report = std::move(*report);
   } else if (result.error.empty()) {
-    result.error = "the rewrite of '" + request.src + "' failed";
+    result.error = "the " + what + " of '" + src + "' failed";
   }
   return result;
+}
+
+} // namespace
+
+api::RewriteResult api::rewrite(const RewriteRequest &request) {
+  return runCollecting(
+      "rewrite", request.src, request.inputShapes,
+      [&](llvm::StringMap<llvm::SmallVector<int64_t>> shapes,
+          MLIRContext *context) {
+        RewriteONNXOptions options;
+        options.spans = request.spans;
+        options.reportSeqLen = request.seqLen;
+        options.inputShapes = std::move(shapes);
+        return rewriteONNXFile(request.src, request.dst, options, context);
+      });
+}
+
+api::RewriteResult api::compile(const CompileRequest &request) {
+  return runCollecting(
+      "compilation", request.src, request.inputShapes,
+      [&](llvm::StringMap<llvm::SmallVector<int64_t>> shapes,
+          MLIRContext *context) {
+        CompileONNXOptions options;
+        options.target = request.target;
+        options.cpu = request.cpu;
+        options.rewrite.spans = request.spans;
+        options.rewrite.reportSeqLen = request.seqLen;
+        options.rewrite.inputShapes = std::move(shapes);
+        return compileONNXFile(request.src, request.dst, options, context);
+      });
 }

@@ -54,7 +54,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
     pm.addPass(createTileContractions(contractions));
   }
   pm.addPass(createTileAttention(tiling));
-  static constexpr StringLiteral kLowering =
+  std::string lowering =
       "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
       // The rest of a model's ops share the cores too.
       "masformer-parallelize,"
@@ -83,12 +83,16 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "convert-vector-to-llvm{reassociate-fp-reductions},"
       // The OpenMP loop body is a memref.alloca_scope: lower it while it
       // still has one block.
-      "finalize-memref-to-llvm,"
-      "convert-scf-to-cf,arith-expand,convert-math-to-llvm,"
-      "convert-math-to-libm,convert-arith-to-llvm,"
-      "convert-index-to-llvm,convert-cf-to-llvm,convert-openmp-to-llvm,"
-      "convert-func-to-llvm,reconcile-unrealized-casts";
-  if (failed(parsePassPipeline(kLowering, pm)))
+      "finalize-memref-to-llvm";
+  if (options.genericAllocation)
+    lowering += "{use-generic-functions}";
+  lowering += ","
+              "convert-scf-to-cf,arith-expand,convert-math-to-llvm,"
+              "convert-math-to-libm,convert-arith-to-llvm,"
+              "convert-index-to-llvm,convert-cf-to-llvm,"
+              "convert-openmp-to-llvm,convert-func-to-llvm,"
+              "reconcile-unrealized-casts";
+  if (failed(parsePassPipeline(lowering, pm)))
     llvm::report_fatal_error("masformer: the CPU lowering pipeline names a "
                              "pass that is not registered");
 }

@@ -9,7 +9,9 @@
 //                          whose buffers (malloc'd) the caller frees.
 // A memref descriptor of rank R is {ptr allocated, ptr aligned, i64 offset,
 // i64 sizes[R], i64 strides[R]}: 3 + 2R words of 8 bytes, and the results'
-// struct is their concatenation.
+// struct is their concatenation. The results' buffers are freed with the
+// library's masformer_free (its caching allocator made them), and
+// masformer_release_memory empties that cache when the model is freed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -144,21 +146,29 @@ struct mf_model {
   std::string path;
   void *handle = nullptr;
   void (*run)(void **, void *) = nullptr;
+  void (*freeBuffer)(void *) = nullptr;
+  void (*releaseMemory)() = nullptr;
   std::string target;
   std::vector<TensorDecl> inputs, outputs;
   std::vector<Binding> bindings;
   std::vector<Output> results;
-  std::vector<void *> owned; // buffers of the last run, freed with free()
+  std::vector<void *> owned;  // the last run's buffers (the library's)
+  std::vector<void *> copies; // contiguous copies of strided results
 
   ~mf_model() {
     releaseResults();
+    if (releaseMemory)
+      releaseMemory();
     if (handle)
       dlclose(handle);
   }
   void releaseResults() {
     for (void *p : owned)
+      freeBuffer(p);
+    for (void *p : copies)
       std::free(p);
     owned.clear();
+    copies.clear();
     results.clear();
   }
   bool parseSignature(const char *text);
@@ -256,7 +266,12 @@ mf_model *mf_model_load(const char *path) {
       static_cast<const char *>(dlsym(handle, "masformer_signature"));
   model->run = reinterpret_cast<void (*)(void **, void *)>(
       dlsym(handle, "masformer_run"));
-  if (!version || !signature || !model->run) {
+  model->freeBuffer =
+      reinterpret_cast<void (*)(void *)>(dlsym(handle, "masformer_free"));
+  model->releaseMemory = reinterpret_cast<void (*)()>(
+      dlsym(handle, "masformer_release_memory"));
+  if (!version || !signature || !model->run || !model->freeBuffer ||
+      !model->releaseMemory) {
     fail(std::string("'") + path +
          "' is not a model compiled by masformer-compile");
     delete model;
@@ -390,6 +405,12 @@ int mf_model_set_input(mf_model *model, const char *name, mf_dtype dtype,
   return 0;
 }
 
+void mf_model_clear_inputs(mf_model *model) {
+  if (model)
+    for (Binding &b : model->bindings)
+      b = Binding();
+}
+
 int mf_model_run(mf_model *model) {
   if (!model)
     return fail("no model");
@@ -472,7 +493,7 @@ int mf_model_run(mf_model *model) {
       out.data = base;
     } else {
       out.data = std::malloc(out.bytes ? out.bytes : 1);
-      model->owned.push_back(out.data);
+      model->copies.push_back(out.data);
       std::vector<int64_t> idx(rank, 0);
       for (size_t e = 0; e < elements; ++e) {
         int64_t src = 0;

@@ -54,18 +54,29 @@ def _shapes(input_shapes):
     return out
 
 
-def _run(src, dst, spans, seq_len, input_shapes):
+def _run_checks(src, seq_len):
+    """The checks of every entry point: `src` exists, `seq_len` > 0."""
     src = os.fspath(src)
     if not os.path.exists(src):
         raise FileNotFoundError(f"no such ONNX model: {src!r}")
     if not isinstance(seq_len, int) or seq_len <= 0:
         raise ValueError(f"seq_len must be a positive integer, got "
                          f"{seq_len!r}")
+    return src
+
+
+def _warn(report):
+    """The compiler's warnings (layers left dense...) as Python warnings."""
+    for w in report.warnings:
+        warnings.warn(w, stacklevel=4)
+
+
+def _run(src, dst, spans, seq_len, input_shapes):
+    src = _run_checks(src, seq_len)
     d = _masformer.rewrite(src, os.fspath(dst) if dst else "", spans,
                            seq_len, _shapes(input_shapes))
     report = SpanReport.from_dict(d)
-    for w in report.warnings:
-        warnings.warn(w, stacklevel=3)
+    _warn(report)
     return report
 
 

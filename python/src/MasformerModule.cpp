@@ -1,17 +1,25 @@
 //===- MasformerModule.cpp - The masformer Python extension --------------===//
 //
-// masformer._masformer: the rewrite API (include/masformer/API/Facade.h) for
-// the pure-Python package in python/masformer. Errors raise
-// masformer._masformer.Error with the compiler's diagnostics.
+// masformer._masformer: the rewrite and compile API
+// (include/masformer/API/Facade.h) and the runtime of compiled models
+// (include/masformer/Runtime/Runtime.h) for the pure-Python package in
+// python/masformer. Errors raise masformer._masformer.Error with the
+// compiler's or the runtime's message.
 //
 //===----------------------------------------------------------------------===//
 
 #include "masformer/API/Facade.h"
+#include "masformer/Runtime/Runtime.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 
 namespace nb = nanobind;
 using namespace mlir::masformer;
@@ -40,6 +48,179 @@ nb::dict toDict(const SpanReport &r) {
   return d;
 }
 
+nb::dict resultDict(const api::RewriteResult &result) {
+  if (!result.ok)
+    throw std::runtime_error(result.error);
+  nb::dict d = toDict(result.report);
+  d["warnings"] = result.warnings;
+  return d;
+}
+
+using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+/// The runtime's element type of a numpy array; throws for others.
+mf_dtype toMF(const nb::dlpack::dtype &t, const std::string &name) {
+  using C = nb::dlpack::dtype_code;
+  auto code = static_cast<C>(t.code);
+  if (t.lanes == 1) {
+    if (code == C::Float && t.bits == 32)
+      return MF_F32;
+    if (code == C::Float && t.bits == 16)
+      return MF_F16;
+    if (code == C::Float && t.bits == 64)
+      return MF_F64;
+    if (code == C::Int && t.bits == 64)
+      return MF_I64;
+    if (code == C::Int && t.bits == 32)
+      return MF_I32;
+    if (code == C::Int && t.bits == 16)
+      return MF_I16;
+    if (code == C::Int && t.bits == 8)
+      return MF_I8;
+    if (code == C::UInt && t.bits == 8)
+      return MF_U8;
+    if (code == C::Bool)
+      return MF_BOOL;
+  }
+  throw std::invalid_argument("input '" + name +
+                              "': arrays of this element type cannot be "
+                              "passed to a compiled model");
+}
+
+nb::dlpack::dtype fromMF(mf_dtype t) {
+  using C = nb::dlpack::dtype_code;
+  auto make = [](C code, uint8_t bits) {
+    nb::dlpack::dtype d;
+    d.code = static_cast<uint8_t>(code);
+    d.bits = bits;
+    d.lanes = 1;
+    return d;
+  };
+  switch (t) {
+  case MF_F32:
+  case MF_BF16: // returned as float32: numpy has no bfloat16
+    return make(C::Float, 32);
+  case MF_F16:
+    return make(C::Float, 16);
+  case MF_F64:
+    return make(C::Float, 64);
+  case MF_I64:
+    return make(C::Int, 64);
+  case MF_I32:
+    return make(C::Int, 32);
+  case MF_I16:
+    return make(C::Int, 16);
+  case MF_I8:
+    return make(C::Int, 8);
+  case MF_U8:
+    return make(C::UInt, 8);
+  case MF_BOOL:
+    return make(C::Bool, 8);
+  }
+  return make(C::Float, 32);
+}
+
+/// A loaded compiled model (the runtime's C API).
+class Session {
+public:
+  explicit Session(const std::string &path)
+      : model(mf_model_load(path.c_str())) {
+    if (!model)
+      throw std::runtime_error(mf_last_error());
+  }
+  ~Session() { mf_model_free(model); }
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  std::string target() const { return mf_model_target(model); }
+
+  nb::list infos(bool outputs) const {
+    nb::list list;
+    size_t n = outputs ? mf_model_num_outputs(model)
+                       : mf_model_num_inputs(model);
+    for (size_t i = 0; i < n; ++i) {
+      mf_tensor_info info;
+      int rc = outputs ? mf_model_output_info(model, i, &info)
+                       : mf_model_input_info(model, i, &info);
+      if (rc)
+        throw std::runtime_error(mf_last_error());
+      nb::list shape;
+      for (int64_t d = 0; d < info.rank; ++d) {
+        if (info.dims[d] >= 0)
+          shape.append(info.dims[d]);
+        else if (info.dim_names[d][0])
+          shape.append(nb::str(info.dim_names[d]));
+        else
+          shape.append(nb::none());
+      }
+      nb::dict d;
+      d["name"] = info.name;
+      d["dtype"] = mf_dtype_name(info.dtype);
+      d["shape"] = shape;
+      list.append(d);
+    }
+    return list;
+  }
+
+  /// Runs on `feeds` (C-contiguous arrays by name); returns the outputs as
+  /// new arrays, by name.
+  nb::dict run(const std::vector<std::pair<
+                   std::string, nb::ndarray<nb::ro, nb::c_contig,
+                                            nb::device::cpu>>> &feeds) {
+    mf_model_clear_inputs(model);
+    for (const auto &[name, arr] : feeds) {
+      std::vector<int64_t> shape(arr.ndim());
+      for (size_t d = 0; d < arr.ndim(); ++d)
+        shape[d] = static_cast<int64_t>(arr.shape(d));
+      if (mf_model_set_input(model, name.c_str(), toMF(arr.dtype(), name),
+                             shape.data(), static_cast<int64_t>(shape.size()),
+                             arr.data()))
+        throw std::runtime_error(mf_last_error());
+    }
+    int rc;
+    {
+      nb::gil_scoped_release release;
+      rc = mf_model_run(model);
+    }
+    mf_model_clear_inputs(model);
+    if (rc)
+      throw std::runtime_error(mf_last_error());
+    nb::dict out;
+    for (size_t i = 0; i < mf_model_num_outputs(model); ++i) {
+      mf_tensor_info info;
+      mf_tensor t;
+      if (mf_model_output_info(model, i, &info) ||
+          mf_model_output(model, i, &t))
+        throw std::runtime_error(mf_last_error());
+      size_t elements = 1;
+      for (int64_t d = 0; d < t.rank; ++d)
+        elements *= static_cast<size_t>(t.shape[d]);
+      size_t bytes = t.dtype == MF_BF16 ? elements * 4 : t.size_bytes;
+      void *copy = std::malloc(bytes ? bytes : 1);
+      if (!copy)
+        throw std::bad_alloc();
+      if (t.dtype == MF_BF16) {
+        auto *src = static_cast<const uint16_t *>(t.data);
+        auto *dst = static_cast<uint32_t *>(copy);
+        for (size_t e = 0; e < elements; ++e)
+          dst[e] = static_cast<uint32_t>(src[e]) << 16;
+      } else {
+        std::memcpy(copy, t.data, bytes);
+      }
+      nb::capsule owner(copy, [](void *p) noexcept { std::free(p); });
+      std::vector<size_t> shape(t.shape, t.shape + t.rank);
+      out[info.name] = nb::ndarray<nb::numpy>(copy, shape.size(),
+                                              shape.data(), owner, nullptr,
+                                              fromMF(t.dtype))
+                           .cast();
+    }
+    return out;
+  }
+
+private:
+  mf_model *model;
+};
+
 } // namespace
 
 NB_MODULE(_masformer, m) {
@@ -59,11 +240,7 @@ NB_MODULE(_masformer, m) {
           nb::gil_scoped_release release;
           result = api::rewrite(request);
         }
-        if (!result.ok)
-          throw std::runtime_error(result.error);
-        nb::dict d = toDict(result.report);
-        d["warnings"] = result.warnings;
-        return d;
+        return resultDict(result);
       },
       nb::arg("src"), nb::arg("dst"), nb::arg("spans"), nb::arg("seq_len"),
       nb::arg("input_shapes"),
@@ -71,4 +248,34 @@ NB_MODULE(_masformer, m) {
       "the --masformer-rewrite-spans options `spans` and writes the patched "
       "model to `dst` (empty: no output); returns the span report as a "
       "dict.");
+  m.def(
+      "compile",
+      [](const std::string &src, const std::string &dst,
+         const std::string &target, const std::string &cpu,
+         const std::string &spans, int64_t seqLen, const Shapes &inputShapes) {
+        api::CompileRequest request;
+        request.src = src;
+        request.dst = dst;
+        request.target = target;
+        request.cpu = cpu;
+        request.spans = spans;
+        request.seqLen = seqLen;
+        request.inputShapes = inputShapes;
+        api::RewriteResult result;
+        {
+          nb::gil_scoped_release release;
+          result = api::compile(request);
+        }
+        return resultDict(result);
+      },
+      nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("cpu"),
+      nb::arg("spans"), nb::arg("seq_len"), nb::arg("input_shapes"),
+      "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
+      "shared library `dst`; returns the span report as a dict.");
+  nb::class_<Session>(m, "Session")
+      .def(nb::init<const std::string &>(), nb::arg("path"))
+      .def_prop_ro("target", &Session::target)
+      .def("inputs", [](const Session &s) { return s.infos(false); })
+      .def("outputs", [](const Session &s) { return s.infos(true); })
+      .def("run", &Session::run, nb::arg("feeds"));
 }

@@ -1,6 +1,6 @@
 //===- Facade.h - The rewrite API in plain C++ types ----------------*- C++ -*-===//
 //
-// rewriteONNXFile behind plain C++ types, with the diagnostics collected as
+// rewriteONNXFile and compileONNXFile behind plain C++ types, with the diagnostics collected as
 // text: what language bindings (the Python extension, built with RTTI and
 // exceptions) call without including MLIR headers.
 //
@@ -35,6 +35,22 @@ struct RewriteResult {
 };
 
 RewriteResult rewrite(const RewriteRequest &request);
+
+struct CompileRequest {
+  std::string src, dst;
+  /// "cpu" or "cuda".
+  std::string target = "cpu";
+  /// The LLVM CPU ("native": this machine).
+  std::string cpu = "native";
+  /// The options of --masformer-rewrite-spans; empty: no rewrite.
+  std::string spans;
+  int64_t seqLen = 2048;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes;
+};
+
+/// compileONNXFile (API/CompileONNX.h) into a shared library at `dst`; the
+/// report is that of the compiled model.
+RewriteResult compile(const CompileRequest &request);
 
 } // namespace mlir::masformer::api
 

@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -56,9 +57,13 @@ struct ImportedONNXModel {
 /// The first half of rewriteONNXFile (and of compileONNXFile): reads and
 /// imports `src`, raises every attention layer (an error if one cannot be
 /// raised), applies `options.spans` and computes the report.
-FailureOr<ImportedONNXModel>
-importAndRewriteONNX(llvm::StringRef src, const RewriteONNXOptions &options,
-                     MLIRContext *context);
+/// `validate`, when given, checks the read model before the (costly)
+/// import.
+FailureOr<ImportedONNXModel> importAndRewriteONNX(
+    llvm::StringRef src, const RewriteONNXOptions &options,
+    MLIRContext *context,
+    llvm::function_ref<LogicalResult(const onnx::ModelProto &)> validate =
+        nullptr);
 
 /// Imports `src`, raises its attention layers (an error if one cannot be
 /// raised), applies `options.spans`, and writes the patched model to `dst`

@@ -38,6 +38,13 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("f32 lanes of the micro-kernels' vectors (16: AVX-512, "
                      "8: AVX2, 0: no micro-kernels)"),
       llvm::cl::init(16)};
+  PassOptions::Option<bool> genericAllocation{
+      *this, "generic-allocation",
+      llvm::cl::desc("Allocate buffers with _mlir_memref_to_llvm_alloc and "
+                     "_mlir_memref_to_llvm_free, which the embedder provides "
+                     "(masformer-compile links a caching allocator), instead "
+                     "of malloc and free"),
+      llvm::cl::init(false)};
 };
 
 /// masformer.attention through --masformer-tile-attention (span-aware key

@@ -94,10 +94,14 @@ int64_t mf_model_input_index(const mf_model *model, const char *name);
 int64_t mf_model_output_index(const mf_model *model, const char *name);
 
 /* Binds an input by name. The type and the static dimensions are checked
- * here; `data` is not copied and must stay valid and unchanged until
- * mf_model_run returns. */
+ * here; `data` is not copied and must stay valid and unchanged while it
+ * is bound (runs use it until it is bound again or cleared). */
 int mf_model_set_input(mf_model *model, const char *name, mf_dtype dtype,
                        const int64_t *shape, int64_t rank, const void *data);
+
+/* Unbinds every input (a binding otherwise lasts until the input is bound
+ * again: its data must stay valid that long). */
+void mf_model_clear_inputs(mf_model *model);
 
 /* Runs the model on the bound inputs (all must be bound, and dimensions
  * with the same name must agree). The previous outputs are freed. */

@@ -66,12 +66,15 @@ public:
     return infos(mf_model_num_outputs(model), mf_model_output_info);
   }
 
-  /// `data` must stay valid until run() returns.
+  /// `data` must stay valid while it is bound (until bound again or
+  /// clearInputs()).
   void setInput(const std::string &name, mf_dtype dtype,
                 const std::vector<int64_t> &shape, const void *data) {
     check(mf_model_set_input(model, name.c_str(), dtype, shape.data(),
                              static_cast<int64_t>(shape.size()), data));
   }
+
+  void clearInputs() { mf_model_clear_inputs(model); }
 
   void run() { check(mf_model_run(model)); }
 

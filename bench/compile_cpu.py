@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""masformer-compile on a GPT-2-small-shaped model (12 layers, d_model 768,
+12 heads, vocabulary 50257, random weights; bench/make_gpt_model.py):
+
+  - compile time (dynamic shapes: one library for every batch and length);
+  - end-to-end latency of the compiled library (masformer-run --bench)
+    against onnxruntime on the CPU, batch 1, at each sequence length:
+    full attention (ours vs onnxruntime on the original model), and the
+    MASFormer rewrite (ours vs onnxruntime on its ONNX export), in one run.
+
+  python3 bench/compile_cpu.py [--seqs 2048 8192] [--reps 3]
+      [--spans "span=block:512 policy=top num-full=3"]
+      [--work /tmp/masformer-bench]
+
+Median of --reps runs after one warm-up, both sides; both use every core
+(OpenMP and onnxruntime's intra-op threads). Prints a markdown table.
+Needs a build (build/bin), numpy, onnx, onnxruntime.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+
+
+def run(cmd):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
+    return r.stdout, time.perf_counter() - t
+
+
+def ort_median(path, ids, reps):
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(path, opts,
+                                providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": ids}
+    out = sess.run(None, feeds)[0]
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def ours_median(lib, ids_path, reps, out_dir):
+    stdout, _ = run([os.path.join(BIN, "masformer-run"), lib, "--input",
+                     f"input_ids={ids_path}", "--output-dir", out_dir,
+                     "--bench", str(reps)])
+    # "median of N runs: X ms (...)"
+    ms = float(stdout.split("runs:")[1].split("ms")[0])
+    return ms / 1000, np.load(os.path.join(out_dir, "logits.npy"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seqs", type=int, nargs="+", default=[2048, 8192])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
+    ap.add_argument("--work", default="/tmp/masformer-bench")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    model = os.path.join(a.work, "gpt2-small.onnx")
+    if not os.path.exists(model):
+        run([sys.executable, os.path.join(ROOT, "bench", "make_gpt_model.py"),
+             "--out", model])
+    rewritten = os.path.join(a.work, "gpt2-small-masformer.onnx")
+    run([os.path.join(BIN, "masformer-opt"), model,
+         f"--masformer-rewrite-spans={a.spans}", "-o", rewritten])
+
+    full_lib = os.path.join(a.work, "gpt2-small.so")
+    ms_lib = os.path.join(a.work, "gpt2-small-masformer.so")
+    _, t_full = run([os.path.join(BIN, "masformer-compile"), model, "-o",
+                     full_lib])
+    _, t_ms = run([os.path.join(BIN, "masformer-compile"), model,
+                   f"--spans={a.spans}", "-o", ms_lib])
+    print(f"machine: {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores; onnxruntime {ort.__version__}")
+    print(f"compile time (dynamic shapes, {os.path.getsize(model) / 2**20:.0f}"
+          f" MiB model): full {t_full:.1f} s, rewritten ({a.spans}) "
+          f"{t_ms:.1f} s\n")
+    print("| S | attention | masformer-compile (ms) | onnxruntime (ms) | "
+          "ours / onnxruntime | max abs diff |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        for s in a.seqs:
+            ids = rng.integers(0, 50257, (1, s)).astype(np.int64)
+            ids_path = os.path.join(tmp, "ids.npy")
+            np.save(ids_path, ids)
+            for name, lib, onnx_model in (("full", full_lib, model),
+                                          (a.spans, ms_lib, rewritten)):
+                ours, got = ours_median(lib, ids_path, a.reps, tmp)
+                theirs, want = ort_median(onnx_model, ids, a.reps)
+                diff = float(np.abs(got - want).max())
+                print(f"| {s} | {name} | {ours * 1e3:.0f} | "
+                      f"{theirs * 1e3:.0f} | {ours / theirs:.2f} | "
+                      f"{diff:.1e} |", flush=True)
+                del got, want
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""masformer.compile and masformer.Session."""
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+import numpy as np
+
+from . import _masformer
+from ._report import SpanReport
+from ._rewrite import _run_checks, _shapes, _spans_option, _warn
+
+_TARGETS = ("cpu", "cuda")
+
+
+def compile(src, dst, *, target="cpu", cpu="native", span=None,
+            full_layers=None, policy=None, num_full=None, seq_len=2048,
+            input_shapes=None) -> SpanReport:
+    """Compiles the ONNX model `src` into the shared library `dst`.
+
+    Every op of the model is lowered (matrix products and attention as
+    tiled vector kernels, the rest as parallel loops) for `cpu` ("native":
+    this machine). With `span` ("block:B" or "window:W") the MASFormer
+    rewrite is applied first, choosing the full layers as masformer.rewrite
+    does (`full_layers`, or `policy` and `num_full`). Without
+    `input_shapes` ({input name: [dims]}) dynamic dimensions stay dynamic
+    and the library runs at every size. Returns the span report of the
+    compiled model at `seq_len`; load the library with masformer.Session.
+    """
+    if target not in _TARGETS:
+        raise ValueError(f"target must be one of {_TARGETS}, got {target!r}")
+    if not isinstance(cpu, str) or not cpu:
+        raise ValueError(f"cpu must be an LLVM CPU name or 'native', got "
+                         f"{cpu!r}")
+    if span is None:
+        if full_layers is not None or policy is not None or \
+                num_full is not None:
+            raise ValueError("full_layers, policy and num_full choose the "
+                             "full layers of a rewrite: give span too")
+        spans = ""
+    else:
+        spans = _spans_option(span, full_layers, policy, num_full)
+    if not isinstance(dst, (str, os.PathLike)) or not os.fspath(dst):
+        raise ValueError(f"dst must be the path of the library to write, "
+                         f"got {dst!r}")
+    src = _run_checks(src, seq_len)
+    d = _masformer.compile(src, os.fspath(dst), target, cpu, spans, seq_len,
+                           _shapes(input_shapes))
+    report = SpanReport.from_dict(d)
+    _warn(report)
+    return report
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """An input or output of a compiled model. `shape` holds a size, the
+    name of a dynamic size (inputs with the same name must agree), or None
+    for an unnamed dynamic size. `dtype` is the numpy element type (bf16
+    tensors are passed and returned as float32)."""
+    name: str
+    dtype: str
+    shape: Tuple[Union[int, str, None], ...]
+
+
+_NUMPY = {"f32": "float32", "f16": "float16", "bf16": "float32",
+          "f64": "float64", "i64": "int64", "i32": "int32", "i16": "int16",
+          "i8": "int8", "u8": "uint8", "bool": "bool"}
+
+
+class Session:
+    """A model compiled by masformer.compile (or masformer-compile).
+
+        sess = masformer.Session("gpt2.so")
+        sess.inputs          # [TensorInfo(name='input_ids', dtype='int64',
+                             #             shape=('batch', 'sequence')), ...]
+        out = sess.run({"input_ids": ids, "attention_mask": mask})
+        out["logits"]        # numpy array
+
+    Inputs must have the model's element types (no silent casts) and
+    shapes; errors raise masformer.Error with the runtime's message (or
+    ValueError / TypeError for arguments Python can check). One run at a
+    time per Session.
+    """
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such compiled model: {path!r}")
+        self._impl = _masformer.Session(path)
+        self.path = path
+
+    @staticmethod
+    def _infos(raw):
+        return [TensorInfo(d["name"], _NUMPY[d["dtype"]], tuple(d["shape"]))
+                for d in raw]
+
+    @property
+    def inputs(self):
+        return self._infos(self._impl.inputs())
+
+    @property
+    def outputs(self):
+        return self._infos(self._impl.outputs())
+
+    @property
+    def target(self) -> str:
+        return self._impl.target
+
+    def run(self, feeds, output_names: Optional[list] = None) -> dict:
+        """Runs the model on `feeds` ({input name: array}); returns
+        {output name: numpy array} (all outputs, or `output_names`)."""
+        if not isinstance(feeds, dict):
+            raise TypeError(f"feeds must be a dict of input name to array, "
+                            f"got {type(feeds).__name__}")
+        want = {i.name: i.dtype for i in self.inputs}
+        missing = [n for n in want if n not in feeds]
+        if missing:
+            raise ValueError(f"missing input(s) {missing}; the model's "
+                             f"inputs are {list(want)}")
+        arrays = []
+        for name, x in feeds.items():
+            if name not in want:
+                raise ValueError(f"the model has no input {name!r}; its "
+                                 f"inputs are {list(want)}")
+            a = np.ascontiguousarray(x)
+            if a.dtype != np.dtype(want[name]):
+                raise TypeError(f"input {name!r} must be {want[name]}, got "
+                                f"{a.dtype}")
+            arrays.append((name, a))
+        out = self._impl.run(arrays)
+        if output_names is None:
+            return out
+        unknown = [n for n in output_names if n not in out]
+        if unknown:
+            raise ValueError(f"no output(s) {unknown}; the model's outputs "
+                             f"are {list(out)}")
+        return {n: out[n] for n in output_names}

@@ -1,0 +1,118 @@
+"""masformer.compile / masformer.Session: compiled libraries that match
+onnxruntime, full and rewritten, and one clear exception per bad input."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import masformer
+
+
+def ort_logits(path, feeds):
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), opts,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def tokens(batch, seq, seed=0):
+    ids = np.random.default_rng(seed).integers(0, 100, (batch, seq))
+    mask = np.ones((batch, seq), np.int64)
+    mask[-1, -2:] = 0
+    return {"input_ids": ids.astype(np.int64), "attention_mask": mask}
+
+
+@pytest.fixture(scope="module")
+def gpt2_lib(tmp_path_factory):
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    lib = tmp_path_factory.mktemp("lib") / "gpt2.so"
+    report = masformer.compile(root / "test" / "fixtures" / "gpt2.onnx", lib)
+    assert report.fraction_of_full == 1.0
+    return lib
+
+
+def test_session_matches_onnxruntime(fixtures, gpt2_lib):
+    sess = masformer.Session(gpt2_lib)
+    assert sess.target == "cpu"
+    assert sess.inputs == [
+        masformer.TensorInfo("input_ids", "int64", ("batch", "sequence")),
+        masformer.TensorInfo("attention_mask", "int64",
+                             ("batch", "sequence"))]
+    assert sess.outputs == [
+        masformer.TensorInfo("logits", "float32",
+                             ("batch", "sequence", 128))]
+    # One library, two sizes; runs do not leak inputs into each other.
+    for batch, seq in ((2, 16), (1, 5), (2, 16)):
+        feeds = tokens(batch, seq, seed=seq)
+        got = sess.run(feeds)["logits"]
+        want = ort_logits(fixtures / "gpt2.onnx", feeds)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_compiled_rewrite_matches_the_exported_rewrite(fixtures, tmp_path):
+    lib = tmp_path / "b4.so"
+    report = masformer.compile(fixtures / "llama-dynamo.onnx", lib,
+                               span="block:4", policy="top", num_full=1,
+                               seq_len=16)
+    assert report.full_layers == [2]
+    exported = tmp_path / "b4.onnx"
+    masformer.rewrite(fixtures / "llama-dynamo.onnx", exported,
+                      span="block:4", policy="top", num_full=1)
+    feeds = tokens(2, 12)
+    got = masformer.Session(lib).run(feeds, output_names=["logits"])
+    np.testing.assert_allclose(got["logits"], ort_logits(exported, feeds),
+                               atol=1e-4, rtol=1e-4)
+    full = ort_logits(fixtures / "llama-dynamo.onnx", feeds)
+    assert np.abs(got["logits"] - full).max() > 1e-3
+
+
+def test_compile_errors(fixtures, tmp_path):
+    out = tmp_path / "x.so"
+    with pytest.raises(ValueError, match="target must be one of"):
+        masformer.compile(fixtures / "gpt2.onnx", out, target="tpu")
+    with pytest.raises(ValueError, match="give span too"):
+        masformer.compile(fixtures / "gpt2.onnx", out, num_full=1)
+    with pytest.raises(FileNotFoundError):
+        masformer.compile(tmp_path / "missing.onnx", out)
+    with pytest.raises(masformer.Error, match="GPU lowering is not "
+                                              "available yet"):
+        masformer.compile(fixtures / "gpt2.onnx", out, target="cuda")
+    with pytest.raises(masformer.Error, match="not a CPU that LLVM knows"):
+        masformer.compile(fixtures / "gpt2.onnx", out, cpu="pentium9000")
+    with pytest.raises(masformer.Error, match="unsupported ONNX node"):
+        masformer.compile(fixtures.parent / "Import" / "Inputs" /
+                          "unsupported.onnx", out)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_session_errors(gpt2_lib, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        masformer.Session(tmp_path / "none.so")
+    bogus = tmp_path / "bogus.so"
+    bogus.write_bytes(b"not a library")
+    with pytest.raises(masformer.Error, match="cannot be loaded as a "
+                                              "library"):
+        masformer.Session(bogus)
+    sess = masformer.Session(gpt2_lib)
+    feeds = tokens(2, 8)
+    with pytest.raises(ValueError, match=r"missing input\(s\) "
+                                         r"\['attention_mask'\]"):
+        sess.run({"input_ids": feeds["input_ids"]})
+    with pytest.raises(ValueError, match="has no input 'ids'"):
+        sess.run({**feeds, "ids": feeds["input_ids"]})
+    with pytest.raises(TypeError, match="'input_ids' must be int64, got "
+                                        "int32"):
+        sess.run({**feeds, "input_ids": feeds["input_ids"].astype(np.int32)})
+    with pytest.raises(masformer.Error, match=r"input 'input_ids' has shape "
+                                              r"\[batch, sequence\], got "
+                                              r"rank 3"):
+        sess.run({**feeds, "input_ids": feeds["input_ids"][None]})
+    with pytest.raises(masformer.Error, match="'sequence' is 7, but it is 8"):
+        sess.run({**feeds, "attention_mask": feeds["attention_mask"][:, :7]})
+    with pytest.raises(TypeError, match="feeds must be a dict"):
+        sess.run([feeds["input_ids"]])
+    # The session still works after the errors.
+    assert sess.run(feeds)["logits"].shape == (2, 8, 128)
