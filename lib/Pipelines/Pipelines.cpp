@@ -56,6 +56,10 @@ void mlir::masformer::buildLowerToCPUPipeline(
   pm.addPass(createTileAttention(tiling));
   std::string lowering =
       "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
+      // Chains of element-wise ops (a GELU, a residual add, a norm's
+      // scale and shift) become one loop nest: one pass over memory
+      // instead of one per op.
+      "linalg-fuse-elementwise-ops,"
       // The rest of a model's ops share the cores too.
       "masformer-parallelize,"
       // exp, tanh and erf as polynomials of plain arithmetic: LLVM
@@ -68,6 +72,10 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "one-shot-bufferize{bufferize-function-boundaries "
       "allow-return-allocs-from-loops "
       "function-boundary-type-conversion=identity-layout-map},"
+      // Bufferization writes each tile back with a copy onto itself
+      // (parallel_insert_slice of a slice of the same buffer); equal views
+      // merged, the copies fold away.
+      "cse,canonicalize,"
       // A key tile's temporaries are allocated once per query tile, not
       // once per key tile.
       "func.func(buffer-loop-hoisting),"

@@ -115,8 +115,9 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     over (batch..., tiles of `tile-m` rows, tiles of `tile-n` columns). A
     full tile computes its `tile-m` x `tile-n` results with the
     register-blocked micro-kernel of `--masformer-tile-attention` (4 rows x
-    4 vectors of `vector-width` f32 accumulators across all of `k`; a
-    transposed `B` tile is packed first); partial tiles at the edges compute
+    4 vectors of `vector-width` f32 accumulators across `k`, in chunks of at
+    most 512 so that the panels of A and B stay in L2, accumulating into the
+    tile; a transposed `B` tile is packed first); partial tiles at the edges compute
     the same product on their slices as a `linalg.generic`. This is what the
     importer makes of `MatMul`, `Gemm` and `Einsum`; `--masformer-lower-to-cpu`
     runs it before the attention is tiled.
