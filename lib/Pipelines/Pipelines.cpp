@@ -53,13 +53,19 @@ void mlir::masformer::buildLowerToCPUPipeline(
     contractions.vectorWidth = options.vectorWidth;
     pm.addPass(createTileContractions(contractions));
   }
+  // Chains of element-wise ops (a GELU, a residual add, a norm's scale and
+  // shift) become one loop nest: one pass over memory instead of one per
+  // op. After the contractions are tiled (an element-wise producer fused
+  // into a product would hide it from the kernel) and before the attention
+  // is (fused ops inside its tile loops defeat in-place bufferization).
+  if (failed(parsePassPipeline("masformer-decompose-aggregates,"
+                               "convert-elementwise-to-linalg,"
+                               "linalg-fuse-elementwise-ops",
+                               pm)))
+    llvm::report_fatal_error("masformer: the CPU lowering pipeline names a "
+                             "pass that is not registered");
   pm.addPass(createTileAttention(tiling));
   std::string lowering =
-      "masformer-decompose-aggregates,convert-elementwise-to-linalg,"
-      // Chains of element-wise ops (a GELU, a residual add, a norm's
-      // scale and shift) become one loop nest: one pass over memory
-      // instead of one per op.
-      "linalg-fuse-elementwise-ops,"
       // The rest of a model's ops share the cores too.
       "masformer-parallelize,"
       // exp, tanh and erf as polynomials of plain arithmetic: LLVM
