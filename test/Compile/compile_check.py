@@ -16,9 +16,8 @@ import sys
 import tempfile
 
 import numpy as np
-import onnxruntime as ort
 
-from ort_inputs import make_inputs
+from ort_inputs import mismatch, reference
 
 
 def main():
@@ -44,16 +43,7 @@ def main():
                          "onnxruntime in f32")
     a = ap.parse_args()
 
-    shapes = {}
-    for spec in a.shape:
-        name, dims = spec.split("=")
-        shapes[name] = [int(d) for d in dims.split("x")]
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(a.ort_model or a.model, opts,
-                                providers=["CPUExecutionProvider"])
-    feeds = make_inputs(sess, shapes)
-    want = sess.run(None, feeds)
+    sess, feeds, want = reference(a.ort_model or a.model, a.shape)
 
     with tempfile.TemporaryDirectory() as tmp:
         lib = a.lib or os.path.join(tmp, "model.so")
@@ -77,19 +67,12 @@ def main():
         worst = 0.0
         for out, w in zip(sess.get_outputs(), want):
             g = np.load(os.path.join(tmp, f"{out.name}.npy"))
-            if g.shape != w.shape:
-                sys.exit(f"{out.name}: shape {g.shape}, onnxruntime "
-                         f"{w.shape}")
             atol, rtol = (a.f16_tol if w.dtype == np.float16
                           else (a.atol, a.rtol))
-            err = np.abs(g.astype(np.float64) - w)
-            bound = atol + rtol * np.abs(w)
-            if not np.all(err <= bound):
-                i = np.unravel_index(np.argmax(err - bound), err.shape)
-                sys.exit(f"{out.name}: |compiled - onnxruntime| = "
-                         f"{err[i]:.3g} at {i} (got {g[i]}, want {w[i]}); "
-                         f"tolerance {atol} + {rtol}*|want|")
-            worst = max(worst, float(err.max()))
+            msg = mismatch(out.name, g, w, atol, rtol, what="compiled")
+            if msg:
+                sys.exit(msg)
+            worst = max(worst, float(np.abs(g.astype(np.float64) - w).max()))
     print(f"OK: {len(want)} output(s) match onnxruntime, max abs diff "
           f"{worst:.3g}")
 

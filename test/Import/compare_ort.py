@@ -15,10 +15,9 @@ import subprocess
 import sys
 
 import numpy as np
-import onnxruntime as ort
 
 import mlir_runner
-from ort_inputs import make_inputs
+from ort_inputs import mismatch, reference
 
 
 def main():
@@ -43,16 +42,7 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-4)
     a = ap.parse_args()
 
-    shapes = {}
-    for spec in a.input_shape:
-        name, dims = spec.split("=")
-        shapes[name] = [int(d) for d in dims.split("x")]
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(a.ort_model or a.model, opts,
-                                providers=["CPUExecutionProvider"])
-    feeds = make_inputs(sess, shapes)
-    want = sess.run(None, feeds)
+    sess, feeds, want = reference(a.ort_model or a.model, a.input_shape)
 
     cmd = [a.translate, "--import-onnx", a.model]
     for spec in [] if a.dynamic else a.input_shape:
@@ -72,16 +62,10 @@ def main():
                                  runner=a.runner, lib_dir=a.lib_dir)
     worst = 0.0
     for out, g, w in zip(sess.get_outputs(), got, want):
-        if g.shape != w.shape:
-            sys.exit(f"{out.name}: shape {g.shape}, onnxruntime {w.shape}")
-        err = np.abs(g - w)
-        bound = a.atol + a.rtol * np.abs(w)
-        if not np.all(err <= bound):
-            i = np.unravel_index(np.argmax(err - bound), err.shape)
-            sys.exit(f"{out.name}: |masformer - onnxruntime| = {err[i]:.3g} at "
-                     f"{i} (got {g[i]}, want {w[i]}); tolerance {a.atol} + "
-                     f"{a.rtol}*|want|")
-        worst = max(worst, float(err.max()))
+        msg = mismatch(out.name, g, w, a.atol, a.rtol)
+        if msg:
+            sys.exit(msg)
+        worst = max(worst, float(np.abs(g - w).max()))
     print(f"OK: {len(want)} output(s) match onnxruntime, max abs diff "
           f"{worst:.3g}")
 

@@ -1,4 +1,5 @@
-"""Deterministic inputs for an onnxruntime session of a test fixture.
+"""Deterministic inputs for an onnxruntime session of a test fixture, the
+reference outputs, and the comparison every numerics test makes.
 
 Integer inputs (token ids) are random in [0, 100); an input named *mask* is
 all ones except the last three positions of the last batch row (padding).
@@ -6,6 +7,7 @@ Float inputs are standard normal (of the input's float type). Fixed seed.
 """
 
 import numpy as np
+import onnxruntime as ort
 
 
 def make_inputs(sess, shapes, seed=7):
@@ -25,3 +27,32 @@ def make_inputs(sess, shapes, seed=7):
             x = rng.standard_normal(shape).astype(dtype)
         feeds[inp.name] = x
     return feeds
+
+
+def reference(model, shape_specs):
+    """Runs `model` in onnxruntime on make_inputs sized by `shape_specs`
+    ("name=d0xd1..."); returns (session, feeds, outputs)."""
+    shapes = {}
+    for spec in shape_specs:
+        name, dims = spec.split("=")
+        shapes[name] = [int(d) for d in dims.split("x")]
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model, opts,
+                                providers=["CPUExecutionProvider"])
+    feeds = make_inputs(sess, shapes)
+    return sess, feeds, sess.run(None, feeds)
+
+
+def mismatch(name, got, want, atol, rtol, what="masformer"):
+    """None when |got - want| <= atol + rtol * |want| everywhere (and the
+    shapes agree), else the message naming the worst element."""
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape}, onnxruntime {want.shape}"
+    err = np.abs(got.astype(np.float64) - want)
+    bound = atol + rtol * np.abs(want)
+    if np.all(err <= bound):
+        return None
+    i = np.unravel_index(np.argmax(err - bound), err.shape)
+    return (f"{name}: |{what} - onnxruntime| = {err[i]:.3g} at {i} (got "
+            f"{got[i]}, want {want[i]}); tolerance {atol} + {rtol}*|want|")
