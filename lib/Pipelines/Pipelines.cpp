@@ -46,6 +46,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
   tiling.tileQ = options.tileQ;
   tiling.tileKV = options.tileKV;
   tiling.vectorWidth = options.vectorWidth;
+  // Weights that the model transposes (a tied LM head) are transposed once,
+  // here, not in every run.
+  pm.addPass(createFoldConstantTransposes());
   // The model's matrix products first: the tiled attention's own partial
   // tiles are generics of the same shape, and stay loops.
   if (options.vectorWidth > 0) {

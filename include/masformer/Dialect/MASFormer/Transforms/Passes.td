@@ -105,6 +105,23 @@ def RaiseAttention : Pass<"masformer-raise-attention", "::mlir::func::FuncOp"> {
   ];
 }
 
+def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
+  let summary = "Transpose weights at compile time";
+  let description = [{
+    Replaces a static `linalg.transpose` of an `arith.constant` (a
+    `dense_resource` blob or a non-splat `dense` attribute of whole-byte
+    elements) with the transposed constant, as a new `dense_resource` blob.
+    An ONNX `Transpose` of a weight (a tied LM head multiplies by the
+    transposed token embedding) then costs nothing at run time. Constants
+    of fewer than `min-elements` elements are left to the other folders.
+  }];
+  let options = [
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"1",
+           "Smallest constant to transpose">,
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
+}
+
 def TileContractions : Pass<"masformer-tile-contractions"> {
   let summary = "Matrix products as parallel tiles with vector micro-kernels";
   let description = [{
