@@ -41,7 +41,6 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
@@ -111,14 +110,12 @@ std::string escape(StringRef s) {
 /// One "input|output <name> <dtype> <dims>" line: a dimension is its size,
 /// or "?" and the key of its symbol (equal keys are equal sizes; "?" alone
 /// is a size known only after the run).
-FailureOr<std::string> signatureLine(StringRef kind, unsigned index,
-                                     Type type, DictionaryAttr attrs,
-                                     Location loc) {
+FailureOr<std::string> signatureLine(StringRef kind, unsigned index, Type type,
+                                     DictionaryAttr attrs, Location loc) {
   auto tt = dyn_cast<RankedTensorType>(type);
   StringRef dtype = tt ? dtypeName(tt.getElementType()) : "";
   auto nameAttr = attrs ? attrs.getAs<StringAttr>("onnx.name") : nullptr;
-  std::string name =
-      nameAttr ? nameAttr.str() : (kind + Twine(index)).str();
+  std::string name = nameAttr ? nameAttr.str() : (kind + Twine(index)).str();
   if (dtype.empty())
     return emitError(loc) << kind << " '" << name << "' has type " << type
                           << ", which the runtime cannot pass",
@@ -169,8 +166,8 @@ FailureOr<std::string> prepareEntry(func::FuncOp main) {
                     "\ntarget\tcpu\n";
   FunctionType type = main.getFunctionType();
   for (unsigned i = 0; i < type.getNumInputs(); ++i) {
-    FailureOr<std::string> line = signatureLine(
-        "input", i, type.getInput(i), main.getArgAttrDict(i), loc);
+    FailureOr<std::string> line = signatureLine("input", i, type.getInput(i),
+                                                main.getArgAttrDict(i), loc);
     if (failed(line))
       return failure();
     sig += *line;
@@ -179,8 +176,8 @@ FailureOr<std::string> prepareEntry(func::FuncOp main) {
                     BoolAttr::get(main.getContext(), false));
   }
   for (unsigned i = 0; i < type.getNumResults(); ++i) {
-    FailureOr<std::string> line = signatureLine(
-        "output", i, type.getResult(i), main.getResultAttrDict(i), loc);
+    FailureOr<std::string> line = signatureLine("output", i, type.getResult(i),
+                                                main.getResultAttrDict(i), loc);
     if (failed(line))
       return failure();
     sig += *line;
@@ -251,8 +248,7 @@ FailureOr<HostTarget> createTargetMachine(StringRef cpuOption, Location loc) {
   const llvm::MCSubtargetInfo *sti = host.machine->getMCSubtargetInfo();
   if (!sti->isCPUStringValid(cpu))
     return emitError(loc) << "--cpu=" << cpuOption
-                          << ": not a CPU that LLVM knows for "
-                          << triple.str(),
+                          << ": not a CPU that LLVM knows for " << triple.str(),
            failure();
   host.avx512 = sti->checkFeatures("+avx512f");
   return host;
@@ -278,15 +274,14 @@ LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
       g.setLinkage(llvm::GlobalValue::InternalLinkage);
 
   auto *ptr = llvm::PointerType::getUnqual(ctx);
-  auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
-                                         {ptr, ptr}, /*isVarArg=*/false);
-  auto *run = llvm::Function::Create(
-      fnType, llvm::GlobalValue::ExternalLinkage, "masformer_run", m);
+  auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr},
+                                         /*isVarArg=*/false);
+  auto *run = llvm::Function::Create(fnType, llvm::GlobalValue::ExternalLinkage,
+                                     "masformer_run", m);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", run));
   SmallVector<llvm::Value *> args = {run->getArg(1)};
   for (unsigned i = 0; i < numInputs; ++i) {
-    llvm::Value *slot =
-        b.CreateConstInBoundsGEP1_64(ptr, run->getArg(0), i);
+    llvm::Value *slot = b.CreateConstInBoundsGEP1_64(ptr, run->getArg(0), i);
     args.push_back(b.CreateLoad(ptr, slot));
   }
   b.CreateCall(ciface, args);
@@ -431,12 +426,24 @@ struct TempFile {
   LogicalResult create(StringRef suffix, Location loc) {
     if (std::error_code ec =
             llvm::sys::fs::createTemporaryFile("masformer", suffix, path))
-      return emitError(loc) << "cannot create a temporary file: "
-                            << ec.message();
+      return emitError(loc)
+             << "cannot create a temporary file: " << ec.message();
     remover.setFile(path);
     return success();
   }
 };
+
+/// Writes `path` with `fn`; an error names the file.
+LogicalResult
+writeFile(StringRef path,
+          llvm::function_ref<LogicalResult(llvm::raw_fd_ostream &)> fn,
+          Location loc) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
+  return fn(os);
+}
 
 LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
   FailureOr<std::string> driver = findLinker(loc);
@@ -445,15 +452,14 @@ LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
   TempFile log, allocator;
   if (failed(log.create("log", loc)) || failed(allocator.create("c", loc)))
     return failure();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(allocator.path, ec);
-    if (ec)
-      return emitError(loc) << "cannot write '" << allocator.path
-                            << "': " << ec.message(),
-             failure();
-    os << kAllocatorSource;
-  }
+  if (failed(writeFile(
+          allocator.path,
+          [](llvm::raw_fd_ostream &os) {
+            os << kAllocatorSource;
+            return success();
+          },
+          loc)))
+    return failure();
   std::string libDir = MASFORMER_LLVM_LIBRARY_DIR;
   SmallVector<std::string> args = {*driver,
                                    "-shared",
@@ -473,14 +479,13 @@ LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
   std::optional<StringRef> redirects[] = {std::nullopt, log.path.str(),
                                           log.path.str()};
   std::string err;
-  int rc = llvm::sys::ExecuteAndWait(*driver, argRefs, std::nullopt,
-                                     redirects, 0, 0, &err);
+  int rc = llvm::sys::ExecuteAndWait(*driver, argRefs, std::nullopt, redirects,
+                                     0, 0, &err);
   if (rc != 0) {
     std::string text;
     if (auto buf = llvm::MemoryBuffer::getFile(log.path))
       text = (*buf)->getBuffer().take_back(2000).str();
-    return emitError(loc) << "linking the library with " << *driver
-                          << " failed"
+    return emitError(loc) << "linking the library with " << *driver << " failed"
                           << (err.empty() ? "" : ": " + err) << "\n"
                           << text,
            failure();
@@ -549,30 +554,28 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   lowering.genericAllocation = true;
   buildLowerToCPUPipeline(pm, lowering);
   if (failed(pm.run(module)))
-    return emitError(loc) << "lowering the model to the CPU failed",
-           failure();
+    return emitError(loc) << "lowering the model to the CPU failed", failure();
 
   // Everything goes to a temporary file next to `dst`, renamed at the end.
   SmallString<256> tmp;
   {
     int fd;
-    if (std::error_code ec = llvm::sys::fs::createUniqueFile(
-            dst + ".tmp-%%%%%%", fd, tmp))
-      return emitError(loc) << "cannot write next to '" << dst
-                            << "': " << ec.message(),
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueFile(dst + ".tmp-%%%%%%", fd, tmp))
+      return emitError(loc)
+                 << "cannot write next to '" << dst << "': " << ec.message(),
              failure();
     llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   }
   llvm::FileRemover tmpRemover(tmp);
   auto writeText = [&](llvm::function_ref<void(raw_ostream &)> fn) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return emitError(loc) << "cannot write '" << tmp
-                            << "': " << ec.message(),
-             failure();
-    fn(os);
-    return success();
+    return writeFile(
+        tmp,
+        [&](llvm::raw_fd_ostream &os) {
+          fn(os);
+          return success();
+        },
+        loc);
   };
 
   if (options.output == CompileOutput::MLIR) {
@@ -605,21 +608,17 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
           return failure();
         objectPath = object.path;
       }
-      {
-        std::error_code ec;
-        llvm::raw_fd_ostream os(objectPath, ec);
-        if (ec)
-          return emitError(loc) << "cannot write '" << objectPath
-                                << "': " << ec.message(),
-                 failure();
+      auto emitObject = [&](llvm::raw_fd_ostream &os) -> LogicalResult {
         llvm::legacy::PassManager codegen;
         if (tm.addPassesToEmitFile(codegen, os, nullptr,
                                    llvm::CodeGenFileType::ObjectFile))
           return emitError(loc) << "LLVM cannot emit an object file for "
-                                << tm.getTargetTriple().str(),
-                 failure();
+                                << tm.getTargetTriple().str();
         codegen.run(*llvmModule);
-      }
+        return success();
+      };
+      if (failed(writeFile(objectPath, emitObject, loc)))
+        return failure();
       if (options.output == CompileOutput::Library &&
           failed(linkLibrary(objectPath, tmp, loc)))
         return failure();

@@ -88,6 +88,9 @@ class Session:
             raise FileNotFoundError(f"no such compiled model: {path!r}")
         self._impl = _masformer.Session(path)
         self.path = path
+        # The signature is fixed when the library is compiled: read once.
+        self._inputs = self._infos(self._impl.inputs())
+        self._outputs = self._infos(self._impl.outputs())
 
     @staticmethod
     def _infos(raw):
@@ -96,11 +99,11 @@ class Session:
 
     @property
     def inputs(self):
-        return self._infos(self._impl.inputs())
+        return list(self._inputs)
 
     @property
     def outputs(self):
-        return self._infos(self._impl.outputs())
+        return list(self._outputs)
 
     @property
     def target(self) -> str:
@@ -112,7 +115,7 @@ class Session:
         if not isinstance(feeds, dict):
             raise TypeError(f"feeds must be a dict of input name to array, "
                             f"got {type(feeds).__name__}")
-        want = {i.name: i.dtype for i in self.inputs}
+        want = {i.name: i.dtype for i in self._inputs}
         missing = [n for n in want if n not in feeds]
         if missing:
             raise ValueError(f"missing input(s) {missing}; the model's "

@@ -262,7 +262,7 @@ TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
         };
         int64_t chunks = kLen / kChunk, rest = kLen % kChunk;
         Value r = ct;
-        if (chunks == 1 && rest == 0) {
+        if (kLen <= kChunk) {
           r = kernel(tb, r, 0, Value(), kLen);
         } else {
           if (chunks > 0) {
