@@ -114,7 +114,54 @@ void mlir::masformer::buildLowerToCPUPipeline(
                              "pass that is not registered");
 }
 
+LogicalResult mlir::masformer::checkNVVMChip(StringRef chip,
+                                             std::string &error) {
+  unsigned sm = 0;
+  if (!chip.consume_front("sm_") || chip.consumeInteger(10, sm) ||
+      !(chip.empty() || chip == "a") || sm < 80) {
+    error = "unsupported GPU chip; expected sm_80 or newer (sm_80, sm_86, "
+            "sm_89, sm_90, ...): the kernels use mma.sync on bf16";
+    return failure();
+  }
+  return success();
+}
+
+void mlir::masformer::buildLowerToNVVMPipeline(
+    OpPassManager &pm, const LowerToNVVMOptions &options) {
+  std::string error;
+  if (failed(checkNVVMChip(options.chip, error)))
+    llvm::report_fatal_error(llvm::Twine("--masformer-lower-to-nvvm: chip=") +
+                             options.chip + ": " + error);
+  pm.addPass(createAttentionToGPU());
+  std::string lowering =
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "function-boundary-type-conversion=identity-layout-map},"
+      "canonicalize,cse,"
+      "nvvm-attach-target{chip=" + options.chip + " features=" +
+      options.features + " O=3},"
+      // The kernels: their unrolled index arithmetic folded, then NVVM.
+      "gpu.module(canonicalize,cse,expand-strided-metadata,lower-affine,"
+      "convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-vector-to-llvm,"
+      "convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
+      "gpu-module-to-binary{format=" + options.format + " toolkit=" +
+      options.toolkit + "}";
+  if (options.hostToLLVM)
+    lowering += ",expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+                "gpu-to-llvm,finalize-memref-to-llvm,convert-arith-to-llvm,"
+                "convert-index-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
+                "reconcile-unrealized-casts";
+  if (failed(parsePassPipeline(lowering, pm)))
+    llvm::report_fatal_error("masformer: the NVVM lowering pipeline names a "
+                             "pass that is not registered");
+}
+
 void mlir::masformer::registerMASFormerPipelines() {
+  PassPipelineRegistration<LowerToNVVMOptions>(
+      "masformer-lower-to-nvvm",
+      "masformer.attention as span-aware tensor-core kernels in a gpu.binary "
+      "(cubin for the chosen chip, by the CUDA toolkit's ptxas), and host "
+      "code that launches them through the mgpu* runtime functions",
+      buildLowerToNVVMPipeline);
   PassPipelineRegistration<LowerToCPUOptions>(
       "masformer-lower-to-cpu",
       "Span-aware tiled attention lowered to the LLVM dialect for the host, "

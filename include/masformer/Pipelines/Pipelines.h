@@ -56,6 +56,42 @@ void buildLowerToCPUPipeline(OpPassManager &pm,
 
 /// Registers the pipelines above with the pass registry
 /// (`--masformer-reference-to-llvm`, `--masformer-lower-to-cpu`).
+struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("The GPU to compile for: sm_80 (Ampere), sm_90 (Hopper), "
+                     "or any sm_XY from sm_80 on"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features of the NVVM target"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What the gpu.binary holds: bin (cubin, by ptxas), isa "
+                     "(PTX text) or fatbin"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("The CUDA toolkit whose ptxas and libdevice are used"),
+      llvm::cl::init("/usr/local/cuda")};
+  PassOptions::Option<bool> hostToLLVM{
+      *this, "host-to-llvm",
+      llvm::cl::desc("Also lower the host code (launches, allocations) to "
+                     "the LLVM dialect, calling the mgpu* runtime functions "
+                     "of libMASFormerCudaRuntime"),
+      llvm::cl::init(true)};
+};
+
+/// masformer.attention to GPU kernels in a gpu.binary for `chip`, and the
+/// host code that launches them.
+void buildLowerToNVVMPipeline(OpPassManager &pm,
+                              const LowerToNVVMOptions &options);
+
+/// The same options as a pass pipeline string's
+/// `--masformer-lower-to-nvvm="..."`; fails on an unknown chip.
+LogicalResult checkNVVMChip(StringRef chip, std::string &error);
+
 void registerMASFormerPipelines();
 
 } // namespace mlir::masformer

@@ -229,6 +229,43 @@ def TileAttention : Pass<"masformer-tile-attention"> {
   ];
 }
 
+def AttentionToGPU : Pass<"masformer-attention-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "masformer.attention as span-aware flash-attention kernels "
+                "on NVIDIA tensor cores";
+  let description = [{
+    Replaces every `masformer.attention` by a `gpu.launch_func` of a kernel
+    in the `gpu.module @masformer_kernels` (created on first use), one
+    kernel per element type, head dimension, span, causal flag and scale.
+
+    The kernel: one thread block of 4 warps per (64 query rows, head,
+    batch), each warp owning 16 rows; a loop over exactly the key tiles of
+    64 keys that meet the span and the causal triangle (tiles outside are
+    never loaded); key and value tiles staged in shared memory by
+    double-buffered `cp.async`; `Q K^T` and `P V` on tensor cores by
+    `mma.sync` (m16n8k16 for f16/bf16 with f32 accumulation; m16n8k8 on
+    tf32 with a high/low split for f32, which keeps f32 accuracy); the online
+    softmax in registers. Only tiles crossing the span's or the triangle's
+    boundary evaluate the position mask.
+
+    Operands are read through `bufferization.to_buffer` and must be device
+    memory at run time; the result is a `gpu.alloc`. The head dimension must
+    be a static multiple of 16 (at most 256); an additive mask operand is
+    refused with an error naming the op.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 def ApproximateMath : Pass<"masformer-approximate-math"> {
   let summary = "exp, tanh and erf as polynomials; small constant powers as "
                 "multiplications";
