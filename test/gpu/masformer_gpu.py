@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Runs attention compiled for the GPU by masformer (test/gpu/build.sh).
+
+As a command, inputs and outputs are .npy files:
+
+    masformer_gpu.py DIR FUNCTION --input q=q.npy --input k=k.npy \\
+        --input v=v.npy --output-dir OUT [--bench N]
+
+writes OUT/out.npy; with --bench, prints the median time of N calls.
+`masformer_gpu.py DIR --list` lists the functions. bf16 tensors are read
+from and written to float32 files (numpy has no bfloat16).
+
+As a module, `Kernels(DIR)` calls the functions on numpy arrays (copied to
+the GPU and back) or on CUDA torch tensors (in place, no copies).
+
+DIR holds masformer_attention.so (host code with the embedded cubin),
+libMASFormerCudaRuntime.so (the mgpu* functions on the CUDA driver API)
+and kernels.json. Nothing here needs MLIR or a CUDA toolkit; numpy, and
+a GPU with its driver, are enough.
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+class Descriptor(ctypes.Structure):
+    """MLIR's memref descriptor of rank 4."""
+    _fields_ = [('allocated', ctypes.c_void_p), ('aligned', ctypes.c_void_p),
+                ('offset', ctypes.c_int64), ('sizes', ctypes.c_int64 * 4),
+                ('strides', ctypes.c_int64 * 4)]
+
+
+def descriptor(ptr, shape):
+    d = Descriptor()
+    d.allocated = d.aligned = ptr
+    d.offset = 0
+    stride = 1
+    for i in reversed(range(4)):
+        d.sizes[i] = shape[i]
+        d.strides[i] = stride
+        stride *= shape[i]
+    return d
+
+
+ITEMSIZE = {'bf16': 2, 'f16': 2, 'f32': 4}
+
+
+def to_bf16_bits(x):
+    """float32 array -> uint16 bfloat16 bits, rounded to nearest even."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounding = ((u >> 16) & 1) + np.uint32(0x7FFF)
+    return ((u + rounding) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def to_device_bytes(x, dtype):
+    """A numpy array as the bytes of `dtype` elements."""
+    if dtype == 'bf16':
+        return to_bf16_bits(x)
+    return np.ascontiguousarray(x, dtype={'f16': np.float16,
+                                          'f32': np.float32}[dtype])
+
+
+def from_device_bytes(raw, dtype, shape):
+    if dtype == 'bf16':
+        return from_bf16_bits(raw.view(np.uint16)).reshape(shape)
+    return raw.view({'f16': np.float16, 'f32': np.float32}[dtype]).reshape(
+        shape)
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+class Kernels:
+    """The compiled functions of DIR."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        with open(os.path.join(directory, 'kernels.json')) as f:
+            self.configs = {c['name']: c for c in json.load(f)}
+        # The shim first, globally: the compiled library resolves its mgpu*
+        # calls against this instance, whose error state we read.
+        self.rt = ctypes.CDLL(
+            os.path.join(directory, 'libMASFormerCudaRuntime.so'),
+            mode=ctypes.RTLD_GLOBAL)
+        rt = self.rt
+        rt.masformer_cuda_error.restype = ctypes.c_char_p
+        rt.masformer_cuda_device.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        rt.mgpuMemAlloc.restype = ctypes.c_void_p
+        rt.mgpuMemAlloc.argtypes = [ctypes.c_uint64, ctypes.c_void_p,
+                                    ctypes.c_bool]
+        rt.mgpuMemFree.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        rt.mgpuMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                  ctypes.c_size_t, ctypes.c_void_p]
+        rt.mgpuStreamCreate.restype = ctypes.c_void_p
+        rt.mgpuStreamSynchronize.argtypes = [ctypes.c_void_p]
+        rt.mgpuStreamDestroy.argtypes = [ctypes.c_void_p]
+        # Loading the library loads its cubin (a constructor calls
+        # mgpuModuleLoad): a missing GPU or a wrong chip shows here.
+        self.lib = ctypes.CDLL(os.path.join(directory,
+                                            'masformer_attention.so'))
+        self.check('loading %s' % os.path.join(directory,
+                                               'masformer_attention.so'))
+        buf = ctypes.create_string_buffer(512)
+        if rt.masformer_cuda_device(buf, len(buf)):
+            self.check('querying the GPU')
+        self.device = buf.value.decode()
+
+    def check(self, what):
+        err = self.rt.masformer_cuda_error()
+        if err:
+            self.rt.masformer_cuda_clear_error()
+            raise CudaError('%s: %s' % (what, err.decode()))
+
+    def _function(self, name):
+        if name not in self.configs:
+            raise KeyError('no function %r in %s; it has: %s' %
+                           (name, self.dir, ', '.join(sorted(self.configs))))
+        fn = getattr(self.lib, '_mlir_ciface_' + name)
+        fn.restype = None
+        fn.argtypes = [ctypes.POINTER(Descriptor)] * 4
+        return fn
+
+    def _check_shapes(self, name, qs, ks, vs):
+        d = self.configs[name]['head_dim']
+        if len(qs) != 4 or len(ks) != 4 or tuple(ks) != tuple(vs):
+            raise ValueError('%s: q, k, v must be [B, H, S, D] with k and v '
+                             'alike; got %s, %s, %s' % (name, qs, ks, vs))
+        if qs[3] != d or ks[3] != d:
+            raise ValueError('%s: head_dim must be %d; got %s and %s' %
+                             (name, d, qs, ks))
+        if qs[0] != ks[0] or ks[1] == 0 or qs[1] % ks[1]:
+            raise ValueError('%s: batch must match and kv heads divide query '
+                             'heads; got %s and %s' % (name, qs, ks))
+
+    def call_device(self, name, q_ptr, q_shape, k_ptr, v_ptr, kv_shape):
+        """Runs on device pointers; returns the result's device pointer (free
+        it with free())."""
+        self._check_shapes(name, q_shape, kv_shape, kv_shape)
+        fn = self._function(name)
+        out = Descriptor()
+        qd = descriptor(q_ptr, q_shape)
+        kd = descriptor(k_ptr, kv_shape)
+        vd = descriptor(v_ptr, kv_shape)
+        fn(ctypes.byref(out), ctypes.byref(qd), ctypes.byref(kd),
+           ctypes.byref(vd))
+        self.check(name)
+        return out.aligned
+
+    def free(self, ptr):
+        self.rt.mgpuMemFree(ptr, None)
+
+    def copy(self, dst, src, nbytes):
+        s = self.rt.mgpuStreamCreate()
+        self.rt.mgpuMemcpy(dst, src, nbytes, s)
+        self.rt.mgpuStreamSynchronize(s)
+        self.rt.mgpuStreamDestroy(s)
+        self.check('copying %d bytes' % nbytes)
+
+    def run_numpy(self, name, q, k, v):
+        """numpy in, numpy out (float32 for bf16)."""
+        dtype = self.configs[name]['dtype']
+        self._check_shapes(name, q.shape, k.shape, v.shape)
+        bufs = []
+        try:
+            ptrs = []
+            for x in (q, k, v):
+                raw = to_device_bytes(x, dtype)
+                p = self.rt.mgpuMemAlloc(max(raw.nbytes, 1), None, False)
+                self.check('allocating %d bytes' % raw.nbytes)
+                bufs.append(p)
+                self.copy(p, raw.ctypes.data, raw.nbytes)
+                ptrs.append(p)
+            out = self.call_device(name, ptrs[0], q.shape, ptrs[1], ptrs[2],
+                                   k.shape)
+            if out:
+                bufs.append(out)
+            host = np.empty(int(np.prod(q.shape)) * ITEMSIZE[dtype], np.uint8)
+            if host.nbytes:
+                self.copy(host.ctypes.data, out, host.nbytes)
+            return from_device_bytes(host, dtype, q.shape)
+        finally:
+            for p in bufs:
+                self.free(p)
+
+    def run_torch(self, name, q, k, v):
+        """CUDA torch tensors in (contiguous, the function's dtype), a torch
+        tensor out."""
+        import torch
+        want = {'bf16': torch.bfloat16, 'f16': torch.float16,
+                'f32': torch.float32}[self.configs[name]['dtype']]
+        for t in (q, k, v):
+            if t.dtype != want or not t.is_cuda or not t.is_contiguous():
+                raise TypeError('%s: inputs must be contiguous CUDA %s '
+                                'tensors' % (name, want))
+        torch.cuda.synchronize()
+        out = self.call_device(name, q.data_ptr(), tuple(q.shape),
+                               k.data_ptr(), v.data_ptr(), tuple(k.shape))
+        result = torch.empty_like(q)
+        if result.numel():
+            self.copy(result.data_ptr(), out, result.numel() *
+                      result.element_size())
+        self.free(out)
+        return result
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description='Run a masformer attention compiled for the GPU on .npy '
+                    'inputs.')
+    ap.add_argument('dir', help='the directory test/gpu/build.sh wrote')
+    ap.add_argument('function', nargs='?')
+    ap.add_argument('--input', action='append', default=[],
+                    metavar='NAME=PATH', help='q, k and v as .npy files')
+    ap.add_argument('--output-dir')
+    ap.add_argument('--bench', type=int, default=0, metavar='N')
+    ap.add_argument('--list', action='store_true')
+    args = ap.parse_args()
+    try:
+        kernels = Kernels(args.dir)
+        if args.list or not args.function:
+            print('device: %s' % kernels.device)
+            for c in kernels.configs.values():
+                print('%s: %s, head_dim %d, span %s, %s' % (
+                    c['name'], c['dtype'], c['head_dim'], c['span'],
+                    'causal' if c['causal'] else 'bidirectional'))
+            return 0
+        inputs = {}
+        for spec in args.input:
+            key, sep, path = spec.partition('=')
+            if not sep or key not in ('q', 'k', 'v'):
+                raise ValueError('--input %s: expected q=, k= or v=PATH' %
+                                 spec)
+            inputs[key] = np.load(path)
+        missing = [x for x in 'qkv' if x not in inputs]
+        if missing:
+            raise ValueError('missing --input for %s' % ', '.join(missing))
+        out = kernels.run_numpy(args.function, inputs['q'], inputs['k'],
+                                inputs['v'])
+        if args.output_dir:
+            os.makedirs(args.output_dir, exist_ok=True)
+            np.save(os.path.join(args.output_dir, 'out.npy'),
+                    out.astype(np.float32) if out.dtype != np.float16 else out)
+        if args.bench:
+            times = []
+            for _ in range(args.bench):
+                t0 = time.perf_counter()
+                kernels.run_numpy(args.function, inputs['q'], inputs['k'],
+                                  inputs['v'])
+                times.append(time.perf_counter() - t0)
+            print('median of %d runs (with host copies): %.3f ms' %
+                  (args.bench, statistics.median(times) * 1e3))
+        return 0
+    except (OSError, ValueError, KeyError, TypeError, CudaError) as e:
+        print('masformer_gpu: error: %s' % e, file=sys.stderr)
+        return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
