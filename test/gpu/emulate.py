@@ -1,0 +1,622 @@
+#!/usr/bin/env python3
+"""Runs the attention kernels of --masformer-attention-to-gpu without a GPU.
+
+An interpreter of the kernel's IR (generic MLIR form, after
+--masformer-attention-to-gpu and canonicalization) that executes the 128
+threads of a block in lockstep with numpy, with the PTX ISA's semantics for
+the warp-level operations: ldmatrix (.x4, .trans), mma.sync (m16n8k16 on
+f16/bf16, m16n8k8 on tf32, whose low 13 mantissa bits are ignored), cp.async
+with zero fill and commit/wait groups, and shfl.bfly. Divergent branches are
+executed under lane masks; loads and stores are bounds-checked; shared memory
+starts as NaN, so reading anything no copy wrote shows in the result.
+
+cp.async copies land either at once ("eager") or only at the wait that
+covers them ("late"): a kernel must be right both ways.
+
+    emulate.py --dtype bf16 --head-dim 64 --span "block 128" --causal \\
+        --shape 1,2,2,130,130 [--shape ...] [--timing late|eager|both]
+
+compiles the configuration with masformer-opt (on PATH), runs it at each
+shape (B,H,Hkv,Sq,Skv) on random inputs, and compares with a float64
+reference; exit status 1 on a mismatch. What this cannot see: timing,
+scheduling, or a misreading of the ISA shared by kernel and emulator; those
+the GPU checks (run_checks.sh) cover.
+"""
+import argparse
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+L = 128  # threads per block
+
+# ---------------------------------------------------------------------------
+# Parsing the generic form.
+# ---------------------------------------------------------------------------
+
+_OP = re.compile(r'^\s*(?:(%[\w]+)(?::(\d+))?\s*=\s*)?"([\w.]+)"\((.*?)\)(.*)$')
+_BLOCK = re.compile(r'^\s*\^bb\d+\((.*)\):\s*$')
+
+
+class Op:
+    def __init__(self, name, results, operands, attrs):
+        self.name, self.results, self.operands = name, results, operands
+        self.attrs = attrs
+        self.regions = []
+        self.in_types = self.out_types = []
+
+
+class Region:
+    def __init__(self):
+        self.args, self.ops = [], []
+
+
+def split_top(s):
+    """Splits at commas outside <>, (), [], {}."""
+    out, depth, cur = [], 0, ''
+    for ch in s:
+        if ch in '<([{':
+            depth += 1
+        elif ch in '>)]}':
+            depth -= 1
+        if ch == ',' and depth == 0:
+            out.append(cur.strip())
+            cur = ''
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def parse_types(sig):
+    """' : (a, b) -> c' -> ([a, b], [c])."""
+    sig = sig.strip()
+    if not sig.startswith(':'):
+        return [], []
+    sig = sig[1:].strip()
+    # The top-level '->'.
+    depth, arrow = 0, -1
+    for i, ch in enumerate(sig):
+        if ch in '<([{':
+            depth += 1
+        elif ch in '>)]}' and not (ch == '>' and sig[i - 1] == '-'):
+            depth -= 1
+        elif ch == '-' and sig[i + 1:i + 2] == '>' and depth == 0:
+            arrow = i
+            break
+    ins, outs = sig[:arrow].strip(), sig[arrow + 2:].strip()
+    ins = split_top(ins[1:-1]) if ins.startswith('(') else [ins]
+    outs = split_top(outs[1:-1]) if outs.startswith('(') else [outs]
+    return ins, outs
+
+
+def parse(lines, i, region):
+    """Parses ops into `region` from line i until the region's end; returns
+    the index of the closing line."""
+    while i < len(lines):
+        line = lines[i]
+        s = line.strip()
+        if s.startswith('})') or s == '}, {':
+            return i
+        m = _BLOCK.match(line)
+        if m:
+            for a in split_top(m.group(1)):
+                region.args.append(a.split(':')[0].strip())
+            i += 1
+            continue
+        m = _OP.match(line)
+        if not m:
+            i += 1
+            continue
+        res, count, name, operands, rest = m.groups()
+        results = []
+        if res:
+            results = ([res] if not count else
+                       ['%s#%d' % (res, k) for k in range(int(count))])
+        ops = [o.strip() for o in operands.split(',') if o.strip()]
+        op = Op(name, results, ops, rest)
+        if rest.rstrip().endswith('({'):
+            while True:
+                r = Region()
+                i = parse(lines, i + 1, r)
+                op.regions.append(r)
+                if lines[i].strip() == '}, {':
+                    continue
+                op.in_types, op.out_types = parse_types(
+                    lines[i].strip()[2:])
+                break
+        else:
+            op.in_types, op.out_types = parse_types(
+                re.sub(r'^\s*(<\{.*?\}>)?\s*(\{.*?\})?', '', rest))
+        region.ops.append(op)
+        i += 1
+    return i
+
+
+def find_kernel(text):
+    lines = text.splitlines()
+    top = Region()
+    parse(lines, 0, top)
+    kernels = []
+
+    def walk(r):
+        for op in r.ops:
+            if op.name == 'gpu.func':
+                kernels.append(op)
+            for sub in op.regions:
+                walk(sub)
+    walk(top)
+    if len(kernels) != 1:
+        sys.exit('emulate.py: expected one gpu.func, found %d' % len(kernels))
+    return kernels[0]
+
+
+def attr(op, key):
+    m = re.search(r'\b' + key + r' = ([^,}>]+(?:<[^>]*>)?)', op.attrs)
+    return m.group(1).strip() if m else None
+
+
+def int_array_attr(op, key):
+    m = re.search(key + r' = array<i\d+: ([-\d, ]+)>', op.attrs)
+    return [int(x) for x in m.group(1).split(',')]
+
+# ---------------------------------------------------------------------------
+# Values.
+# ---------------------------------------------------------------------------
+
+
+def round_to(x, ty):
+    x = np.asarray(x, dtype=np.float32)
+    if ty == 'f16':
+        return x.astype(np.float16).astype(np.float32)
+    if ty == 'bf16':
+        u = x.view(np.uint32).astype(np.uint64)
+        u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+        return (u & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+    return x
+
+
+def elem_of(ty):
+    m = re.search(r'x?(bf16|f16|f32|i32|i1|index)>?$', ty.replace(
+        ', #gpu.address_space<workgroup>>', '>'))
+    return m.group(1) if m else ty
+
+
+class Mem:
+    def __init__(self, arr, elem, name):
+        self.arr, self.elem, self.name = arr, elem, name
+
+
+class EmulationError(Exception):
+    pass
+
+
+def bcast(c, x):
+    return c.reshape(c.shape + (1,) * (np.ndim(x) - 1))
+
+
+class Block:
+    """One thread block."""
+
+    def __init__(self, kernel, args, block_id, late):
+        self.kernel, self.block_id, self.late = kernel, block_id, late
+        self.env = {}
+        for name, val in zip(kernel.regions[0].args, args):
+            self.env[name] = val
+        self.views = {}
+        self.pending = []   # committed groups of copies
+        self.open = []      # copies since the last commit
+        self.lane = np.arange(L)
+
+    def v(self, name):
+        return self.env[name]
+
+    def uniform(self, x, mask, what):
+        x = np.asarray(x)
+        vals = x[mask] if x.shape == (L,) else np.array([x])
+        if len(vals) and not np.all(vals == vals[0]):
+            raise EmulationError('%s is not uniform across the block' % what)
+        return vals[0] if len(vals) else None
+
+    def check_bounds(self, mem, idx, n, mask, what):
+        arr = mem.arr
+        for d, ix in enumerate(idx):
+            ix = np.broadcast_to(ix, (L,))[mask]
+            hi = arr.shape[d] - (n - 1 if d == len(idx) - 1 else 0)
+            if len(ix) and (ix.min() < 0 or ix.max() >= hi):
+                raise EmulationError(
+                    '%s: index %d out of bounds [0, %d) of %s %s' % (
+                        what, d, hi, mem.name, arr.shape))
+
+    def load(self, mem, idx, n, mask, what):
+        self.check_bounds(mem, idx, n, mask, what)
+        idx = [np.where(mask, np.broadcast_to(ix, (L,)), 0) for ix in idx]
+        if n == 0:
+            return mem.arr[tuple(idx)]
+        cols = [mem.arr[tuple(idx[:-1] + [idx[-1] + e])] for e in range(n)]
+        return np.stack(cols, axis=1)
+
+    def run(self):
+        self.exec_region(self.kernel.regions[0], [], np.ones(L, bool))
+
+    def exec_region(self, region, args, mask):
+        for name, val in zip(region.args, args):
+            self.env[name] = val
+        for op in region.ops:
+            if op.name in ('scf.yield', 'gpu.return'):
+                return [self.v(o) for o in op.operands]
+            self.exec_op(op, mask)
+        return []
+
+    def apply_copies(self, copies):
+        for (dst, didx, vals, mask) in copies:
+            for e in range(vals.shape[1]):
+                di = tuple(np.asarray(x)[mask] for x in didx[:-1]) + (
+                    np.asarray(didx[-1])[mask] + e,)
+                dst.arr[di] = vals[mask, e]
+
+    def exec_op(self, op, mask):
+        n, o = op.name, [self.v(x) for x in op.operands]
+        out = None
+        res_ty = op.out_types[0] if op.out_types else ''
+        if n == 'arith.constant':
+            val = attr(op, 'value')
+            m = re.match(r'(dense<)?([^:>]+)>? : (.*)', val)
+            lit = m.group(2).strip()
+            if lit.startswith('0x'):
+                out = np.float32(struct.unpack(
+                    '<f', struct.pack('<I', int(lit, 16)))[0])
+            elif lit in ('true', 'false'):
+                out = lit == 'true'
+            elif re.match(r'^-?\d+$', lit):
+                out = int(lit)
+            else:
+                out = np.float32(float(lit))
+            out = np.full(L, out)
+            if 'vector<' in res_ty:
+                k = int(re.search(r'vector<(\d+)x', res_ty).group(1))
+                out = np.repeat(out[:, None], k, axis=1)
+        elif n in ('arith.addi', 'arith.addf'):
+            out = o[0] + o[1]
+        elif n in ('arith.subi', 'arith.subf'):
+            out = o[0] - o[1]
+        elif n in ('arith.muli', 'arith.mulf'):
+            out = o[0] * o[1]
+        elif n == 'arith.divf':
+            with np.errstate(divide='ignore', invalid='ignore'):
+                out = (o[0] / o[1]).astype(np.float32)
+        elif n in ('arith.divui', 'arith.remui'):
+            if np.any(np.asarray(o[0])[mask] < 0) or np.any(
+                    np.asarray(o[1])[mask] <= 0):
+                raise EmulationError('%s on a negative value' % n)
+            d = np.where(np.asarray(o[1]) > 0, o[1], 1)
+            out = o[0] // d if n == 'arith.divui' else o[0] % d
+        elif n == 'arith.floordivsi':
+            out = np.floor_divide(o[0], o[1])
+        elif n == 'arith.ceildivsi':
+            out = -np.floor_divide(-np.asarray(o[0]), o[1])
+        elif n == 'arith.minsi':
+            out = np.minimum(o[0], o[1])
+        elif n == 'arith.maxsi':
+            out = np.maximum(o[0], o[1])
+        elif n == 'arith.maxnumf':
+            out = np.fmax(o[0], o[1])
+        elif n == 'arith.andi':
+            out = (o[0] & o[1]) if res_ty != 'i32' else (
+                (np.asarray(o[0]) & np.asarray(o[1])) & 0xFFFFFFFF)
+        elif n == 'arith.ori':
+            out = o[0] | o[1]
+        elif n == 'arith.cmpi':
+            p = int(attr(op, 'predicate').split(':')[0])
+            a, b = np.asarray(o[0]), np.asarray(o[1])
+            out = [a == b, a != b, a < b, a <= b, a > b, a >= b, a < b,
+                   a <= b, a > b, a >= b][p]
+        elif n == 'arith.cmpf':
+            p = int(attr(op, 'predicate').split(':')[0])
+            a, b = np.asarray(o[0]), np.asarray(o[1])
+            table = {1: a == b, 2: a > b, 3: a >= b, 4: a < b, 5: a <= b,
+                     6: (a != b) & ~np.isnan(a) & ~np.isnan(b)}
+            if p not in table:
+                raise EmulationError('cmpf predicate %d' % p)
+            out = table[p]
+        elif n == 'arith.select':
+            c = np.asarray(o[0])
+            out = np.where(bcast(c, o[1]) if c.ndim else c, o[1], o[2])
+        elif n == 'arith.bitcast':
+            x = np.asarray(o[0])
+            if res_ty == 'i32':
+                out = x.astype(np.float32).view(np.uint32).astype(np.int64)
+            else:
+                out = (x & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+        elif n == 'arith.truncf':
+            out = round_to(o[0], elem_of(res_ty))
+        elif n == 'arith.extf':
+            out = np.asarray(o[0], dtype=np.float32)
+        elif n == 'arith.index_cast':
+            out = np.asarray(o[0]).astype(np.int64)
+        elif n == 'math.exp2':
+            with np.errstate(over='ignore'):
+                out = np.exp2(np.asarray(o[0], dtype=np.float32))
+        elif n == 'memref.dim':
+            out = np.full(L, o[0].arr.shape[int(o[1][0])])
+        elif n == 'gpu.thread_id':
+            out = self.lane.copy()
+        elif n == 'gpu.block_id':
+            dim = 'xyz'.index(re.search(r'dim (\w)', op.attrs).group(1))
+            out = np.full(L, self.block_id[dim])
+        elif n == 'gpu.dynamic_shared_memory':
+            out = 'smem'
+        elif n == 'memref.view':
+            off = int(self.uniform(o[1], mask, 'view offset'))
+            shape = [int(x) for x in re.search(
+                r'memref<([\dx]+)x(?:bf16|f16|f32)', res_ty).group(1).split(
+                    'x')]
+            if off not in self.views:
+                self.views[off] = Mem(np.full(shape, np.nan, np.float32),
+                                      elem_of(res_ty), 'smem@%d' % off)
+            out = self.views[off]
+        elif n == 'memref.load':
+            out = self.load(o[0], o[1:], 0, mask, n)
+        elif n == 'vector.load':
+            k = int(re.search(r'vector<(\d+)x', res_ty).group(1))
+            out = self.load(o[0], o[1:], k, mask, n)
+        elif n == 'vector.store':
+            val, mem, idx = np.asarray(o[0]), o[1], o[2:]
+            self.check_bounds(mem, idx, val.shape[1], mask, n)
+            self.apply_copies([(mem, idx, round_to(val, mem.elem), mask)])
+        elif n == 'vector.bitcast':
+            out = np.asarray(o[0]).reshape(L, 1, 2)  # two halves of an i32
+        elif n == 'vector.extract':
+            pos = int_array_attr(op, 'static_position')
+            out = np.asarray(o[0])[(slice(None),) + tuple(pos)]
+        elif n == 'vector.from_elements':
+            out = np.stack([np.broadcast_to(x, (L,)) for x in o], axis=1)
+        elif n == 'gpu.shuffle':
+            m = int(self.uniform(o[1], mask, 'shuffle offset'))
+            src = (self.lane & ~31) | ((self.lane & 31) ^ m)
+            self.env[op.results[0]] = np.asarray(o[0])[src]
+            self.env[op.results[1]] = np.ones(L, bool)
+            return
+        elif n == 'gpu.barrier':
+            pass
+        elif n == 'nvgpu.device_async_copy':
+            seg = int_array_attr(op, 'operandSegmentSizes')
+            k = int(re.search(r'dstElements = (\d+)', op.attrs).group(1))
+            dst, didx = o[0], o[1:1 + seg[1]]
+            s0 = 1 + seg[1]
+            src, sidx = o[s0], o[s0 + 1:s0 + 1 + seg[3]]
+            nsrc = o[s0 + 1 + seg[3]] if seg[4] else np.full(L, k)
+            self.check_bounds(dst, didx, k, mask, 'cp.async destination')
+            live = mask & (np.asarray(nsrc) > 0)
+            vals = np.zeros((L, k), np.float32)
+            got = self.load(src, sidx, k, live, 'cp.async source')
+            for e in range(k):
+                vals[:, e] = np.where(live & (e < np.asarray(nsrc)),
+                                      got[:, e], 0.0)
+            copy = (dst, didx, vals, mask.copy())
+            if self.late:
+                self.open.append(copy)
+            else:
+                self.apply_copies([copy])
+            out = None
+        elif n == 'nvvm.cp.async.commit.group':
+            self.pending.append(self.open)
+            self.open = []
+        elif n == 'nvvm.cp.async.wait.group':
+            keep = int(attr(op, 'n').split(':')[0])
+            while len(self.pending) > keep:
+                self.apply_copies(self.pending.pop(0))
+        elif n == 'nvgpu.ldmatrix':
+            tiles = int(attr(op, 'numTiles').split(':')[0])
+            trans = attr(op, 'transpose') == 'true'
+            if not mask.all():
+                raise EmulationError('ldmatrix under divergence')
+            # Lanes 8m..8m+7 address the rows of matrix m; lane l receives
+            # row l/4, elements 2(l%4) and 2(l%4)+1 (.trans: the transpose).
+            rows = self.load(o[0], o[1:], 8, mask, 'ldmatrix')
+            rows = rows.reshape(L // 32, 32, 8)
+            l = np.arange(32)[:, None, None]
+            mt = np.arange(tiles)[None, :, None]
+            e = np.arange(2)[None, None, :]
+            if trans:
+                src, col = 8 * mt + 2 * (l % 4) + e, l // 4 + 0 * e
+            else:
+                src, col = 8 * mt + l // 4 + 0 * e, 2 * (l % 4) + e
+            w = np.arange(L // 32)[:, None, None, None]
+            out = rows[w, src[None], col[None]].reshape(L, tiles, 2)
+        elif n == 'nvvm.mma.sync':
+            out = self.mma(op, o, mask)
+        elif n == 'llvm.extractvalue':
+            out = np.asarray(o[0])[:, int_array_attr(op, 'position')[0]]
+        elif n == 'scf.if':
+            c = np.asarray(o[0]) & mask
+            t_mask, e_mask = c, mask & ~c
+            outs_t = outs_e = None
+            if t_mask.any() or not op.results:
+                outs_t = self.exec_region(op.regions[0], [], t_mask) \
+                    if t_mask.any() else None
+            if e_mask.any() and len(op.regions) > 1 and op.regions[1].ops:
+                outs_e = self.exec_region(op.regions[1], [], e_mask)
+            for i, r in enumerate(op.results):
+                if outs_t is None:
+                    self.env[r] = outs_e[i]
+                elif outs_e is None:
+                    self.env[r] = outs_t[i]
+                else:
+                    self.env[r] = np.where(bcast(c, outs_t[i]), outs_t[i],
+                                           outs_e[i])
+            return
+        elif n == 'scf.for':
+            lb = int(self.uniform(o[0], mask, 'loop bound'))
+            ub = int(self.uniform(o[1], mask, 'loop bound'))
+            step = int(self.uniform(o[2], mask, 'loop step'))
+            carried = o[3:]
+            for it in range(lb, ub, step):
+                carried = self.exec_region(op.regions[0],
+                                           [np.full(L, it)] + carried, mask)
+            for r, val in zip(op.results, carried):
+                self.env[r] = val
+            return
+        else:
+            raise EmulationError('no emulation of %s' % n)
+        if op.results:
+            self.env[op.results[0]] = out
+
+    def mma(self, op, o, mask):
+        """mma.sync per warp, fragments placed by the PTX ISA's tables."""
+        if not mask.all():
+            raise EmulationError('mma.sync under divergence')
+        k_ = int(re.search(r'k = (\d+)', op.attrs).group(1))
+        a, b, c = o[0:4], o[4:6], o[6:10]
+        W = L // 32
+        lane = np.arange(32)
+        g, t = lane // 4, lane % 4
+        w = np.arange(W)[:, None]
+        A = np.zeros((W, 16, k_))
+        B = np.zeros((W, k_, 8))
+        C = np.zeros((W, 16, 8))
+        if k_ == 16:
+            # a_j (j = 0..7), two per register: row g (+8 for j = 2, 3, 6,
+            # 7), column 2t + j%2 (+8 for j >= 4).
+            for j in range(8):
+                vals = np.asarray(a[j // 2]).reshape(L, 2)[:, j % 2]
+                row = g + (8 if j in (2, 3, 6, 7) else 0)
+                col = 2 * t + (j & 1) + (8 if j >= 4 else 0)
+                A[w, row[None], col[None]] = vals.reshape(W, 32)
+            # b_j (j = 0..3): row 2t + j%2 (+8 for j >= 2), column g.
+            for j in range(4):
+                vals = np.asarray(b[j // 2]).reshape(L, 2)[:, j % 2]
+                row = 2 * t + (j & 1) + (8 if j >= 2 else 0)
+                B[w, row[None], g[None]] = vals.reshape(W, 32)
+        else:
+            def tf32(bits):
+                bits = (np.asarray(bits).astype(np.int64) & 0xFFFFE000)
+                return bits.astype(np.uint32).view(np.float32)
+            # a_j: row g (+8 for j = 1, 3), column t (+4 for j >= 2).
+            for j in range(4):
+                row = g + (8 if j in (1, 3) else 0)
+                col = t + (4 if j >= 2 else 0)
+                A[w, row[None], col[None]] = tf32(a[j]).reshape(W, 32)
+            # b_j: row t (+4 for j = 1), column g.
+            for j in range(2):
+                B[w, (t + 4 * j)[None], g[None]] = tf32(b[j]).reshape(W, 32)
+        # c_j: row g (+8 for j >= 2), column 2t + j%2.
+        for j in range(4):
+            row = g + (8 if j >= 2 else 0)
+            C[w, row[None], (2 * t + (j & 1))[None]] = np.asarray(
+                c[j]).reshape(W, 32)
+        D = (A @ B + C).astype(np.float32)
+        out = np.zeros((L, 4), np.float32)
+        for j in range(4):
+            row = g + (8 if j >= 2 else 0)
+            out[:, j] = D[w, row[None], (2 * t + (j & 1))[None]].reshape(L)
+        return out
+
+# ---------------------------------------------------------------------------
+# Driver.
+# ---------------------------------------------------------------------------
+
+
+def reference(q, k, v, span, causal):
+    group = q.shape[1] // k.shape[1]
+    k = np.repeat(k.astype(np.float64), group, axis=1)
+    v = np.repeat(v.astype(np.float64), group, axis=1)
+    sq, skv = q.shape[2], k.shape[2]
+    s = np.einsum('bhqd,bhkd->bhqk', q.astype(np.float64), k) / np.sqrt(
+        q.shape[3])
+    i = np.arange(sq)[:, None] + (skv - sq)
+    j = np.arange(skv)[None, :]
+    ok = np.ones((sq, skv), bool)
+    if causal:
+        ok &= j <= i
+    kind, _, size = span.partition(' ')
+    if kind == 'block':
+        ok &= (i // int(size)) == (j // int(size))
+    elif kind == 'window':
+        w = int(size)
+        ok &= (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
+    s = np.where(ok, s, -np.inf)
+    mx = s.max(axis=-1, keepdims=True)
+    p = np.where(ok, np.exp(s - np.where(np.isfinite(mx), mx, 0)), 0.0)
+    den = p.sum(axis=-1, keepdims=True)
+    p = np.divide(p, den, out=np.zeros_like(p), where=den > 0)
+    return np.einsum('bhqk,bhkd->bhqd', p, v)
+
+
+def compile_kernel(dtype, d, span, causal, opt):
+    t = 'tensor<?x?x?x%dx%s>' % (d, dtype)
+    src = ('func.func @f(%%q: %s, %%k: %s, %%v: %s) -> %s {\n'
+           '  %%o = masformer.attention %%q, %%k, %%v {span = '
+           '#masformer.span<%s>, causal = %s} : %s, %s, %s -> %s\n'
+           '  return %%o : %s\n}\n' % (t, t, t, t, span,
+                                       str(causal).lower(), t, t, t, t, t))
+    r = subprocess.run([opt, '-', '--masformer-attention-to-gpu',
+                        '--canonicalize', '--cse', '--mlir-print-op-generic'],
+                       input=src, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit('emulate.py: masformer-opt failed:\n' + r.stderr)
+    return find_kernel(r.stdout)
+
+
+def launch(kernel, q, k, v, dtype, late):
+    o = np.full(q.shape, np.nan, np.float32)
+    mems = [Mem(x, dtype, name) for x, name in
+            ((q, 'q'), (k, 'k'), (v, 'v'), (o, 'out'))]
+    b, h, sq = q.shape[:3]
+    for bz in range(max(b, 1)):
+        for by in range(max(h, 1)):
+            for bx in range(max(-(-sq // 64), 1)):
+                Block(kernel, mems, (bx, by, bz), late).run()
+    return o
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--dtype', required=True, choices=('bf16', 'f16', 'f32'))
+    ap.add_argument('--head-dim', type=int, required=True)
+    ap.add_argument('--span', default='full')
+    ap.add_argument('--causal', action='store_true')
+    ap.add_argument('--shape', action='append', required=True,
+                    help='B,H,Hkv,Sq,Skv')
+    ap.add_argument('--timing', default='both',
+                    choices=('late', 'eager', 'both'))
+    ap.add_argument('--masformer-opt', default='masformer-opt')
+    ap.add_argument('--seed', type=int, default=0)
+    args = ap.parse_args()
+    kernel = compile_kernel(args.dtype, args.head_dim, args.span, args.causal,
+                            args.masformer_opt)
+    tol = {'bf16': 2e-2, 'f16': 4e-3, 'f32': 1e-5}[args.dtype]
+    rng = np.random.default_rng(args.seed)
+    failed = False
+    for shape in args.shape:
+        bb, hh, hkv, sq, skv = (int(x) for x in shape.split(','))
+        d = args.head_dim
+        q = round_to(rng.standard_normal((bb, hh, sq, d)), args.dtype)
+        k = round_to(rng.standard_normal((bb, hkv, skv, d)), args.dtype)
+        v = round_to(rng.standard_normal((bb, hkv, skv, d)), args.dtype)
+        ref = reference(q, k, v, args.span, args.causal)
+        for late in {'late': [True], 'eager': [False],
+                     'both': [True, False]}[args.timing]:
+            try:
+                out = launch(kernel, q, k, v, args.dtype, late)
+            except EmulationError as e:
+                print('FAIL %s %s: %s' % (shape, 'late' if late else 'eager',
+                                          e))
+                failed = True
+                continue
+            err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-6)
+            ok = np.isfinite(out).all() and err <= tol
+            failed |= not ok
+            print('%s %s d=%d %s%s shape %s (%s copies): max error / max '
+                  '%.2e (tolerance %.0e)' % (
+                      'ok  ' if ok else 'FAIL', args.dtype, d, args.span,
+                      ' causal' if args.causal else '', shape,
+                      'late' if late else 'eager', err, tol))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
