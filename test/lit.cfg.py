@@ -44,3 +44,28 @@ llvm_config.with_environment("PATH", config.masformer_tools_dir, append_path=Tru
 llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.masformer_src_root, "test", "python_utils"),
     append_path=True)
+
+# The CUDA toolkit's ptxas (the GPU pipeline's cubin tests need it; no GPU).
+cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+if os.path.exists(os.path.join(cuda_home, "bin", "ptxas")):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%cuda_home", cuda_home))
+
+
+def _has_cuda_gpu():
+    """A driver that initializes and sees at least one device."""
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        return (cuda.cuInit(0) == 0 and
+                cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and
+                count.value > 0)
+    except OSError:
+        return False
+
+
+# GPU execution tests run only where a GPU is present.
+if _has_cuda_gpu():
+    config.available_features.add("cuda-gpu")
+config.substitutions.append(("%gpu_dir", os.path.join(config.masformer_src_root, "test", "gpu")))

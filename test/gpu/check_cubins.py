@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Compiles every attention configuration of make_kernels.py for a chip and
+checks the result with the CUDA toolkit's ptxas, no GPU needed.
+
+    check_cubins.py --chip sm_90 [--toolkit /usr/local/cuda] [--set all]
+
+For each kernel: the cubin assembles, and ptxas's report (-v) gives its
+registers, stack frame and spills. The main configurations (bf16 and f16,
+head_dim 64 and 128) must not spill; the others are reported. Also checks
+that format=bin puts an ELF cubin into the gpu.binary. Exit status 1 on a
+failed check. Needs masformer-opt on PATH.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import gpu_objects  # noqa: E402
+import make_kernels  # noqa: E402
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode:
+        sys.exit('check_cubins.py: %s failed:\n%s' % (cmd[0], r.stderr))
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--chip', required=True)
+    ap.add_argument('--toolkit',
+                    default=os.environ.get('CUDA_HOME', '/usr/local/cuda'))
+    ap.add_argument('--set', default='all')
+    args = ap.parse_args()
+    configs = make_kernels.configs(args.set)
+    src = '\n'.join(make_kernels.function(*c) for c in configs)
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        # PTX, assembled here with -v for the report.
+        r = run(['masformer-opt', '-', '--masformer-lower-to-nvvm=chip=%s '
+                 'format=isa host-to-llvm=0 toolkit=%s' % (args.chip,
+                                                           args.toolkit)],
+                input=src)
+        text = r.stdout
+        binaries = re.findall(r'gpu\.binary @(\w+)', text)
+        if binaries != ['masformer_kernels']:
+            sys.exit('check_cubins.py: expected one gpu.binary, got %s' %
+                     binaries)
+        mlir = os.path.join(tmp, 'ptx.mlir')
+        with open(mlir, 'w') as f:
+            f.write(text)
+        run([sys.executable, os.path.join(here, 'gpu_objects.py'), mlir,
+             tmp])
+        ptx = os.path.join(tmp, 'masformer_kernels.%s.ptx' % args.chip)
+        r = run([os.path.join(args.toolkit, 'bin', 'ptxas'),
+                 '-arch=' + args.chip, '-v', ptx, '-o',
+                 os.path.join(tmp, 'k.cubin')])
+        report = {}
+        for m in re.finditer(
+                r"Function properties for (\w+)\n\s*(\d+) bytes stack frame, "
+                r"(\d+) bytes spill stores, (\d+) bytes spill loads\n"
+                r"ptxas info\s*: Used (\d+) registers", r.stderr):
+            report[m.group(1)] = tuple(int(x) for x in m.groups()[1:])
+        print('| kernel (%s) | registers | stack | spill stores | spill loads '
+              '| check |' % args.chip)
+        print('| --- | --- | --- | --- | --- | --- |')
+        for c in configs:
+            # Kernels name the causal flag only when set.
+            name = 'masformer_attention_' + make_kernels.name(*c).replace(
+                '_bidir', '')
+            if name not in report:
+                print('| %s | - | - | - | - | MISSING |' % name)
+                failures += 1
+                continue
+            stack, st, ld, regs = report[name]
+            main_cfg = c[0] in ('bf16', 'f16') and c[1] in (64, 128)
+            ok = not main_cfg or (st == 0 and ld == 0)
+            failures += not ok
+            print('| %s | %d | %d | %d | %d | %s |' % (
+                name, regs, stack, st, ld,
+                ('no spills' if st == ld == 0 else
+                 'spills (reported: not a main configuration)')
+                if ok else 'SPILLS'))
+        # The cubin path proper: ptxas inside gpu-module-to-binary.
+        one = make_kernels.function('bf16', 64, 'block 128', True)
+        r = run(['masformer-opt', '-', '--masformer-lower-to-nvvm=chip=%s '
+                 'format=bin host-to-llvm=0 toolkit=%s' % (args.chip,
+                                                           args.toolkit)],
+                input=one)
+        m = re.search(r'bin = "\\7FELF', r.stdout)
+        print('format=bin: %s' % ('ELF cubin in the gpu.binary' if m else
+                                  'NO CUBIN'))
+        failures += not m
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
