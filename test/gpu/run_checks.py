@@ -3,7 +3,11 @@
 torch, then timings against torch's SDPA (flash) and FlexAttention.
 
     run_checks.py DIR [--out RESULTS.md] [--skip-timing] [--skip-flex]
-                      [--seqs 4096 8192 16384] [--reps 20]
+                      [--seqs 4096 8192 16384] [--flex-seqs 16384] [--reps 20]
+
+FlexAttention is compiled (torch.compile) once per shape, which takes tens
+of seconds: by default it runs at the longest length only. Lines go to --out
+as they are printed, so a run cut short keeps what it measured.
 
 DIR is what test/gpu/build.sh wrote. Needs a CUDA GPU, torch and numpy; no
 MLIR. Exit status 1 when a numerics check fails.
@@ -111,7 +115,7 @@ def pairs(span, causal, s):
     return int(allowed(span, causal, s, s, 'cuda').sum().item())
 
 
-def timing(kernels, seqs, reps, use_flex, log):
+def timing(kernels, seqs, flex_seqs, reps, use_flex, log):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
     flex = None
@@ -156,7 +160,7 @@ def timing(kernels, seqs, reps, use_flex, log):
                 n = pairs(span, True, s)
                 tflops = 4.0 * d * n * batch * heads / t / 1e12
                 t_flex = None
-                if flex is not None and span != 'full':
+                if flex is not None and span != 'full' and s in flex_seqs:
                     try:
                         bs = int(span.split()[1])
 
@@ -196,13 +200,15 @@ def main():
     ap.add_argument('--skip-timing', action='store_true')
     ap.add_argument('--skip-flex', action='store_true')
     ap.add_argument('--seqs', type=int, nargs='+', default=[4096, 8192, 16384])
+    ap.add_argument('--flex-seqs', type=int, nargs='*', default=[16384])
     ap.add_argument('--reps', type=int, default=20)
     args = ap.parse_args()
-    lines = []
+    out = open(args.out, 'w')
 
     def log(line):
         print(line, flush=True)
-        lines.append(line)
+        out.write(line + '\n')
+        out.flush()
 
     kernels = Kernels(args.dir)
     log('# masformer GPU checks, %s' % datetime.date.today().isoformat())
@@ -219,9 +225,9 @@ def main():
             'function, which synchronizes its stream); TFLOP/s count the '
             'computed (query, key) pairs only' % args.reps)
         log('')
-        timing(kernels, args.seqs, args.reps, not args.skip_flex, log)
-    with open(args.out, 'w') as f:
-        f.write('\n'.join(lines) + '\n')
+        timing(kernels, args.seqs, args.flex_seqs, args.reps,
+               not args.skip_flex, log)
+    out.close()
     print('wrote %s; %d numerics failure(s)' % (args.out, failures))
     return 1 if failures else 0
 
