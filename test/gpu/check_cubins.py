@@ -71,8 +71,8 @@ def main():
         print('| --- | --- | --- | --- | --- | --- |')
         for c in configs:
             # Kernels name the causal flag only when set.
-            name = 'masformer_attention_' + make_kernels.name(*c).replace(
-                '_bidir', '')
+            name = 'masformer_attention_' + make_kernels.name(*c[:4]).replace(
+                '_bidir', '') + ('_maskf32' if len(c) > 4 else '')
             if name not in report:
                 print('| %s | - | - | - | - | MISSING |' % name)
                 failures += 1

@@ -520,7 +520,7 @@ class Block:
 # ---------------------------------------------------------------------------
 
 
-def reference(q, k, v, span, causal):
+def reference(q, k, v, span, causal, mask=None):
     group = q.shape[1] // k.shape[1]
     k = np.repeat(k.astype(np.float64), group, axis=1)
     v = np.repeat(v.astype(np.float64), group, axis=1)
@@ -538,22 +538,32 @@ def reference(q, k, v, span, causal):
     elif kind == 'window':
         w = int(size)
         ok &= (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
+    if mask is not None:
+        s = s + mask.astype(np.float64)
     s = np.where(ok, s, -np.inf)
     if s.size == 0:
         return np.zeros(q.shape)
     mx = s.max(axis=-1, keepdims=True)
-    p = np.where(ok, np.exp(s - np.where(np.isfinite(mx), mx, 0)), 0.0)
+    with np.errstate(invalid='ignore'):
+        p = np.where(ok & np.isfinite(s),
+                     np.exp(s - np.where(np.isfinite(mx), mx, 0)), 0.0)
     den = p.sum(axis=-1, keepdims=True)
     p = np.divide(p, den, out=np.zeros_like(p), where=den > 0)
     return np.einsum('bhqk,bhkd->bhqd', p, v)
 
 
-def compile_kernel(dtype, d, span, causal, opt):
+def compile_kernel(dtype, d, span, causal, opt, mask_dims=None):
     t = 'tensor<?x?x?x%dx%s>' % (d, dtype)
-    src = ('func.func @f(%%q: %s, %%k: %s, %%v: %s) -> %s {\n'
-           '  %%o = masformer.attention %%q, %%k, %%v {span = '
+    margs = mtype = ''
+    if mask_dims:
+        mt = 'tensor<%sxf32>' % 'x'.join('1' if x == '1' else '?'
+                                         for x in mask_dims)
+        margs = ', %%m: %s' % mt
+        mtype = ' mask(%%m : %s)' % mt
+    src = ('func.func @f(%%q: %s, %%k: %s, %%v: %s%s) -> %s {\n'
+           '  %%o = masformer.attention %%q, %%k, %%v%s {span = '
            '#masformer.span<%s>, causal = %s} : %s, %s, %s -> %s\n'
-           '  return %%o : %s\n}\n' % (t, t, t, t, span,
+           '  return %%o : %s\n}\n' % (t, t, t, margs, t, mtype, span,
                                        str(causal).lower(), t, t, t, t, t))
     r = subprocess.run([opt, '-', '--masformer-attention-to-gpu',
                         '--canonicalize', '--cse', '--mlir-print-op-generic'],
@@ -563,10 +573,13 @@ def compile_kernel(dtype, d, span, causal, opt):
     return find_kernel(r.stdout)
 
 
-def launch(kernel, q, k, v, dtype, late):
+def launch(kernel, q, k, v, dtype, late, mask=None):
     o = np.full(q.shape, np.nan, np.float32)
     mems = [Mem(x, dtype, name) for x, name in
             ((q, 'q'), (k, 'k'), (v, 'v'), (o, 'out'))]
+    if mask is not None:
+        mems.append(Mem(mask.reshape((1,) * (4 - mask.ndim) + mask.shape),
+                        'f32', 'mask'))
     b, h, sq = q.shape[:3]
     for bz in range(max(b, 1)):
         for by in range(max(h, 1)):
@@ -583,13 +596,18 @@ def main():
     ap.add_argument('--causal', action='store_true')
     ap.add_argument('--shape', action='append', required=True,
                     help='B,H,Hkv,Sq,Skv')
+    ap.add_argument('--mask', metavar='DIMS',
+                    help='an additive f32 mask of these dimensions, each b, '
+                         'h, q, k (batch, heads, queries, keys) or 1, e.g. '
+                         'b,1,1,k; a fifth of it -inf, some rows all -3.4e38')
     ap.add_argument('--timing', default='both',
                     choices=('late', 'eager', 'both'))
     ap.add_argument('--masformer-opt', default='masformer-opt')
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args()
+    mask_dims = args.mask.split(',') if args.mask else None
     kernel = compile_kernel(args.dtype, args.head_dim, args.span, args.causal,
-                            args.masformer_opt)
+                            args.masformer_opt, mask_dims)
     tol = {'bf16': 2e-2, 'f16': 4e-3, 'f32': 1e-5}[args.dtype]
     rng = np.random.default_rng(args.seed)
     failed = False
@@ -599,11 +617,21 @@ def main():
         q = round_to(rng.standard_normal((bb, hh, sq, d)), args.dtype)
         k = round_to(rng.standard_normal((bb, hkv, skv, d)), args.dtype)
         v = round_to(rng.standard_normal((bb, hkv, skv, d)), args.dtype)
-        ref = reference(q, k, v, args.span, args.causal)
+        mask = None
+        if mask_dims:
+            sizes = {'b': bb, 'h': hh, 'q': sq, 'k': skv, '1': 1}
+            mshape = tuple(sizes[x] for x in mask_dims)
+            mask = rng.standard_normal(mshape).astype(np.float32)
+            mask[rng.random(mshape) < 0.2] = -np.inf
+            if len(mshape) >= 2 and mshape[-2] > 1:
+                # Rows masked entirely by a large finite value (Hugging
+                # Face's padding): a uniform softmax, not zeros.
+                mask[..., ::7, :] = np.float32(-3.4e38)
+        ref = reference(q, k, v, args.span, args.causal, mask)
         for late in {'late': [True], 'eager': [False],
                      'both': [True, False]}[args.timing]:
             try:
-                out = launch(kernel, q, k, v, args.dtype, late)
+                out = launch(kernel, q, k, v, args.dtype, late, mask)
             except EmulationError as e:
                 print('FAIL %s %s: %s' % (shape, 'late' if late else 'eager',
                                           e))

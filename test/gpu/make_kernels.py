@@ -4,8 +4,10 @@ configuration, all sizes dynamic except the head dimension.
 
     make_kernels.py [--set numerics|timing|all] [--list] > kernels.mlir
 
-Function `<dtype>_d<D>_<span>_<causal|bidir>` computes
-masformer.attention(q, k, v) with q [B, H, Sq, D], k and v [B, Hkv, Skv, D].
+Function `<dtype>_d<D>_<span>_<causal|bidir>[_mask<dims>]` computes
+masformer.attention(q, k, v [, mask]) with q [B, H, Sq, D], k and v
+[B, Hkv, Skv, D], and an additive f32 mask whose dimensions are named by
+letters: b (batch), h (heads), q (queries), k (keys) or 1.
 `--list` prints the configurations as JSON instead (run_checks.py reads it).
 """
 import argparse
@@ -22,6 +24,10 @@ NUMERICS = [
     ('bf16', 128, 'full', True), ('bf16', 128, 'block 128', True),
     ('f16', 128, 'window 96', False), ('f16', 32, 'full', False),
     ('f32', 128, 'block 128', True),
+    # Additive masks: padding [B, 1, 1, Skv], and a full [B, H, Sq, Skv].
+    ('bf16', 64, 'block 128', True, 'b11k'), ('f16', 128, 'full', False,
+                                              'bhqk'),
+    ('f32', 64, 'window 96', True, 'qk'),
 ]
 
 TIMING = [('bf16', d, span, True)
@@ -29,9 +35,10 @@ TIMING = [('bf16', d, span, True)
           for span in ('full', 'block 512', 'block 1024')]
 
 
-def name(dtype, d, span, causal):
-    return '%s_d%d_%s_%s' % (dtype, d, span.replace(' ', ''),
-                             'causal' if causal else 'bidir')
+def name(dtype, d, span, causal, mask=None):
+    return '%s_d%d_%s_%s%s' % (dtype, d, span.replace(' ', ''),
+                               'causal' if causal else 'bidir',
+                               '_mask' + mask if mask else '')
 
 
 def configs(which):
@@ -45,15 +52,20 @@ def configs(which):
     return out
 
 
-def function(dtype, d, span, causal):
+def function(dtype, d, span, causal, mask=None):
     t = 'tensor<?x?x?x%dx%s>' % (d, dtype)
-    return ('func.func @%s(%%q: %s, %%k: %s, %%v: %s) -> %s '
+    margs = mop = ''
+    if mask:
+        mt = 'tensor<%sxf32>' % 'x'.join('1' if x == '1' else '?'
+                                         for x in mask)
+        margs, mop = ', %%m: %s' % mt, ' mask(%%m : %s)' % mt
+    return ('func.func @%s(%%q: %s, %%k: %s, %%v: %s%s) -> %s '
             'attributes {llvm.emit_c_interface} {\n'
-            '  %%o = masformer.attention %%q, %%k, %%v {span = '
+            '  %%o = masformer.attention %%q, %%k, %%v%s {span = '
             '#masformer.span<%s>, causal = %s} : %s, %s, %s -> %s\n'
-            '  return %%o : %s\n}\n' % (name(dtype, d, span, causal), t, t, t,
-                                        t, span, str(causal).lower(), t, t, t,
-                                        t, t))
+            '  return %%o : %s\n}\n' % (name(dtype, d, span, causal, mask),
+                                        t, t, t, margs, t, mop, span,
+                                        str(causal).lower(), t, t, t, t, t))
 
 
 def main():
@@ -65,7 +77,8 @@ def main():
     cs = configs(args.set)
     if args.list:
         json.dump([{'name': name(*c), 'dtype': c[0], 'head_dim': c[1],
-                    'span': c[2], 'causal': c[3]} for c in cs],
+                    'span': c[2], 'causal': c[3],
+                    'mask': c[4] if len(c) > 4 else None} for c in cs],
                   sys.stdout, indent=1)
         print()
         return

@@ -29,19 +29,32 @@ import time
 import numpy as np
 
 
-class Descriptor(ctypes.Structure):
-    """MLIR's memref descriptor of rank 4."""
-    _fields_ = [('allocated', ctypes.c_void_p), ('aligned', ctypes.c_void_p),
-                ('offset', ctypes.c_int64), ('sizes', ctypes.c_int64 * 4),
-                ('strides', ctypes.c_int64 * 4)]
+_DESCRIPTORS = {}
+
+
+def descriptor_type(rank):
+    """MLIR's memref descriptor of a rank."""
+    if rank not in _DESCRIPTORS:
+        class Descriptor(ctypes.Structure):
+            _fields_ = [('allocated', ctypes.c_void_p),
+                        ('aligned', ctypes.c_void_p),
+                        ('offset', ctypes.c_int64),
+                        ('sizes', ctypes.c_int64 * rank),
+                        ('strides', ctypes.c_int64 * rank)]
+        _DESCRIPTORS[rank] = Descriptor
+    return _DESCRIPTORS[rank]
+
+
+Descriptor = descriptor_type(4)
 
 
 def descriptor(ptr, shape):
-    d = Descriptor()
+    """The descriptor of a contiguous buffer."""
+    d = descriptor_type(len(shape))()
     d.allocated = d.aligned = ptr
     d.offset = 0
     stride = 1
-    for i in reversed(range(4)):
+    for i in reversed(range(len(shape))):
         d.sizes[i] = shape[i]
         d.strides[i] = stride
         stride *= shape[i]
@@ -128,8 +141,24 @@ class Kernels:
                            (name, self.dir, ', '.join(sorted(self.configs))))
         fn = getattr(self.lib, '_mlir_ciface_' + name)
         fn.restype = None
-        fn.argtypes = [ctypes.POINTER(Descriptor)] * 4
         return fn
+
+    def mask_shape(self, name, q_shape, kv_shape):
+        """The shape the function's mask must have, or None."""
+        dims = self.configs[name].get('mask')
+        if not dims:
+            return None
+        size = {'b': q_shape[0], 'h': q_shape[1], 'q': q_shape[2],
+                'k': kv_shape[2], '1': 1}
+        return tuple(size[x] for x in dims)
+
+    def _check_mask(self, name, q_shape, kv_shape, mask_shape):
+        want = self.mask_shape(name, q_shape, kv_shape)
+        if want is None and mask_shape is not None:
+            raise ValueError('%s takes no mask' % name)
+        if want is not None and tuple(mask_shape or ()) != want:
+            raise ValueError('%s: the mask must be float32 of shape %s; got '
+                             '%s' % (name, want, mask_shape))
 
     def _check_shapes(self, name, qs, ks, vs):
         d = self.configs[name]['head_dim']
@@ -143,17 +172,19 @@ class Kernels:
             raise ValueError('%s: batch must match and kv heads divide query '
                              'heads; got %s and %s' % (name, qs, ks))
 
-    def call_device(self, name, q_ptr, q_shape, k_ptr, v_ptr, kv_shape):
+    def call_device(self, name, q_ptr, q_shape, k_ptr, v_ptr, kv_shape,
+                    mask_ptr=None, mask_shape=None):
         """Runs on device pointers; returns the result's device pointer (free
         it with free())."""
         self._check_shapes(name, q_shape, kv_shape, kv_shape)
+        self._check_mask(name, q_shape, kv_shape, mask_shape)
         fn = self._function(name)
         out = Descriptor()
-        qd = descriptor(q_ptr, q_shape)
-        kd = descriptor(k_ptr, kv_shape)
-        vd = descriptor(v_ptr, kv_shape)
-        fn(ctypes.byref(out), ctypes.byref(qd), ctypes.byref(kd),
-           ctypes.byref(vd))
+        args = [descriptor(q_ptr, q_shape), descriptor(k_ptr, kv_shape),
+                descriptor(v_ptr, kv_shape)]
+        if mask_shape is not None:
+            args.append(descriptor(mask_ptr, mask_shape))
+        fn(ctypes.byref(out), *[ctypes.byref(a) for a in args])
         self.check(name)
         return out.aligned
 
@@ -167,22 +198,27 @@ class Kernels:
         self.rt.mgpuStreamDestroy(s)
         self.check('copying %d bytes' % nbytes)
 
-    def run_numpy(self, name, q, k, v):
+    def run_numpy(self, name, q, k, v, mask=None):
         """numpy in, numpy out (float32 for bf16)."""
         dtype = self.configs[name]['dtype']
         self._check_shapes(name, q.shape, k.shape, v.shape)
+        self._check_mask(name, q.shape, k.shape,
+                         None if mask is None else mask.shape)
         bufs = []
         try:
             ptrs = []
-            for x in (q, k, v):
-                raw = to_device_bytes(x, dtype)
+            for i, x in enumerate((q, k, v) if mask is None else
+                                  (q, k, v, mask)):
+                raw = to_device_bytes(x, dtype if i < 3 else 'f32')
                 p = self.rt.mgpuMemAlloc(max(raw.nbytes, 1), None, False)
                 self.check('allocating %d bytes' % raw.nbytes)
                 bufs.append(p)
                 self.copy(p, raw.ctypes.data, raw.nbytes)
                 ptrs.append(p)
-            out = self.call_device(name, ptrs[0], q.shape, ptrs[1], ptrs[2],
-                                   k.shape)
+            out = self.call_device(
+                name, ptrs[0], q.shape, ptrs[1], ptrs[2], k.shape,
+                ptrs[3] if mask is not None else None,
+                None if mask is None else mask.shape)
             if out:
                 bufs.append(out)
             host = np.empty(int(np.prod(q.shape)) * ITEMSIZE[dtype], np.uint8)
@@ -193,9 +229,9 @@ class Kernels:
             for p in bufs:
                 self.free(p)
 
-    def run_torch(self, name, q, k, v):
-        """CUDA torch tensors in (contiguous, the function's dtype), a torch
-        tensor out."""
+    def run_torch(self, name, q, k, v, mask=None):
+        """CUDA torch tensors in (contiguous, the function's dtype; the mask
+        float32), a torch tensor out."""
         import torch
         want = {'bf16': torch.bfloat16, 'f16': torch.float16,
                 'f32': torch.float32}[self.configs[name]['dtype']]
@@ -203,9 +239,16 @@ class Kernels:
             if t.dtype != want or not t.is_cuda or not t.is_contiguous():
                 raise TypeError('%s: inputs must be contiguous CUDA %s '
                                 'tensors' % (name, want))
+        if mask is not None and (mask.dtype != torch.float32 or
+                                 not mask.is_cuda or
+                                 not mask.is_contiguous()):
+            raise TypeError('%s: the mask must be a contiguous CUDA float32 '
+                            'tensor' % name)
         torch.cuda.synchronize()
-        out = self.call_device(name, q.data_ptr(), tuple(q.shape),
-                               k.data_ptr(), v.data_ptr(), tuple(k.shape))
+        out = self.call_device(
+            name, q.data_ptr(), tuple(q.shape), k.data_ptr(), v.data_ptr(),
+            tuple(k.shape), None if mask is None else mask.data_ptr(),
+            None if mask is None else tuple(mask.shape))
         result = torch.empty_like(q)
         if result.numel():
             self.copy(result.data_ptr(), out, result.numel() *
@@ -221,7 +264,8 @@ def main():
     ap.add_argument('dir', help='the directory test/gpu/build.sh wrote')
     ap.add_argument('function', nargs='?')
     ap.add_argument('--input', action='append', default=[],
-                    metavar='NAME=PATH', help='q, k and v as .npy files')
+                    metavar='NAME=PATH',
+                    help='q, k, v (and m, the mask) as .npy files')
     ap.add_argument('--output-dir')
     ap.add_argument('--bench', type=int, default=0, metavar='N')
     ap.add_argument('--list', action='store_true')
@@ -231,22 +275,24 @@ def main():
         if args.list or not args.function:
             print('device: %s' % kernels.device)
             for c in kernels.configs.values():
-                print('%s: %s, head_dim %d, span %s, %s' % (
+                print('%s: %s, head_dim %d, span %s, %s%s' % (
                     c['name'], c['dtype'], c['head_dim'], c['span'],
-                    'causal' if c['causal'] else 'bidirectional'))
+                    'causal' if c['causal'] else 'bidirectional',
+                    ', mask [%s]' % ','.join(c['mask']) if c.get('mask')
+                    else ''))
             return 0
         inputs = {}
         for spec in args.input:
             key, sep, path = spec.partition('=')
-            if not sep or key not in ('q', 'k', 'v'):
-                raise ValueError('--input %s: expected q=, k= or v=PATH' %
-                                 spec)
+            if not sep or key not in ('q', 'k', 'v', 'm'):
+                raise ValueError('--input %s: expected q=, k=, v= or m=PATH'
+                                 % spec)
             inputs[key] = np.load(path)
         missing = [x for x in 'qkv' if x not in inputs]
         if missing:
             raise ValueError('missing --input for %s' % ', '.join(missing))
         out = kernels.run_numpy(args.function, inputs['q'], inputs['k'],
-                                inputs['v'])
+                                inputs['v'], inputs.get('m'))
         if args.output_dir:
             os.makedirs(args.output_dir, exist_ok=True)
             np.save(os.path.join(args.output_dir, 'out.npy'),
@@ -256,7 +302,7 @@ def main():
             for _ in range(args.bench):
                 t0 = time.perf_counter()
                 kernels.run_numpy(args.function, inputs['q'], inputs['k'],
-                                  inputs['v'])
+                                  inputs['v'], inputs.get('m'))
                 times.append(time.perf_counter() - t0)
             print('median of %d runs (with host copies): %.3f ms' %
                   (args.bench, statistics.median(times) * 1e3))

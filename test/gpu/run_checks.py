@@ -50,12 +50,14 @@ def allowed(span, causal, sq, skv, device):
     return ok
 
 
-def reference(q, k, v, span, causal, scale):
+def reference(q, k, v, span, causal, scale, mask=None):
     """Masked attention in float64; rows with no allowed key are zero."""
     group = q.shape[1] // k.shape[1]
     k = k.double().repeat_interleave(group, dim=1)
     v = v.double().repeat_interleave(group, dim=1)
     s = torch.einsum('bhqd,bhkd->bhqk', q.double(), k) * scale
+    if mask is not None:
+        s = s + mask.double()
     ok = allowed(span, causal, q.shape[2], k.shape[2], q.device)
     s = s.masked_fill(~ok, float('-inf'))
     p = torch.softmax(s, dim=-1)
@@ -85,9 +87,19 @@ def numerics(kernels, log):
                             device='cuda').to(dt)
             v = torch.randn(b, hkv, skv, d, generator=gen,
                             device='cuda').to(dt)
-            out = kernels.run_torch(name, q, k, v)
+            mask = None
+            mshape = kernels.mask_shape(name, q.shape, k.shape)
+            if mshape is not None:
+                # A fifth -inf; whole rows at -3.4e38 (Hugging Face's
+                # padding) where the mask has a query dimension.
+                mask = torch.randn(mshape, generator=gen, device='cuda')
+                mask[torch.rand(mshape, generator=gen, device='cuda') <
+                     0.2] = float('-inf')
+                if 'q' in c['mask']:
+                    mask[..., ::7, :] = -3.4e38
+            out = kernels.run_torch(name, q, k, v, mask)
             ref = reference(q, k, v, c['span'], c['causal'],
-                            1.0 / math.sqrt(d))
+                            1.0 / math.sqrt(d), mask)
             err = (out.double() - ref).abs().max().item()
             scale = max(ref.abs().max().item(), 1e-6)
             worst = max(worst, err / scale)

@@ -72,6 +72,8 @@ struct KernelConfig {
   SpanAttr span;
   bool causal;
   float scale;
+  /// The additive mask's element type; null without a mask.
+  Type maskTy;
 
   bool isF32() const { return elemTy.isF32(); }
   /// Elements of a row of a shared-memory tile: the head dimension padded by
@@ -101,6 +103,8 @@ struct KernelConfig {
     }
     if (causal)
       os << "_causal";
+    if (maskTy)
+      os << "_mask" << maskTy;
     // The scale is part of the code; name non-default ones by their bits.
     if (scale != 1.0f / std::sqrt(static_cast<float>(headDim)))
       os << "_s" << llvm::format_hex_no_prefix(llvm::bit_cast<uint32_t>(scale),
@@ -234,7 +238,9 @@ private:
   const KernelConfig &cfg;
 
   // Kernel values.
-  Value q, k, v, o;
+  Value q, k, v, o, mask;
+  /// Per dimension of the (rank-4) mask: 1 if it broadcasts, else 0.
+  Value maskBcast[4];
   Value kS, vS;
   Value bi, hi, kvh, lane, g, t, warp;
   Value sq, skv, offset, rowBase;
@@ -330,10 +336,26 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
     }
   }
 
-  // Logits in the log2 domain; -inf outside the span and past the keys.
+  // Logits, in the log2 domain without a mask (scale * log2(e) folded into
+  // one multiply); with one, in natural units, so that a large finite
+  // mask (-3.4e38) stays finite: the exponent is scaled after the
+  // subtraction of the row max. -inf outside the span and past the keys.
   for (int64_t nc = 0; nc < nChunks; ++nc) {
     for (int64_t e = 0; e < 4; ++e) {
       Value x = fmul(s[nc][e], scaleLog2);
+      if (mask) {
+        Value row = ix.min(ix.add(rowBase, ix.add(g, ix.c(8 * (e / 2)))),
+                           ix.sub(sq, ix.c(1)));
+        Value key = ix.min(
+            ix.add(k0, ix.add(ix.c(nc * 8 + (e % 2)), ix.mul(t, ix.c(2)))),
+            ix.sub(skv, ix.c(1)));
+        Value pos[4] = {bi, hi, row, key};
+        SmallVector<Value> idx;
+        for (int64_t i = 0; i < 4; ++i)
+          idx.push_back(select(maskBcast[i], ix.c(0), pos[i]));
+        Value m = memref::LoadOp::create(b, loc, mask, idx);
+        x = fadd(x, toF32(b, loc, m));
+      }
       if (masked) {
         Value row = ix.add(rowBase, ix.add(g, ix.c(8 * (e / 2))));
         Value qPos = ix.add(row, offset);
@@ -366,11 +388,14 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
         arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
                               f32(negInf));
     Value base = select(none, f32(0.0f), mNew);
-    alpha[r] = exp2(fsub(mOld, base));
+    auto toLog2 = [&](Value x) {
+      return mask ? fmul(x, f32(static_cast<float>(M_LOG2E))) : x;
+    };
+    alpha[r] = exp2(toLog2(fsub(mOld, base)));
     Value sum = f32(0.0f);
     for (int64_t nc = 0; nc < nChunks; ++nc)
       for (int64_t e = 0; e < 2; ++e) {
-        Value p = exp2(fsub(s[nc][2 * r + e], base));
+        Value p = exp2(toLog2(fsub(s[nc][2 * r + e], base)));
         s[nc][2 * r + e] = p;
         sum = fadd(sum, p);
       }
@@ -447,6 +472,8 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   k = entry.getArgument(1);
   v = entry.getArgument(2);
   o = entry.getArgument(3);
+  if (cfg.maskTy)
+    mask = entry.getArgument(4);
 
   // Shared memory: K buffers, then V buffers, [2][tile keys][padded row].
   auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -474,6 +501,10 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   kvh = arith::DivUIOp::create(
       b, loc, hi, arith::DivUIOp::create(b, loc, heads, kvHeads));
   offset = ix.sub(skv, sq);
+  if (mask)
+    for (int64_t i = 0; i < 4; ++i)
+      maskBcast[i] = ix.cmp(arith::CmpIPredicate::eq,
+                            memref::DimOp::create(b, loc, mask, i), ix.c(1));
   Value q0 = ix.mul(qt, ix.c(kBlockRows));
   // Empty inputs launch one block that does nothing.
   Value valid = ix.andI(
@@ -484,7 +515,8 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   auto guardIf = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
   b.setInsertionPointToStart(guardIf.thenBlock());
   rowBase = ix.add(q0, ix.mul(warp, ix.c(kWarpRows)));
-  scaleLog2 = f32(cfg.scale * static_cast<float>(M_LOG2E));
+  scaleLog2 = f32(cfg.maskTy ? cfg.scale
+                             : cfg.scale * static_cast<float>(M_LOG2E));
 
   // The key tiles of this query tile (the CPU tiling's bounds).
   Value qPos0 = ix.add(q0, offset);
@@ -650,10 +682,13 @@ gpu::GPUFuncOp getKernel(gpu::GPUModuleOp kernels, const KernelConfig &cfg,
   MLIRContext *ctx = kernels.getContext();
   int64_t dyn = ShapedType::kDynamic;
   auto ty = MemRefType::get({dyn, dyn, dyn, cfg.headDim}, cfg.elemTy);
+  SmallVector<Type> args = {ty, ty, ty, ty};
+  if (cfg.maskTy)
+    args.push_back(MemRefType::get({dyn, dyn, dyn, dyn}, cfg.maskTy));
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(kernels.getBody());
-  auto func = gpu::GPUFuncOp::create(
-      b, loc, name, b.getFunctionType({ty, ty, ty, ty}, {}));
+  auto func = gpu::GPUFuncOp::create(b, loc, name,
+                                     b.getFunctionType(args, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   // Also becomes nvvm.maxntid: ptxas allocates registers for 128 threads.
   func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({kThreads, 1, 1}));
@@ -673,9 +708,14 @@ struct AttentionToGPUPass final
     };
     if (qTy.getRank() != 4 || op.getKeyType().getRank() != 4)
       return fail("query, key and value must have rank 4");
-    if (op.getMask())
-      return fail("an additive mask operand is not supported by the GPU "
-                  "kernels yet (causal, block and window spans are)");
+    Value mask = op.getMask();
+    Type maskTy;
+    if (mask) {
+      auto mTy = cast<RankedTensorType>(mask.getType());
+      if (mTy.getRank() == 0)
+        return fail("a rank-0 mask is not supported; give it shape [1]");
+      maskTy = mTy.getElementType();
+    }
     int64_t d = qTy.getDimSize(3);
     if (ShapedType::isDynamic(d))
       return fail("the head dimension must be static");
@@ -688,7 +728,7 @@ struct AttentionToGPUPass final
       return fail("value's head dimension must equal the query's");
     float scale = op.getScale() ? op.getScale()->convertToFloat()
                                 : 1.0f / std::sqrt(static_cast<float>(d));
-    KernelConfig cfg{elemTy, d, op.getSpan(), op.getCausal(), scale};
+    KernelConfig cfg{elemTy, d, op.getSpan(), op.getCausal(), scale, maskTy};
 
     if (!kernels)
       kernels = getKernelModule(op->getParentOfType<ModuleOp>());
@@ -709,6 +749,36 @@ struct AttentionToGPUPass final
     Value qm = asBuffer(op.getQuery());
     Value km = asBuffer(op.getKey());
     Value vm = asBuffer(op.getValue());
+    SmallVector<Value> kernelArgs = {qm, km, vm};
+    Value mm;
+    if (mask) {
+      // As a rank-4 memref: leading unit dimensions for a lower rank.
+      auto mTy = cast<RankedTensorType>(mask.getType());
+      int64_t r = mTy.getRank();
+      mm = bufferization::ToBufferOp::create(
+          b, loc, MemRefType::get(mTy.getShape(), maskTy), mask,
+          /*readOnly=*/true);
+      if (r < 4) {
+        SmallVector<int64_t> shape(4 - r, 1);
+        llvm::append_range(shape, mTy.getShape());
+        SmallVector<ReassociationIndices> groups;
+        ReassociationIndices first;
+        for (int64_t i = 0; i <= 4 - r; ++i)
+          first.push_back(i);
+        groups.push_back(first);
+        for (int64_t i = 5 - r; i < 4; ++i)
+          groups.push_back({i});
+        SmallVector<OpFoldResult> outSizes;
+        for (int64_t i = 0; i < 4; ++i)
+          outSizes.push_back(
+              i < 4 - r ? OpFoldResult(b.getIndexAttr(1))
+                        : memref::getMixedSize(b, loc, mm, i - (4 - r)));
+        mm = memref::ExpandShapeOp::create(
+            b, loc, MemRefType::get(shape, maskTy), mm, groups, outSizes);
+      }
+      mm = memref::CastOp::create(
+          b, loc, MemRefType::get({dyn, dyn, dyn, dyn}, maskTy), mm);
+    }
     SmallVector<Value> dynSizes;
     for (int64_t i = 0; i < 4; ++i)
       if (qTy.isDynamicDim(i))
@@ -723,6 +793,9 @@ struct AttentionToGPUPass final
     Value out = alloc.getMemref();
     token = alloc.getAsyncToken();
     Value om = memref::CastOp::create(b, loc, kernelTy, out);
+    kernelArgs.push_back(om);
+    if (mm)
+      kernelArgs.push_back(mm);
     Value batch = memref::DimOp::create(b, loc, qm, 0);
     Value heads = memref::DimOp::create(b, loc, qm, 1);
     Value sq = memref::DimOp::create(b, loc, qm, 2);
@@ -736,7 +809,7 @@ struct AttentionToGPUPass final
         b, loc, kernel,
         gpu::KernelDim3{numQT, ix.max(heads, one), ix.max(batch, one)},
         gpu::KernelDim3{ix.c(kThreads), one, one}, smem,
-        ValueRange{qm, km, vm, om}, tokenTy, ValueRange{token});
+        kernelArgs, tokenTy, ValueRange{token});
     gpu::WaitOp::create(b, loc, Type(), launch.getAsyncToken());
     Value result = bufferization::ToTensorOp::create(
         b, loc, qTy, out, /*restrict=*/true, /*writable=*/true);

@@ -1,8 +1,8 @@
 // RUN: masformer-opt %s --masformer-attention-to-gpu --split-input-file -verify-diagnostics
 
-func.func @mask(%q: tensor<1x2x8x16xf16>, %m: tensor<1x1x8x8xf32>) -> tensor<1x2x8x16xf16> {
-  // expected-error @+1 {{'masformer.attention' op cannot be lowered to the GPU: an additive mask operand is not supported by the GPU kernels yet (causal, block and window spans are)}}
-  %0 = masformer.attention %q, %q, %q mask(%m : tensor<1x1x8x8xf32>) {span = #masformer.span<full>} : tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16> -> tensor<1x2x8x16xf16>
+func.func @scalar_mask(%q: tensor<1x2x8x16xf16>, %m: tensor<f32>) -> tensor<1x2x8x16xf16> {
+  // expected-error @+1 {{'masformer.attention' op cannot be lowered to the GPU: a rank-0 mask is not supported; give it shape [1]}}
+  %0 = masformer.attention %q, %q, %q mask(%m : tensor<f32>) {span = #masformer.span<full>} : tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16>, tensor<1x2x8x16xf16> -> tensor<1x2x8x16xf16>
   return %0 : tensor<1x2x8x16xf16>
 }
 

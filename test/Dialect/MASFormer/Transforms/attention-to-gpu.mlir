@@ -83,3 +83,20 @@ func.func @shared(%q: tensor<1x2x40x32xf32>) -> (tensor<1x2x40x32xf32>, tensor<1
   %2 = masformer.attention %q, %q, %q {span = #masformer.span<window 16>, scale = 0.25 : f32} : tensor<1x2x40x32xf32>, tensor<1x2x40x32xf32>, tensor<1x2x40x32xf32> -> tensor<1x2x40x32xf32>
   return %0, %1, %2 : tensor<1x2x40x32xf32>, tensor<1x2x40x32xf32>, tensor<1x2x40x32xf32>
 }
+
+// -----
+
+// An additive mask [1, Skv] (one row for every query) goes to the kernel as
+// a rank-4 memref (leading unit dimensions); its element is added to each
+// logit.
+// CHECK-LABEL: func.func @padding_mask(
+// CHECK:       %[[M:.+]] = bufferization.to_buffer %arg1 read_only : tensor<1x?xf32> to memref<1x?xf32>
+// CHECK:       %[[M4:.+]] = memref.expand_shape %[[M]] {{\[\[}}0, 1, 2], [3]] output_shape [1, 1, 1, %{{.+}}] : memref<1x?xf32> into memref<1x1x1x?xf32>
+// CHECK:       %[[MC:.+]] = memref.cast %[[M4]] : memref<1x1x1x?xf32> to memref<?x?x?x?xf32>
+// CHECK:       gpu.launch_func {{.*}}@masformer_kernels::@masformer_attention_f16_d64_full_causal_maskf32 {{.*}} args({{.*}}, %[[MC]] : memref<?x?x?x?xf32>)
+// CHECK:       gpu.func @masformer_attention_f16_d64_full_causal_maskf32(%{{.+}}: memref<?x?x?x64xf16>, %{{.+}}: memref<?x?x?x64xf16>, %{{.+}}: memref<?x?x?x64xf16>, %{{.+}}: memref<?x?x?x64xf16>, %[[MK:.+]]: memref<?x?x?x?xf32>)
+// CHECK:         memref.load %[[MK]]
+func.func @padding_mask(%q: tensor<2x4x?x64xf16>, %m: tensor<1x?xf32>) -> tensor<2x4x?x64xf16> {
+  %0 = masformer.attention %q, %q, %q mask(%m : tensor<1x?xf32>) {span = #masformer.span<full>, causal = true} : tensor<2x4x?x64xf16>, tensor<2x4x?x64xf16>, tensor<2x4x?x64xf16> -> tensor<2x4x?x64xf16>
+  return %0 : tensor<2x4x?x64xf16>
+}

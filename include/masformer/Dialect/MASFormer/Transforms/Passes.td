@@ -247,10 +247,14 @@ def AttentionToGPU : Pass<"masformer-attention-to-gpu", "::mlir::ModuleOp"> {
     softmax in registers. Only tiles crossing the span's or the triangle's
     boundary evaluate the position mask.
 
+    An additive mask (rank 1 to 4, broadcast by numpy rules) is read per
+    score from global memory and added to the logits, which are then kept
+    in natural units so that a large finite mask stays finite.
+
     Operands are read through `bufferization.to_buffer` and must be device
     memory at run time; the result is a `gpu.alloc`. The head dimension must
-    be a static multiple of 16 (at most 256); an additive mask operand is
-    refused with an error naming the op.
+    be a static multiple of 16 (at most 256); other cases are refused with
+    an error naming the op.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
