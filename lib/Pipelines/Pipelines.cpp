@@ -132,6 +132,7 @@ void mlir::masformer::buildLowerToNVVMPipeline(
   if (failed(checkNVVMChip(options.chip, error)))
     llvm::report_fatal_error(llvm::Twine("--masformer-lower-to-nvvm: chip=") +
                              options.chip + ": " + error);
+  pm.addPass(createContractionsToGPU());
   pm.addPass(createAttentionToGPU());
   std::string lowering =
       "one-shot-bufferize{bufferize-function-boundaries "

@@ -4,9 +4,11 @@ checks the result with the CUDA toolkit's ptxas, no GPU needed.
 
     check_cubins.py --chip sm_90 [--toolkit /usr/local/cuda] [--set all]
 
-For each kernel: the cubin assembles, and ptxas's report (-v) gives its
-registers, stack frame and spills. The main configurations (bf16 and f16,
-head_dim 64 and 128) must not spill; the others are reported. Also checks
+Also the matrix-product kernels of make_kernels.PRODUCTS. For each kernel:
+the cubin assembles, and ptxas's report (-v) gives its
+registers, stack frame and spills. The main attention configurations (bf16
+and f16, head_dim 64 and 128) and the products must not spill; the others
+are reported. Also checks
 that format=bin puts an ELF cubin into the gpu.binary. Exit status 1 on a
 failed check. Needs masformer-opt on PATH.
 """
@@ -38,7 +40,8 @@ def main():
     ap.add_argument('--set', default='all')
     args = ap.parse_args()
     configs = make_kernels.configs(args.set)
-    src = '\n'.join(make_kernels.function(*c) for c in configs)
+    src = '\n'.join([make_kernels.function(*c) for c in configs] +
+                    [make_kernels.product(*p) for p in make_kernels.PRODUCTS])
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         # PTX, assembled here with -v for the report.
@@ -86,6 +89,18 @@ def main():
                 ('no spills' if st == ld == 0 else
                  'spills (reported: not a main configuration)')
                 if ok else 'SPILLS'))
+        for dtype, result, bt in make_kernels.PRODUCTS:
+            name = 'masformer_matmul_%s_%s%s' % (dtype, result,
+                                                  '_bt' if bt else '')
+            if name not in report:
+                print('| %s | - | - | - | - | MISSING |' % name)
+                failures += 1
+                continue
+            stack, st, ld, regs = report[name]
+            ok = st == 0 and ld == 0
+            failures += not ok
+            print('| %s | %d | %d | %d | %d | %s |' % (
+                name, regs, stack, st, ld, 'no spills' if ok else 'SPILLS'))
         # The cubin path proper: ptxas inside gpu-module-to-binary.
         one = make_kernels.function('bf16', 64, 'block 128', True)
         r = run(['masformer-opt', '-', '--masformer-lower-to-nvvm=chip=%s '

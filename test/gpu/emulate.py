@@ -15,9 +15,13 @@ covers them ("late"): a kernel must be right both ways.
 
     emulate.py --dtype bf16 --head-dim 64 --span "block 128" --causal \\
         --shape 1,2,2,130,130 [--shape ...] [--timing late|eager|both]
+    emulate.py --gemm --dtype f16 [--result f32] [--transposed-b] \\
+        [--weights] --shape B,M,N,K [--shape ...]
 
-compiles the configuration with masformer-opt (on PATH), runs it at each
-shape (B,H,Hkv,Sq,Skv) on random inputs, and compares with a float64
+compiles the attention configuration (or, with --gemm, the matrix product
+of --masformer-contractions-to-gpu: C = Cinit + A B, B stored [N, K] with
+--transposed-b, without a batch with --weights) with masformer-opt (on
+PATH), runs it at each shape (B,H,Hkv,Sq,Skv; B,M,N,K) on random inputs, and compares with a float64
 reference; exit status 1 on a mismatch. What this cannot see: timing,
 scheduling, or a misreading of the ISA shared by kernel and emulator; those
 the GPU checks (run_checks.sh) cover.
@@ -367,6 +371,11 @@ class Block:
             val, mem, idx = np.asarray(o[0]), o[1], o[2:]
             self.check_bounds(mem, idx, val.shape[1], mask, n)
             self.apply_copies([(mem, idx, round_to(val, mem.elem), mask)])
+        elif n == 'memref.store':
+            val, mem, idx = np.asarray(o[0]), o[1], o[2:]
+            self.check_bounds(mem, idx, 1, mask, n)
+            self.apply_copies([(mem, idx, round_to(val, mem.elem)[:, None],
+                                mask)])
         elif n == 'vector.bitcast':
             out = np.asarray(o[0]).reshape(L, 1, 2)  # two halves of an i32
         elif n == 'vector.extract':
@@ -573,6 +582,100 @@ def compile_kernel(dtype, d, span, causal, opt, mask_dims=None):
     return find_kernel(r.stdout)
 
 
+def compile_gemm_kernel(args, n, k):
+    """The kernel of a generic C[b,m,n] += A[b,m,k] B[(b,)k,n] (or [n,k]);
+    K and N static, as the kernel requires of 16-byte rows."""
+    dt, res = args.dtype, args.result or args.dtype
+    lead = '' if args.weights else '?x'
+    a = 'tensor<?x?x%dx%s>' % (k, dt)
+    bt = ('tensor<%s%dx%dx%s>' if args.transposed_b else
+          'tensor<%s%dx%dx%s>') % ((lead, n, k, dt) if args.transposed_b
+                                   else (lead, k, n, dt))
+    c = 'tensor<?x?x%dx%s>' % (n, res)
+    bidx = ('n, k' if args.transposed_b else 'k, n')
+    bmap = '(%s)' % (bidx if args.weights else 'b, ' + bidx)
+    body = ['^bb0(%%x: %s, %%y: %s, %%acc: %s):' % (dt, dt, res)]
+    xs, ys = '%x', '%y'
+    if dt != res:
+        body += ['  %%xe = arith.extf %%x : %s to %s' % (dt, res),
+                 '  %%ye = arith.extf %%y : %s to %s' % (dt, res)]
+        xs, ys = '%xe', '%ye'
+    body += ['  %%p = arith.mulf %s, %s : %s' % (xs, ys, res),
+             '  %%s = arith.addf %%acc, %%p : %s' % res,
+             '  linalg.yield %%s : %s' % res]
+    src = ('func.func @f(%%a: %s, %%b: %s, %%c: %s) -> %s {\n'
+           '  %%r = linalg.generic {indexing_maps = ['
+           'affine_map<(b, m, n, k) -> (b, m, k)>, '
+           'affine_map<(b, m, n, k) -> %s>, '
+           'affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = '
+           '["parallel", "parallel", "parallel", "reduction"]} '
+           'ins(%%a, %%b : %s, %s) outs(%%c : %s) {\n  %s\n  } -> %s\n'
+           '  return %%r : %s\n}\n' % (a, bt, c, c, bmap, a, bt, c,
+                                      '\n  '.join(body), c, c))
+    r = subprocess.run([args.masformer_opt, '-',
+                        '--masformer-contractions-to-gpu', '--canonicalize',
+                        '--cse', '--mlir-print-op-generic'],
+                       input=src, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit('emulate.py: masformer-opt failed:\n' + r.stderr + src)
+    if 'gpu.func' not in r.stdout:
+        sys.exit('emulate.py: the product was not converted:\n' + src)
+    return find_kernel(r.stdout)
+
+
+def run_gemm(args):
+    tol = {'bf16': 1e-2, 'f16': 2e-3, 'f32': 1e-5}
+    rng = np.random.default_rng(args.seed)
+    result = args.result or args.dtype
+    failed = False
+    kernels = {}
+    for shape in args.shape:
+        bb, m, n, k = (int(x) for x in shape.split(','))
+        if (n, k) not in kernels:
+            kernels[(n, k)] = compile_gemm_kernel(args, n, k)
+        kernel = kernels[(n, k)]
+        a = round_to(rng.standard_normal((bb, m, k)), args.dtype)
+        bshape = (n, k) if args.transposed_b else (k, n)
+        bmat = round_to(rng.standard_normal(
+            bshape if args.weights else (bb,) + bshape), args.dtype)
+        c0 = round_to(rng.standard_normal((bb, m, n)), result)
+        b3 = bmat[None] if args.weights else bmat
+        bt = np.swapaxes(b3, -1, -2) if args.transposed_b else b3
+        ref = c0.astype(np.float64) + np.matmul(a.astype(np.float64), bt)
+        # The kernel sees 3-D operands; weights fold A's batch into rows.
+        if args.weights:
+            a3, c3 = a.reshape(1, bb * m, k), c0.reshape(1, bb * m, n)
+        else:
+            a3, c3 = a, c0
+        for late in {'late': [True], 'eager': [False],
+                     'both': [True, False]}[args.timing]:
+            out = np.full(c3.shape, np.nan, np.float32)
+            mems = [Mem(a3, args.dtype, 'A'), Mem(b3, args.dtype, 'B'),
+                    Mem(c3, result, 'Cinit'), Mem(out, result, 'C')]
+            try:
+                for bz in range(max(c3.shape[0], 1)):
+                    # Rows per block: 4 warps x 32 (the pass's kTileM).
+                    for by in range(max(-(-c3.shape[1] // 128), 1)):
+                        for bx in range(max(-(-c3.shape[2] // 64), 1)):
+                            Block(kernel, mems, (bx, by, bz), late).run()
+            except EmulationError as e:
+                print('FAIL %s: %s' % (shape, e))
+                failed = True
+                continue
+            out = out.reshape(ref.shape)
+            err = (np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-6)
+                   if out.size else 0.0)
+            ok = bool(np.isfinite(out).all()) and err <= tol[args.dtype]
+            failed |= not ok
+            print('%s matmul %s->%s%s%s shape %s (%s copies): max error / '
+                  'max %.2e (tolerance %.0e)' % (
+                      'ok  ' if ok else 'FAIL', args.dtype, result,
+                      ' B^T' if args.transposed_b else '',
+                      ' weights' if args.weights else '', shape,
+                      'late' if late else 'eager', err, tol[args.dtype]))
+    return 1 if failed else 0
+
+
 def launch(kernel, q, k, v, dtype, late, mask=None):
     o = np.full(q.shape, np.nan, np.float32)
     mems = [Mem(x, dtype, name) for x, name in
@@ -591,7 +694,15 @@ def launch(kernel, q, k, v, dtype, late, mask=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--dtype', required=True, choices=('bf16', 'f16', 'f32'))
-    ap.add_argument('--head-dim', type=int, required=True)
+    ap.add_argument('--head-dim', type=int)
+    ap.add_argument('--gemm', action='store_true',
+                    help='a matrix product instead of attention; shapes '
+                         'are B,M,N,K')
+    ap.add_argument('--result', choices=('bf16', 'f16', 'f32'),
+                    help='the product\'s result type (default: --dtype)')
+    ap.add_argument('--transposed-b', action='store_true')
+    ap.add_argument('--weights', action='store_true',
+                    help='B without a batch dimension')
     ap.add_argument('--span', default='full')
     ap.add_argument('--causal', action='store_true')
     ap.add_argument('--shape', action='append', required=True,
@@ -605,6 +716,10 @@ def main():
     ap.add_argument('--masformer-opt', default='masformer-opt')
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args()
+    if args.gemm:
+        return run_gemm(args)
+    if args.head_dim is None:
+        ap.error('--head-dim is required for attention')
     mask_dims = args.mask.split(',') if args.mask else None
     kernel = compile_kernel(args.dtype, args.head_dim, args.span, args.causal,
                             args.masformer_opt, mask_dims)

@@ -68,6 +68,40 @@ def function(dtype, d, span, causal, mask=None):
                                         str(causal).lower(), t, t, t, t, t))
 
 
+# Matrix products of --masformer-contractions-to-gpu for check_cubins.py:
+# (A and B type, result type, B stored [N, K]).
+PRODUCTS = [('bf16', 'f32', False), ('bf16', 'bf16', True),
+            ('f16', 'f16', False), ('f32', 'f32', True)]
+
+
+def product(dtype, result, transposed_b, k=768, n=3072):
+    """A product with a weight B: C[b, m, n] = A[b, m, k] B[k, n]."""
+    a = 'tensor<?x?x%dx%s>' % (k, dtype)
+    bt = 'tensor<%dx%dx%s>' % ((n, k, dtype) if transposed_b
+                               else (k, n, dtype))
+    c = 'tensor<?x?x%dx%s>' % (n, result)
+    body = '^bb0(%%x: %s, %%y: %s, %%acc: %s):\n' % (dtype, dtype, result)
+    x, y = '%x', '%y'
+    if dtype != result:
+        body += ('    %%xe = arith.extf %%x : %s to %s\n'
+                 '    %%ye = arith.extf %%y : %s to %s\n' % (
+                     dtype, result, dtype, result))
+        x, y = '%xe', '%ye'
+    body += ('    %%p = arith.mulf %s, %s : %s\n'
+             '    %%s = arith.addf %%acc, %%p : %s\n'
+             '    linalg.yield %%s : %s' % (x, y, result, result, result))
+    return ('func.func @matmul_%s_%s%s(%%a: %s, %%b: %s, %%c: %s) -> %s {\n'
+            '  %%r = linalg.generic {indexing_maps = ['
+            'affine_map<(b, m, n, k) -> (b, m, k)>, '
+            'affine_map<(b, m, n, k) -> (%s)>, '
+            'affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = '
+            '["parallel", "parallel", "parallel", "reduction"]} '
+            'ins(%%a, %%b : %s, %s) outs(%%c : %s) {\n  %s\n  } -> %s\n'
+            '  return %%r : %s\n}\n' % (
+                dtype, result, '_bt' if transposed_b else '', a, bt, c, c,
+                'n, k' if transposed_b else 'k, n', a, bt, c, body, c, c))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--set', default='all',

@@ -83,8 +83,8 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::init(true)};
 };
 
-/// masformer.attention to GPU kernels in a gpu.binary for `chip`, and the
-/// host code that launches them.
+/// masformer.attention and the matrix products to GPU kernels in a
+/// gpu.binary for `chip`, and the host code that launches them.
 void buildLowerToNVVMPipeline(OpPassManager &pm,
                               const LowerToNVVMOptions &options);
 

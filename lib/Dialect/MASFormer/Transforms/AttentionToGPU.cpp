@@ -29,6 +29,7 @@
 
 #include "AttentionLowering.h"
 #include "MicroKernels.h"
+#include "GPUKernels.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -118,7 +119,7 @@ struct KernelConfig {
 class KernelBuilder {
 public:
   KernelBuilder(OpBuilder &b, Location loc, const KernelConfig &cfg)
-      : b(b), loc(loc), ix{b, loc}, cfg(cfg) {}
+      : b(b), loc(loc), ix{b, loc}, cfg(cfg), w{b, loc, cfg.elemTy} {}
 
   void build(gpu::GPUFuncOp func);
 
@@ -151,78 +152,18 @@ private:
     return v;
   }
 
-  /// Two 16-bit elements as the register mma.sync takes: a vector<2xf16>
-  /// for f16, an i32 for bf16.
-  Value packPair(Value pair) {
-    if (cfg.elemTy.isF16())
-      return pair;
-    Value v = vector::BitCastOp::create(
-        b, loc, VectorType::get({1}, b.getI32Type()), pair);
-    return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
-  }
-  /// Two f32 values, rounded to the element type and packed.
-  Value packF32(Value x, Value y) {
-    Value v = vector::FromElementsOp::create(
-        b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{x, y});
-    v = arith::TruncFOp::create(b, loc, VectorType::get({2}, cfg.elemTy), v);
-    return packPair(v);
-  }
-  /// Row i of the vector<4x2xT> / vector<2x2xT> of an ldmatrix, packed.
-  Value ldmRow(Value frag, int64_t i) {
-    return packPair(
-        vector::ExtractOp::create(b, loc, frag, ArrayRef<int64_t>{i}));
-  }
-
-  /// The tf32 high part of an f32 (low 13 mantissa bits cleared) and the
-  /// remainder, both as the i32 registers of a tf32 mma.sync.
-  std::pair<Value, Value> splitTF32(Value x) {
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), x);
-    Value hiBits = arith::AndIOp::create(b, loc, bits, i32(~0x1fff));
-    Value hi = arith::BitcastOp::create(b, loc, b.getF32Type(), hiBits);
-    Value lo = fsub(x, hi);
-    return {hiBits, arith::BitcastOp::create(b, loc, b.getI32Type(), lo)};
-  }
-
-  /// acc += A B on tensor cores; acc is 4 f32 (the m16n8 accumulator).
+  // Fragments and tensor-core products (GPUKernels.h).
+  Value packPair(Value pair) { return w.packPair(pair); }
+  Value packF32(Value x, Value y) { return w.packF32(x, y); }
+  Value ldmRow(Value frag, int64_t i) { return w.ldmRow(frag, i); }
+  std::pair<Value, Value> splitTF32(Value x) { return w.splitTF32(x); }
   SmallVector<Value> mma(ValueRange a, ValueRange bm, ArrayRef<Value> acc) {
-    MLIRContext *ctx = b.getContext();
-    bool tf32 = cfg.isF32();
-    NVVM::MMATypes ty = tf32                 ? NVVM::MMATypes::tf32
-                        : cfg.elemTy.isBF16() ? NVVM::MMATypes::bf16
-                                              : NVVM::MMATypes::f16;
-    Type f32 = b.getF32Type();
-    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
-    auto op = NVVM::MmaOp::create(
-        b, loc, resTy, a, bm, acc,
-        /*shape=*/std::array<int64_t, 3>{16, 8, tf32 ? 8 : 16},
-        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
-        /*multiplicandPtxTypes=*/
-        std::array<NVVM::MMATypes, 2>{ty, ty},
-        /*multiplicandLayouts=*/
-        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                       NVVM::MMALayout::col});
-    SmallVector<Value> r;
-    for (int64_t i = 0; i < 4; ++i)
-      r.push_back(LLVM::ExtractValueOp::create(b, loc, op.getRes(), i));
-    return r;
+    return w.mma(a, bm, acc);
   }
-  /// acc += A B for tf32 operands split into high and low parts.
   SmallVector<Value> mma3(ArrayRef<std::pair<Value, Value>> a,
                           ArrayRef<std::pair<Value, Value>> bm,
                           SmallVector<Value> acc) {
-    SmallVector<Value> aHi, aLo, bHi, bLo;
-    for (auto [h, l] : a) {
-      aHi.push_back(h);
-      aLo.push_back(l);
-    }
-    for (auto [h, l] : bm) {
-      bHi.push_back(h);
-      bLo.push_back(l);
-    }
-    // Small terms first.
-    acc = mma(aLo, bHi, acc);
-    acc = mma(aHi, bLo, acc);
-    return mma(aHi, bHi, acc);
+    return w.mma3(a, bm, std::move(acc));
   }
 
   /// Issues the asynchronous copies of key tile `kt` of K and V into buffer
@@ -236,6 +177,7 @@ private:
   Location loc;
   Idx ix;
   const KernelConfig &cfg;
+  WarpMMA w;
 
   // Kernel values.
   Value q, k, v, o, mask;
@@ -661,18 +603,6 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   gpu::ReturnOp::create(b, loc);
 }
 
-/// The gpu.module holding the kernels, created on first use.
-gpu::GPUModuleOp getKernelModule(ModuleOp module) {
-  constexpr StringLiteral kName = "masformer_kernels";
-  if (auto m = module.lookupSymbol<gpu::GPUModuleOp>(kName))
-    return m;
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  UnitAttr::get(module.getContext()));
-  OpBuilder b(module.getBodyRegion());
-  b.setInsertionPointToEnd(module.getBody());
-  return gpu::GPUModuleOp::create(b, module.getLoc(), kName);
-}
-
 /// The kernel for `cfg`, built on first use.
 gpu::GPUFuncOp getKernel(gpu::GPUModuleOp kernels, const KernelConfig &cfg,
                          Location loc) {
@@ -731,7 +661,7 @@ struct AttentionToGPUPass final
     KernelConfig cfg{elemTy, d, op.getSpan(), op.getCausal(), scale, maskTy};
 
     if (!kernels)
-      kernels = getKernelModule(op->getParentOfType<ModuleOp>());
+      kernels = getOrCreateKernelModule(op->getParentOfType<ModuleOp>());
     gpu::GPUFuncOp kernel = getKernel(kernels, cfg, op.getLoc());
 
     OpBuilder b(op);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionLowering.h"
+#include "Contractions.h"
 #include "MicroKernels.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -25,33 +26,27 @@ namespace mlir::masformer {
 using namespace mlir;
 using namespace mlir::masformer;
 
-namespace {
-
-/// The loop dimensions of a generic that computes
-/// C[batch..., m, n] += A[batch'..., m, k] * B[batch''..., k, n] (or
-/// B[..., n, k]), batch' and batch'' subsets of the batch dimensions
-/// (broadcast operands).
-struct MatmulDims {
-  unsigned m, n, k;
-  bool transposedB;
-};
-
 /// `v`, or the value it extends, when it is an arith.extf.
-Value stripExt(Value v) {
+static Value stripExt(Value v) {
   if (auto ext = v.getDefiningOp<arith::ExtFOp>())
     return ext.getIn();
   return v;
 }
 
-FailureOr<MatmulDims> matchMatmul(linalg::GenericOp op) {
+FailureOr<MatmulDims> mlir::masformer::matchMatmul(linalg::GenericOp op,
+                                                   bool f32ResultOnly) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       !op.hasPureTensorSemantics() || op.getNumReductionLoops() != 1)
     return failure();
   auto cTy = dyn_cast<RankedTensorType>(op.getDpsInits()[0].getType());
   auto aTy = dyn_cast<RankedTensorType>(op.getDpsInputs()[0].getType());
   auto bTy = dyn_cast<RankedTensorType>(op.getDpsInputs()[1].getType());
-  if (!cTy || !aTy || !bTy || !cTy.getElementType().isF32() ||
-      cTy.getRank() < 2 || aTy.getRank() < 2 || bTy.getRank() < 2)
+  if (!cTy || !aTy || !bTy || cTy.getRank() < 2 || aTy.getRank() < 2 ||
+      bTy.getRank() < 2)
+    return failure();
+  Type cElem = cTy.getElementType();
+  if (f32ResultOnly ? !cElem.isF32()
+                    : !(cElem.isF32() || cElem.isF16() || cElem.isBF16()))
     return failure();
   for (Type t : {aTy.getElementType(), bTy.getElementType()})
     if (!t.isF32() && !t.isF16() && !t.isBF16())
@@ -109,6 +104,8 @@ FailureOr<MatmulDims> matchMatmul(linalg::GenericOp op) {
     return failure();
   return d;
 }
+
+namespace {
 
 /// The longest run of k a micro-kernel call accumulates over: the A and B
 /// panels of a 64 x 64 tile, 2 x 64 x 512 f32, stay in L2.

@@ -270,6 +270,49 @@ def AttentionToGPU : Pass<"masformer-attention-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def ContractionsToGPU : Pass<"masformer-contractions-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "The model's matrix products as tiled tensor-core kernels";
+  let description = [{
+    Replaces every matrix product (the `linalg.generic` contractions that
+    the importer makes of MatMul, Gemm and Einsum: `C[b..., m, n] +=
+    A[b..., m, k] * B[b..., k, n]` or `B[b..., n, k]`, f16, bf16 or f32
+    operands, f32/f16/bf16 result) by a `gpu.launch_func` of a kernel in
+    `gpu.module @masformer_kernels`, one per element types and layout of B.
+
+    Batch dimensions collapse into one; an operand without them is
+    broadcast, and when B (a weight) has none, A's batch folds into its
+    rows. One thread block of 4 warps per 128 x 64 tile of C and batch, each
+    warp owning 32 rows (two m16 tiles share each B fragment); k in steps
+    of 32 with A and B tiles in shared
+    memory by double-buffered `cp.async`, fragments by `ldmatrix`
+    (`.trans` for B stored [k, n]) and `mma.sync` (m16n8k16 on f16/bf16
+    with f32 accumulation, 3xTF32 m16n8k8 on f32). The result is
+    `Cinit + A B`, rounded to C's type.
+
+    Products whose rows are not a multiple of 16 bytes (K, and N for B
+    stored [k, n]), whose A and B types differ, or whose operands broadcast
+    only some batch dimensions are left as they are (`report-skipped`
+    says why).
+  }];
+  let options = [
+    Option<"reportSkipped", "report-skipped", "bool", /*default=*/"false",
+           "Emit a remark on each matrix product left unconverted, with the "
+           "reason">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 def ApproximateMath : Pass<"masformer-approximate-math"> {
   let summary = "exp, tanh and erf as polynomials; small constant powers as "
                 "multiplications";

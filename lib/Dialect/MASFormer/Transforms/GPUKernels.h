@@ -1,0 +1,127 @@
+//===- GPUKernels.h - Shared pieces of the GPU kernels ----------*- C++ -*-===//
+//
+// Shared by the GPU kernels (attention, matrix products): the gpu.module
+// that holds them, and builders for the register fragments of mma.sync and
+// the products on them. The layouts are
+// the PTX ISA's: m16n8k16 for f16/bf16 (two elements per 32-bit register),
+// m16n8k8 for tf32; f32 operands run as three tf32 products of a split into
+// high and low parts ("3xTF32"), which keeps f32 accuracy.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_GPUKERNELS_H
+#define MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_GPUKERNELS_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <array>
+
+namespace mlir::masformer {
+
+/// The `gpu.module @masformer_kernels` of `module`, created (and the module
+/// marked a GPU container) on first use.
+inline gpu::GPUModuleOp getOrCreateKernelModule(ModuleOp module) {
+  constexpr StringLiteral kName = "masformer_kernels";
+  if (auto m = module.lookupSymbol<gpu::GPUModuleOp>(kName))
+    return m;
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(module.getContext()));
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToEnd(module.getBody());
+  return gpu::GPUModuleOp::create(b, module.getLoc(), kName);
+}
+
+/// Fragments of one element type (f16, bf16 or f32) at the builder's point.
+struct WarpMMA {
+  OpBuilder &b;
+  Location loc;
+  Type elemTy;
+
+  Value i32(int32_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  }
+
+  /// Two 16-bit elements as the register mma.sync takes: a vector<2xf16>
+  /// for f16, an i32 for bf16.
+  Value packPair(Value pair) {
+    if (elemTy.isF16())
+      return pair;
+    Value v = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
+  }
+  /// Two f32 values, rounded to the element type and packed.
+  Value packF32(Value x, Value y) {
+    Value v = vector::FromElementsOp::create(
+        b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{x, y});
+    v = arith::TruncFOp::create(b, loc, VectorType::get({2}, elemTy), v);
+    return packPair(v);
+  }
+  /// Row i of the vector<4x2xT> / vector<2x2xT> of an ldmatrix, packed.
+  Value ldmRow(Value frag, int64_t i) {
+    return packPair(
+        vector::ExtractOp::create(b, loc, frag, ArrayRef<int64_t>{i}));
+  }
+
+  /// The tf32 high part of an f32 (low 13 mantissa bits cleared) and the
+  /// remainder, both as the i32 registers of a tf32 mma.sync.
+  std::pair<Value, Value> splitTF32(Value x) {
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), x);
+    Value hiBits = arith::AndIOp::create(b, loc, bits, i32(~0x1fff));
+    Value hi = arith::BitcastOp::create(b, loc, b.getF32Type(), hiBits);
+    Value lo = arith::SubFOp::create(b, loc, x, hi);
+    return {hiBits, arith::BitcastOp::create(b, loc, b.getI32Type(), lo)};
+  }
+
+  /// acc += A B on tensor cores; acc is 4 f32 (the m16n8 accumulator).
+  SmallVector<Value> mma(ValueRange a, ValueRange bm, ArrayRef<Value> acc) {
+    MLIRContext *ctx = b.getContext();
+    bool tf32 = elemTy.isF32();
+    NVVM::MMATypes ty = tf32                 ? NVVM::MMATypes::tf32
+                        : elemTy.isBF16() ? NVVM::MMATypes::bf16
+                                              : NVVM::MMATypes::f16;
+    Type f32 = b.getF32Type();
+    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+    auto op = NVVM::MmaOp::create(
+        b, loc, resTy, a, bm, acc,
+        /*shape=*/std::array<int64_t, 3>{16, 8, tf32 ? 8 : 16},
+        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+        /*multiplicandPtxTypes=*/
+        std::array<NVVM::MMATypes, 2>{ty, ty},
+        /*multiplicandLayouts=*/
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> r;
+    for (int64_t i = 0; i < 4; ++i)
+      r.push_back(LLVM::ExtractValueOp::create(b, loc, op.getRes(), i));
+    return r;
+  }
+  /// acc += A B for tf32 operands split into high and low parts.
+  SmallVector<Value> mma3(ArrayRef<std::pair<Value, Value>> a,
+                          ArrayRef<std::pair<Value, Value>> bm,
+                          SmallVector<Value> acc) {
+    SmallVector<Value> aHi, aLo, bHi, bLo;
+    for (auto [h, l] : a) {
+      aHi.push_back(h);
+      aLo.push_back(l);
+    }
+    for (auto [h, l] : bm) {
+      bHi.push_back(h);
+      bLo.push_back(l);
+    }
+    // Small terms first.
+    acc = mma(aLo, bHi, acc);
+    acc = mma(aHi, bLo, acc);
+    return mma(aHi, bHi, acc);
+  }
+};
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_GPUKERNELS_H

@@ -1,0 +1,97 @@
+// RUN: masformer-opt %s --masformer-contractions-to-gpu --canonicalize --cse --split-input-file | FileCheck %s
+// RUN: masformer-opt %s --masformer-contractions-to-gpu="report-skipped" --split-input-file 2>&1 | FileCheck %s --check-prefix=SKIP
+
+// A MatMul with a weight: the batch of A folds into its rows, one launch of
+// 128 threads per (64 columns, 128 rows), bf16 products into f32.
+// CHECK-LABEL: func.func @weights(
+// CHECK-SAME:    %[[X:.+]]: tensor<?x?x96xbf16>, %[[W:.+]]: tensor<96x136xbf16>, %[[C:.+]]: tensor<?x?x136xf32>
+// CHECK:       %[[X2:.+]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x?x96xbf16> into tensor<?x96xbf16>
+// CHECK:       %[[X3:.+]] = tensor.expand_shape %[[X2]] {{\[\[}}0, 1], [2]] output_shape [1, %{{.+}}, 96] : tensor<?x96xbf16> into tensor<1x?x96xbf16>
+// CHECK:       %[[W3:.+]] = tensor.expand_shape %[[W]] {{\[\[}}0, 1], [2]] output_shape [1, 96, 136] : tensor<96x136xbf16> into tensor<1x96x136xbf16>
+// CHECK:       %[[T0:.+]] = gpu.wait async
+// CHECK:       %[[OUT:.+]], %[[T1:.+]] = gpu.alloc async [%[[T0]]] (%{{.+}}) : memref<1x?x136xf32>
+// CHECK:       %[[ROWS:.+]] = arith.ceildivsi %{{.+}}, %c128
+// CHECK:       %[[GY:.+]] = arith.maxsi %[[ROWS]], %c1
+// CHECK:       %[[T2:.+]] = gpu.launch_func async [%[[T1]]] @masformer_kernels::@masformer_matmul_bf16_f32 blocks in (%c3, %[[GY]], %c1) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c29696_i32
+// CHECK:       gpu.wait [%[[T2]]]
+// CHECK:       %[[R:.+]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK:       %[[R2:.+]] = tensor.collapse_shape %[[R]] {{\[\[}}0, 1], [2]]
+// CHECK:       %[[R3:.+]] = tensor.expand_shape %[[R2]] {{\[\[}}0, 1], [2]] output_shape [%{{.+}}, %{{.+}}, 136] : tensor<?x136xf32> into tensor<?x?x136xf32>
+// CHECK:       return %[[R3]]
+// The kernel: k in steps of 32 through two shared-memory buffers; A by
+// ldmatrix, B stored [k, n] by ldmatrix.trans; 2 x 8 accumulator tiles
+// per warp.
+// CHECK:       gpu.func @masformer_matmul_bf16_f32(%{{.+}}: memref<?x?x?xbf16>, %{{.+}}: memref<?x?x?xbf16>, %{{.+}}: memref<?x?x?xf32>, %{{.+}}: memref<?x?x?xf32>) kernel
+// CHECK:         %[[AS:.+]] = memref.view {{.*}} to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK:         %[[BS:.+]] = memref.view {{.*}} to memref<2x32x72xbf16, #gpu.address_space<workgroup>>
+// CHECK:         scf.for
+// CHECK:           nvvm.cp.async.wait.group 0
+// CHECK:           gpu.barrier
+// CHECK:           nvgpu.ldmatrix %[[AS]]{{.*}}transpose = false
+// CHECK:           nvgpu.ldmatrix %[[BS]]{{.*}}transpose = true
+// CHECK-COUNT-4:   nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
+// CHECK:         memref.store {{.*}} : memref<?x?x?xf32>
+func.func @weights(%x: tensor<?x?x96xbf16>, %w: tensor<96x136xbf16>, %c: tensor<?x?x136xf32>) -> tensor<?x?x136xf32> {
+  %r = linalg.generic {
+      indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>,
+                       affine_map<(b, m, n, k) -> (k, n)>,
+                       affine_map<(b, m, n, k) -> (b, m, n)>],
+      iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<?x?x96xbf16>, tensor<96x136xbf16>) outs(%c : tensor<?x?x136xf32>) {
+  ^bb0(%a: bf16, %bb: bf16, %acc: f32):
+    %ae = arith.extf %a : bf16 to f32
+    %be = arith.extf %bb : bf16 to f32
+    %p = arith.mulf %ae, %be : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?x?x136xf32>
+  return %r : tensor<?x?x136xf32>
+}
+
+// -----
+
+// Batched, B stored [n, k] (Q K^T-like), rank 4: the batch dimensions
+// collapse into one and expand back; f32 runs 3xTF32.
+// CHECK-LABEL: func.func @batched_bt(
+// CHECK:       tensor.collapse_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] : tensor<2x3x?x32xf32> into tensor<6x?x32xf32>
+// CHECK:       gpu.launch_func {{.*}}@masformer_kernels::@masformer_matmul_f32_f32_bt blocks in (%{{.+}}, %{{.+}}, %c6)
+// CHECK:       tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [2, 3, %{{.+}}, %{{.+}}] : tensor<6x?x?xf32> into tensor<2x3x?x?xf32>
+// CHECK:       gpu.func @masformer_matmul_f32_f32_bt(
+// CHECK-NOT:     nvgpu.ldmatrix
+// CHECK:         nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
+func.func @batched_bt(%q: tensor<2x3x?x32xf32>, %k: tensor<2x3x?x32xf32>, %c: tensor<2x3x?x?xf32>) -> tensor<2x3x?x?xf32> {
+  %r = linalg.generic {
+      indexing_maps = [affine_map<(b, h, m, n, k) -> (b, h, m, k)>,
+                       affine_map<(b, h, m, n, k) -> (b, h, n, k)>,
+                       affine_map<(b, h, m, n, k) -> (b, h, m, n)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : tensor<2x3x?x32xf32>, tensor<2x3x?x32xf32>) outs(%c : tensor<2x3x?x?xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %p = arith.mulf %a, %bb : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x?x?xf32>
+  return %r : tensor<2x3x?x?xf32>
+}
+
+// -----
+
+// Rows of 36 bytes cannot be copied 16 bytes at a time: the product stays.
+// SKIP: remark: matrix product left to the generic GPU mapping: rows of A or B are not a multiple of 16 bytes
+// CHECK-LABEL: func.func @odd_k(
+// CHECK-NOT:   gpu.launch_func
+// CHECK:       linalg.generic
+func.func @odd_k(%x: tensor<8x9xf32>, %w: tensor<9x16xf32>, %c: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %r = linalg.generic {
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                       affine_map<(m, n, k) -> (k, n)>,
+                       affine_map<(m, n, k) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<8x9xf32>, tensor<9x16xf32>) outs(%c : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %p = arith.mulf %a, %bb : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
