@@ -9,6 +9,7 @@
 #ifndef MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONLOWERING_H
 #define MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_ATTENTIONLOWERING_H
 
+#include "MicroKernels.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerAttrs.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -91,6 +92,58 @@ inline Value buildSpanAllowed(OpBuilder &b, Location loc, SpanAttr span,
   }
   }
   return allowed;
+}
+
+/// The keys [lo, hi) that the queries at positions qPos0..qPosLast may see
+/// under the span and the causal flag, within [0, skv): the bounds of the
+/// tiled lowerings' key-tile loops.
+inline std::pair<Value, Value> buildSpanKeyRange(Idx &ix, SpanAttr span,
+                                                 bool causal, Value qPos0,
+                                                 Value qPosLast, Value skv) {
+  Value lo = ix.c(0), hi = skv;
+  if (causal)
+    hi = ix.min(hi, ix.add(qPosLast, ix.c(1)));
+  if (span.getKind() == SpanKind::Block) {
+    Value bs = ix.c(span.getSize());
+    lo = ix.max(lo, ix.mul(ix.fdiv(qPos0, bs), bs));
+    hi = ix.min(hi, ix.mul(ix.add(ix.fdiv(qPosLast, bs), ix.c(1)), bs));
+  } else if (span.getKind() == SpanKind::Window) {
+    Value w = ix.c(span.getSize());
+    lo = ix.max(lo, ix.add(ix.sub(qPos0, w), ix.c(1)));
+    if (!causal)
+      hi = ix.min(hi, ix.add(qPosLast, w));
+  }
+  return {lo, hi};
+}
+
+/// Whether every pair of a query at qPos0..qPosLast and a key at k0..kLast
+/// passes the span and the causal flag (such a tile needs no position
+/// mask); null when every pair always does.
+inline Value buildSpanTileInterior(Idx &ix, SpanAttr span, bool causal,
+                                   Value qPos0, Value qPosLast, Value k0,
+                                   Value kLast) {
+  using P = arith::CmpIPredicate;
+  Value interior;
+  auto andWith = [&](Value c) {
+    interior = interior ? ix.andI(interior, c) : c;
+  };
+  if (causal)
+    andWith(ix.cmp(P::sle, kLast, qPos0));
+  if (span.getKind() == SpanKind::Block) {
+    Value bs = ix.c(span.getSize());
+    Value blk = ix.fdiv(qPos0, bs);
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(qPosLast, bs)));
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(k0, bs)));
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(kLast, bs)));
+  } else if (span.getKind() == SpanKind::Window) {
+    Value w = ix.c(span.getSize());
+    andWith(ix.cmp(P::slt, ix.sub(qPosLast, k0), w));
+    if (causal)
+      andWith(ix.cmp(P::sge, ix.sub(qPos0, kLast), ix.c(0)));
+    else
+      andWith(ix.cmp(P::slt, ix.sub(kLast, qPos0), w));
+  }
+  return interior;
 }
 
 } // namespace mlir::masformer

@@ -464,20 +464,8 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   Value qPos0 = ix.add(q0, offset);
   Value qPosLast =
       ix.add(ix.sub(ix.min(ix.add(q0, ix.c(kBlockRows)), sq), ix.c(1)), offset);
-  Value lo = ix.c(0), hiK = skv;
-  if (cfg.causal)
-    hiK = ix.min(hiK, ix.add(qPosLast, ix.c(1)));
-  SpanAttr span = cfg.span;
-  if (span.getKind() == SpanKind::Block) {
-    Value bs = ix.c(span.getSize());
-    lo = ix.max(lo, ix.mul(ix.fdiv(qPos0, bs), bs));
-    hiK = ix.min(hiK, ix.mul(ix.add(ix.fdiv(qPosLast, bs), ix.c(1)), bs));
-  } else if (span.getKind() == SpanKind::Window) {
-    Value w = ix.c(span.getSize());
-    lo = ix.max(lo, ix.add(ix.sub(qPos0, w), ix.c(1)));
-    if (!cfg.causal)
-      hiK = ix.min(hiK, ix.add(qPosLast, w));
-  }
+  auto [lo, hiK] =
+      buildSpanKeyRange(ix, cfg.span, cfg.causal, qPos0, qPosLast, skv);
   Value ktLo = ix.fdiv(lo, ix.c(kTileKV));
   Value ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(kTileKV)));
 
@@ -544,23 +532,9 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
     Value k0 = ix.mul(kt, ix.c(kTileKV));
     Value kLast = ix.add(k0, ix.c(kTileKV - 1));
     Value interior = ix.cmp(P::slt, kLast, skv);
-    auto andWith = [&](Value c) { interior = ix.andI(interior, c); };
-    if (cfg.causal)
-      andWith(ix.cmp(P::sle, kLast, qPos0));
-    if (span.getKind() == SpanKind::Block) {
-      Value bs = ix.c(span.getSize());
-      Value blk = ix.fdiv(qPos0, bs);
-      andWith(ix.cmp(P::eq, blk, ix.fdiv(qPosLast, bs)));
-      andWith(ix.cmp(P::eq, blk, ix.fdiv(k0, bs)));
-      andWith(ix.cmp(P::eq, blk, ix.fdiv(kLast, bs)));
-    } else if (span.getKind() == SpanKind::Window) {
-      Value w = ix.c(span.getSize());
-      andWith(ix.cmp(P::slt, ix.sub(qPosLast, k0), w));
-      if (cfg.causal)
-        andWith(ix.cmp(P::sge, ix.sub(qPos0, kLast), ix.c(0)));
-      else
-        andWith(ix.cmp(P::slt, ix.sub(kLast, qPos0), w));
-    }
+    if (Value inSpan = buildSpanTileInterior(ix, cfg.span, cfg.causal, qPos0,
+                                             qPosLast, k0, kLast))
+      interior = ix.andI(interior, inSpan);
     ValueRange state = loop.getRegionIterArgs();
     auto ifOp = scf::IfOp::create(
         b, loc, interior,

@@ -332,19 +332,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Value qPosLast = ix.add(qPos0, ix.sub(qs, ix.c(1)));
 
   // The keys this query tile may see, from the span and the triangle.
-  Value lo = ix.c(0), hiK = val(skvF);
-  if (causal)
-    hiK = ix.min(hiK, ix.add(qPosLast, ix.c(1)));
-  if (span.getKind() == SpanKind::Block) {
-    Value bs = ix.c(span.getSize());
-    lo = ix.max(lo, ix.mul(ix.fdiv(qPos0, bs), bs));
-    hiK = ix.min(hiK, ix.mul(ix.add(ix.fdiv(qPosLast, bs), ix.c(1)), bs));
-  } else if (span.getKind() == SpanKind::Window) {
-    Value w = ix.c(span.getSize());
-    lo = ix.max(lo, ix.add(ix.sub(qPos0, w), ix.c(1)));
-    if (!causal)
-      hiK = ix.min(hiK, ix.add(qPosLast, w));
-  }
+  auto [lo, hiK] =
+      buildSpanKeyRange(ix, span, causal, qPos0, qPosLast, val(skvF));
   Value ktLo = ix.fdiv(lo, ix.c(tileKV));
   Value ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(tileKV)));
   if (printCounts) {
@@ -406,24 +395,8 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   // Does every (query, key) pair of the tile pass the span and the
   // triangle? Then no position mask is evaluated for it.
   using P = arith::CmpIPredicate;
-  Value interior;
-  auto andWith = [&](Value c) { interior = interior ? ix.andI(interior, c) : c; };
-  if (causal)
-    andWith(ix.cmp(P::sle, kLast, qPos0));
-  if (span.getKind() == SpanKind::Block) {
-    Value bs = ix.c(span.getSize());
-    Value blk = ix.fdiv(qPos0, bs);
-    andWith(ix.cmp(P::eq, blk, ix.fdiv(qPosLast, bs)));
-    andWith(ix.cmp(P::eq, blk, ix.fdiv(k0, bs)));
-    andWith(ix.cmp(P::eq, blk, ix.fdiv(kLast, bs)));
-  } else if (span.getKind() == SpanKind::Window) {
-    Value w = ix.c(span.getSize());
-    andWith(ix.cmp(P::slt, ix.sub(qPosLast, k0), w));
-    if (causal)
-      andWith(ix.cmp(P::sge, ix.sub(qPos0, kLast), ix.c(0)));
-    else
-      andWith(ix.cmp(P::slt, ix.sub(kLast, qPos0), w));
-  }
+  Value interior =
+      buildSpanTileInterior(ix, span, causal, qPos0, qPosLast, k0, kLast);
 
   // logits = scale * S (+ mask), -inf outside the span on boundary tiles.
   auto buildLogits = [&](OpBuilder &bb, Value scores, bool masked,

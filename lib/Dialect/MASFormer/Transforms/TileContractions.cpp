@@ -67,8 +67,8 @@ FailureOr<MatmulDims> mlir::masformer::matchMatmul(linalg::GenericOp op,
     return failure();
   // Every op of the body is one of those.
   if (llvm::range_size(body.without_terminator()) !=
-      2 + (mul.getLhs() != body.getArgument(0)) +
-          (mul.getRhs() != body.getArgument(1)))
+      static_cast<size_t>(2 + (mul.getLhs() != body.getArgument(0)) +
+                          (mul.getRhs() != body.getArgument(1))))
     return failure();
 
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
