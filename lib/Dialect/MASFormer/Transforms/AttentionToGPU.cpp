@@ -235,22 +235,9 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
   if (!cfg.isF32()) {
     for (int64_t kc = 0; kc < d / 16; ++kc) {
       for (int64_t np = 0; np < nChunks / 2; ++np) {
-        // Keys np*16 + 0..15, head dims kc*16 + 0..15: matrices (keys 0-7,
-        // d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d
-        // 8-15).
-        Value l8 = arith::RemUIOp::create(b, loc, lane, ix.c(8));
-        Value row = ix.add(
-            ix.add(ix.c(np * 16), l8),
-            ix.mul(arith::DivUIOp::create(b, loc, lane, ix.c(16)), ix.c(8)));
-        Value col = ix.add(
-            ix.c(kc * 16),
-            ix.mul(arith::RemUIOp::create(
-                       b, loc, arith::DivUIOp::create(b, loc, lane, ix.c(8)),
-                       ix.c(2)),
-                   ix.c(8)));
-        Value frag = nvgpu::LdMatrixOp::create(
-            b, loc, VectorType::get({4, 2}, cfg.elemTy), kS,
-            ValueRange{buf, row, col}, /*transpose=*/false, /*numTiles=*/4);
+        // Keys np*16 + 0..15 over head dims kc*16 + 0..15; K is [key][d].
+        Value frag = w.loadBPair(kS, buf, ix.c(np * 16), ix.c(kc * 16),
+                                 /*storedNK=*/true);
         for (int64_t h = 0; h < 2; ++h) {
           Value bFrag[] = {ldmRow(frag, 2 * h), ldmRow(frag, 2 * h + 1)};
           s[2 * np + h] = mma(qFrag[kc], bFrag, s[2 * np + h]);
@@ -359,21 +346,9 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
                        packF32(s[2 * kc + 1][0], s[2 * kc + 1][1]),
                        packF32(s[2 * kc + 1][2], s[2 * kc + 1][3])};
       for (int64_t dp = 0; dp < dChunks / 2; ++dp) {
-        // Transposed: matrices (keys 0-7, d 0-7), (keys 8-15, d 0-7),
-        // (keys 0-7, d 8-15), (keys 8-15, d 8-15).
-        Value l8 = arith::RemUIOp::create(b, loc, lane, ix.c(8));
-        Value row = ix.add(
-            ix.add(ix.c(kc * 16), l8),
-            ix.mul(arith::RemUIOp::create(
-                       b, loc, arith::DivUIOp::create(b, loc, lane, ix.c(8)),
-                       ix.c(2)),
-                   ix.c(8)));
-        Value col = ix.add(
-            ix.c(dp * 16),
-            ix.mul(arith::DivUIOp::create(b, loc, lane, ix.c(16)), ix.c(8)));
-        Value frag = nvgpu::LdMatrixOp::create(
-            b, loc, VectorType::get({4, 2}, cfg.elemTy), vS,
-            ValueRange{buf, row, col}, /*transpose=*/true, /*numTiles=*/4);
+        // Head dims dp*16 + 0..15 over keys kc*16 + 0..15; V is [key][d].
+        Value frag = w.loadBPair(vS, buf, ix.c(dp * 16), ix.c(kc * 16),
+                                 /*storedNK=*/false);
         for (int64_t h = 0; h < 2; ++h) {
           Value bFrag[] = {ldmRow(frag, 2 * h), ldmRow(frag, 2 * h + 1)};
           acc[2 * dp + h] = mma(pFrag, bFrag, acc[2 * dp + h]);
@@ -405,7 +380,6 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
 }
 
 void KernelBuilder::build(gpu::GPUFuncOp func) {
-  MLIRContext *ctx = b.getContext();
   int64_t d = cfg.headDim;
   float negInf = -std::numeric_limits<float>::infinity();
   Block &entry = func.getBody().front();
@@ -418,21 +392,16 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
     mask = entry.getArgument(4);
 
   // Shared memory: K buffers, then V buffers, [2][tile keys][padded row].
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value dyn = gpu::DynamicSharedMemoryOp::create(
-      b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface(), wg));
-  auto tileTy =
-      MemRefType::get({2, kTileKV, cfg.smemRow()}, cfg.elemTy,
-                      MemRefLayoutAttrInterface(), wg);
-  kS = memref::ViewOp::create(b, loc, tileTy, dyn, ix.c(0), ValueRange{});
-  vS = memref::ViewOp::create(b, loc, tileTy, dyn, ix.c(2 * cfg.tileBytes()),
-                              ValueRange{});
+  Value dyn = dynamicSharedMemory(b, loc);
+  SmallVector<int64_t> tileShape = {2, kTileKV, cfg.smemRow()};
+  kS = sharedView(b, loc, dyn, 0, tileShape, cfg.elemTy);
+  vS = sharedView(b, loc, dyn, 2 * cfg.tileBytes(), tileShape, cfg.elemTy);
 
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  warp = arith::DivUIOp::create(b, loc, tid, ix.c(32));
-  lane = arith::RemUIOp::create(b, loc, tid, ix.c(32));
-  g = arith::DivUIOp::create(b, loc, lane, ix.c(4));
-  t = arith::RemUIOp::create(b, loc, lane, ix.c(4));
+  LaneCoords lc = buildLaneCoords(b, loc);
+  warp = lc.warp;
+  lane = w.lane = lc.lane;
+  g = lc.g;
+  t = lc.t;
   Value qt = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   hi = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   bi = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
@@ -583,19 +552,13 @@ gpu::GPUFuncOp getKernel(gpu::GPUModuleOp kernels, const KernelConfig &cfg,
   std::string name = cfg.name();
   if (auto f = kernels.lookupSymbol<gpu::GPUFuncOp>(name))
     return f;
-  MLIRContext *ctx = kernels.getContext();
   int64_t dyn = ShapedType::kDynamic;
   auto ty = MemRefType::get({dyn, dyn, dyn, cfg.headDim}, cfg.elemTy);
   SmallVector<Type> args = {ty, ty, ty, ty};
   if (cfg.maskTy)
     args.push_back(MemRefType::get({dyn, dyn, dyn, dyn}, cfg.maskTy));
-  OpBuilder b(ctx);
-  b.setInsertionPointToEnd(kernels.getBody());
-  auto func = gpu::GPUFuncOp::create(b, loc, name,
-                                     b.getFunctionType(args, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  // Also becomes nvvm.maxntid: ptxas allocates registers for 128 threads.
-  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({kThreads, 1, 1}));
+  auto func = createKernel(kernels, name, args, kThreads, loc);
+  OpBuilder b(kernels.getContext());
   KernelBuilder(b, loc, cfg).build(func);
   return func;
 }

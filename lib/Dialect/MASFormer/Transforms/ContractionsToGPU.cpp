@@ -155,44 +155,17 @@ void GemmBuilder::step(Value buf, SmallVector<SmallVector<Value>> &acc) {
   int64_t nChunks = kTileN / 8;
   Value rowA = ix.mul(warp, ix.c(16 * kWarpTilesM));
   if (!cfg.isF32()) {
-    auto fragTy = VectorType::get({4, 2}, cfg.elemTy);
-    Value l8 = arith::RemUIOp::create(b, loc, lane, ix.c(8));
-    Value l16 = arith::RemUIOp::create(b, loc, lane, ix.c(16));
-    Value half = arith::RemUIOp::create(
-        b, loc, arith::DivUIOp::create(b, loc, lane, ix.c(8)), ix.c(2));
-    Value quarter = arith::DivUIOp::create(b, loc, lane, ix.c(16));
     for (int64_t kc = 0; kc < kTileK / 16; ++kc) {
-      // A: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7,
-      // k 8-15), (rows 8-15, k 8-15): lanes address row l % 16, column
-      // (l / 16) * 8.
       SmallVector<SmallVector<Value>> aFrag;
       for (int64_t mi = 0; mi < kWarpTilesM; ++mi) {
-        Value ar = ix.add(ix.add(rowA, ix.c(mi * 16)), l16);
-        Value ac = ix.add(ix.c(kc * 16), ix.mul(quarter, ix.c(8)));
-        Value af = nvgpu::LdMatrixOp::create(b, loc, fragTy, aS,
-                                             ValueRange{buf, ar, ac},
-                                             /*transpose=*/false,
-                                             /*numTiles=*/4);
+        Value af = w.loadA(aS, buf, ix.add(rowA, ix.c(mi * 16)),
+                           ix.c(kc * 16));
         aFrag.push_back({w.ldmRow(af, 0), w.ldmRow(af, 1), w.ldmRow(af, 2),
                          w.ldmRow(af, 3)});
       }
       for (int64_t np = 0; np < kTileN / 16; ++np) {
-        Value frag;
-        if (cfg.transposedB) {
-          // Stored [n][k], like K in the attention: matrices (n 0-7, k
-          // 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
-          Value r = ix.add(ix.add(ix.c(np * 16), l8), ix.mul(quarter, ix.c(8)));
-          Value c = ix.add(ix.c(kc * 16), ix.mul(half, ix.c(8)));
-          frag = nvgpu::LdMatrixOp::create(b, loc, fragTy, bS,
-                                           ValueRange{buf, r, c}, false, 4);
-        } else {
-          // Stored [k][n], like V: transposed matrices (k 0-7, n 0-7), (k
-          // 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
-          Value r = ix.add(ix.add(ix.c(kc * 16), l8), ix.mul(half, ix.c(8)));
-          Value c = ix.add(ix.c(np * 16), ix.mul(quarter, ix.c(8)));
-          frag = nvgpu::LdMatrixOp::create(b, loc, fragTy, bS,
-                                           ValueRange{buf, r, c}, true, 4);
-        }
+        Value frag = w.loadBPair(bS, buf, ix.c(np * 16), ix.c(kc * 16),
+                                 /*storedNK=*/cfg.transposedB);
         for (int64_t h = 0; h < 2; ++h) {
           Value bFrag[] = {w.ldmRow(frag, 2 * h), w.ldmRow(frag, 2 * h + 1)};
           for (int64_t mi = 0; mi < kWarpTilesM; ++mi) {
@@ -235,7 +208,6 @@ void GemmBuilder::step(Value buf, SmallVector<SmallVector<Value>> &acc) {
 }
 
 void GemmBuilder::build(gpu::GPUFuncOp func) {
-  MLIRContext *ctx = b.getContext();
   using P = arith::CmpIPredicate;
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -244,27 +216,15 @@ void GemmBuilder::build(gpu::GPUFuncOp func) {
   cInit = entry.getArgument(2);
   out = entry.getArgument(3);
 
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value dyn = gpu::DynamicSharedMemoryOp::create(
-      b, loc,
-      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                      MemRefLayoutAttrInterface(), wg));
-  aS = memref::ViewOp::create(
-      b, loc,
-      MemRefType::get(cfg.aShape(), cfg.elemTy, MemRefLayoutAttrInterface(),
-                      wg),
-      dyn, ix.c(0), ValueRange{});
-  bS = memref::ViewOp::create(
-      b, loc,
-      MemRefType::get(cfg.bShape(), cfg.elemTy, MemRefLayoutAttrInterface(),
-                      wg),
-      dyn, ix.c(cfg.aBytes()), ValueRange{});
-
-  tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  warp = arith::DivUIOp::create(b, loc, tid, ix.c(32));
-  lane = arith::RemUIOp::create(b, loc, tid, ix.c(32));
-  g = arith::DivUIOp::create(b, loc, lane, ix.c(4));
-  t = arith::RemUIOp::create(b, loc, lane, ix.c(4));
+  Value dyn = dynamicSharedMemory(b, loc);
+  aS = sharedView(b, loc, dyn, 0, cfg.aShape(), cfg.elemTy);
+  bS = sharedView(b, loc, dyn, cfg.aBytes(), cfg.bShape(), cfg.elemTy);
+  LaneCoords lc = buildLaneCoords(b, loc);
+  tid = lc.tid;
+  warp = lc.warp;
+  lane = w.lane = lc.lane;
+  g = lc.g;
+  t = lc.t;
   n0 = ix.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
               ix.c(kTileN));
   m0 = ix.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y),
@@ -356,12 +316,8 @@ gpu::GPUFuncOp getKernel(gpu::GPUModuleOp kernels, const GemmConfig &cfg,
   int64_t dyn = ShapedType::kDynamic;
   auto in = MemRefType::get({dyn, dyn, dyn}, cfg.elemTy);
   auto res = MemRefType::get({dyn, dyn, dyn}, cfg.resultTy);
+  auto func = createKernel(kernels, name, {in, in, res, res}, kThreads, loc);
   OpBuilder b(kernels.getContext());
-  b.setInsertionPointToEnd(kernels.getBody());
-  auto func = gpu::GPUFuncOp::create(b, loc, name,
-                                     b.getFunctionType({in, in, res, res}, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({kThreads, 1, 1}));
   GemmBuilder(b, loc, cfg).build(func);
   return func;
 }

@@ -16,6 +16,8 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -37,11 +39,120 @@ inline gpu::GPUModuleOp getOrCreateKernelModule(ModuleOp module) {
   return gpu::GPUModuleOp::create(b, module.getLoc(), kName);
 }
 
+/// A kernel function `name` in `kernels`, launched with `threads` threads
+/// per block (known_block_size, which also becomes nvvm.maxntid: ptxas
+/// allocates registers for that many threads).
+inline gpu::GPUFuncOp createKernel(gpu::GPUModuleOp kernels, StringRef name,
+                                   TypeRange args, int32_t threads,
+                                   Location loc) {
+  OpBuilder b(kernels.getContext());
+  b.setInsertionPointToEnd(kernels.getBody());
+  auto func =
+      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({threads, 1, 1}));
+  return func;
+}
+
+/// The block's dynamic shared memory, viewed at byte `offset` as a static
+/// `shape` of `elemTy`.
+inline Value sharedView(OpBuilder &b, Location loc, Value dynamicSmem,
+                        int64_t offset, ArrayRef<int64_t> shape,
+                        Type elemTy) {
+  auto ty = MemRefType::get(shape, elemTy, MemRefLayoutAttrInterface(),
+                            cast<MemRefType>(dynamicSmem.getType())
+                                .getMemorySpace());
+  Value off = arith::ConstantIndexOp::create(b, loc, offset);
+  return memref::ViewOp::create(b, loc, ty, dynamicSmem, off, ValueRange{});
+}
+
+/// The block's dynamic shared memory as bytes.
+inline Value dynamicSharedMemory(OpBuilder &b, Location loc) {
+  auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                       gpu::AddressSpace::Workgroup);
+  return gpu::DynamicSharedMemoryOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                      MemRefLayoutAttrInterface(), wg));
+}
+
+/// A thread's place: its warp, its lane, and the lane's group (lane / 4)
+/// and index in the group (lane % 4), which the fragments' layouts use.
+struct LaneCoords {
+  Value tid, warp, lane, g, t;
+};
+
+inline LaneCoords buildLaneCoords(OpBuilder &b, Location loc) {
+  auto c = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v).getResult();
+  };
+  LaneCoords lc;
+  lc.tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  lc.warp = arith::DivUIOp::create(b, loc, lc.tid, c(32));
+  lc.lane = arith::RemUIOp::create(b, loc, lc.tid, c(32));
+  lc.g = arith::DivUIOp::create(b, loc, lc.lane, c(4));
+  lc.t = arith::RemUIOp::create(b, loc, lc.lane, c(4));
+  return lc;
+}
+
 /// Fragments of one element type (f16, bf16 or f32) at the builder's point.
 struct WarpMMA {
   OpBuilder &b;
   Location loc;
   Type elemTy;
+  /// The thread's lane (for the ldmatrix addresses).
+  Value lane = {};
+
+  Value idx(int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mulC(Value x, int64_t y) {
+    return arith::MulIOp::create(b, loc, x, idx(y));
+  }
+  Value laneDiv(int64_t d) {
+    return arith::DivUIOp::create(b, loc, lane, idx(d));
+  }
+  Value laneRem(int64_t d) {
+    return arith::RemUIOp::create(b, loc, lane, idx(d));
+  }
+
+  /// The A fragment (16 x 16, vector<4x2>) of rows row0 + 0..15 and columns
+  /// col0 + 0..15 of `smem[buf]` (stored [row][col]) by ldmatrix.x4: its
+  /// matrices are (rows 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7,
+  /// cols 8-15), (rows 8-15, cols 8-15); lane l addresses row l % 16, column
+  /// (l / 16) * 8.
+  Value loadA(Value smem, Value buf, Value row0, Value col0) {
+    Value r = add(row0, laneRem(16));
+    Value c = add(col0, mulC(laneDiv(16), 8));
+    return nvgpu::LdMatrixOp::create(
+        b, loc, VectorType::get({4, 2}, elemTy), smem, ValueRange{buf, r, c},
+        /*transpose=*/false, /*numTiles=*/4);
+  }
+
+  /// The B fragments of two n8 chunks, n0 + 0..15, over k0 + 0..15, as one
+  /// vector<4x2>: rows 0-1 are chunk n0's (b0b1, b2b3), rows 2-3 chunk
+  /// n0 + 8's. `storedNK`: smem[buf] is [n][k] (K in Q K^T, a transposed
+  /// weight), read by ldmatrix with matrices (n 0-7, k 0-7), (n 0-7,
+  /// k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15); else it is [k][n] (V, a
+  /// weight), read by ldmatrix.trans with matrices (k 0-7, n 0-7), (k 8-15,
+  /// n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+  Value loadBPair(Value smem, Value buf, Value n0, Value k0, bool storedNK) {
+    Value l8 = laneRem(8), half = arith::RemUIOp::create(
+                               b, loc, laneDiv(8), idx(2));
+    Value quarter = laneDiv(16);
+    Value r, c;
+    if (storedNK) {
+      r = add(add(n0, l8), mulC(quarter, 8));
+      c = add(k0, mulC(half, 8));
+    } else {
+      r = add(add(k0, l8), mulC(half, 8));
+      c = add(n0, mulC(quarter, 8));
+    }
+    return nvgpu::LdMatrixOp::create(
+        b, loc, VectorType::get({4, 2}, elemTy), smem, ValueRange{buf, r, c},
+        /*transpose=*/!storedNK, /*numTiles=*/4);
+  }
 
   Value i32(int32_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
