@@ -514,8 +514,11 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
                                  MLIRContext *context) {
   Location loc = FileLineColLoc::get(context, src, 0, 0);
   if (options.target == "cuda")
-    return emitError(loc) << "--target=cuda: the GPU lowering is not "
-                             "available yet; compile with --target=cpu",
+    return emitError(loc)
+               << "--target=cuda: whole models do not compile for the GPU "
+                  "yet (the GPU kernels cover attention and matrix "
+                  "products, see --masformer-lower-to-nvvm); compile with "
+                  "--target=cpu",
            failure();
   if (options.target != "cpu")
     return emitError(loc) << "--target=" << options.target

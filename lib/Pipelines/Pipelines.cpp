@@ -134,6 +134,8 @@ void mlir::masformer::buildLowerToNVVMPipeline(
                              options.chip + ": " + error);
   pm.addPass(createContractionsToGPU());
   pm.addPass(createAttentionToGPU());
+  // Whatever is left would compute on device memory on the host.
+  pm.addPass(createCheckGPUHost());
   std::string lowering =
       "one-shot-bufferize{bufferize-function-boundaries "
       "function-boundary-type-conversion=identity-layout-map},"

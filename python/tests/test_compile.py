@@ -76,8 +76,8 @@ def test_compile_errors(fixtures, tmp_path):
         masformer.compile(fixtures / "gpt2.onnx", out, num_full=1)
     with pytest.raises(FileNotFoundError):
         masformer.compile(tmp_path / "missing.onnx", out)
-    with pytest.raises(masformer.Error, match="GPU lowering is not "
-                                              "available yet"):
+    with pytest.raises(masformer.Error, match="whole models do not compile "
+                                              "for the GPU yet"):
         masformer.compile(fixtures / "gpt2.onnx", out, target="cuda")
     with pytest.raises(masformer.Error, match="not a CPU that LLVM knows"):
         masformer.compile(fixtures / "gpt2.onnx", out, cpu="pentium9000")

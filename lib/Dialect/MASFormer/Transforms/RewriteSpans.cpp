@@ -107,7 +107,7 @@ struct RewriteSpansPass final
                                "attention layer (masformer.attention) to "
                                "rewrite";
     for (auto [i, op] : llvm::enumerate(*layers))
-      if (*op.getLayer() != static_cast<int64_t>(i))
+      if (static_cast<int64_t>(*op.getLayer()) != static_cast<int64_t>(i))
         return op.emitError() << "layer indices must be 0.." << count - 1
                               << ", found " << *op.getLayer();
 

@@ -313,6 +313,18 @@ def ContractionsToGPU : Pass<"masformer-contractions-to-gpu", "::mlir::ModuleOp"
   ];
 }
 
+def CheckGPUHost : Pass<"masformer-check-gpu-host", "::mlir::ModuleOp"> {
+  let summary = "Refuses host code that computes on device tensors";
+  let description = [{
+    Run after `--masformer-attention-to-gpu` and
+    `--masformer-contractions-to-gpu`: outside the `gpu.module`s, only ops
+    that describe, reshape or move tensors, launch kernels, or compute
+    scalars may remain. Anything else (a `linalg` op, an element-wise op on
+    tensors, a slice, an attention the kernels refused) is an error naming
+    the op: its operands would be device memory read on the host.
+  }];
+}
+
 def ApproximateMath : Pass<"masformer-approximate-math"> {
   let summary = "exp, tanh and erf as polynomials; small constant powers as "
                 "multiplications";
