@@ -642,11 +642,8 @@ def run_gemm(args):
         b3 = bmat[None] if args.weights else bmat
         bt = np.swapaxes(b3, -1, -2) if args.transposed_b else b3
         ref = c0.astype(np.float64) + np.matmul(a.astype(np.float64), bt)
-        # The kernel sees 3-D operands; weights fold A's batch into rows.
-        if args.weights:
-            a3, c3 = a.reshape(1, bb * m, k), c0.reshape(1, bb * m, n)
-        else:
-            a3, c3 = a, c0
+        # The kernel sees 3-D operands; a weight is broadcast.
+        a3, c3 = a, c0
         for late in {'late': [True], 'eager': [False],
                      'both': [True, False]}[args.timing]:
             out = np.full(c3.shape, np.nan, np.float32)

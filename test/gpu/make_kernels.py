@@ -8,6 +8,10 @@ Function `<dtype>_d<D>_<span>_<causal|bidir>[_mask<dims>]` computes
 masformer.attention(q, k, v [, mask]) with q [B, H, Sq, D], k and v
 [B, Hkv, Skv, D], and an additive f32 mask whose dimensions are named by
 letters: b (batch), h (heads), q (queries), k (keys) or 1.
+With the products (every set but `timing`), functions
+`matmul_<dtype>_<result>[_bt](a, b, c) = c + a @ b` with a [B, M, 768], a
+weight b [768, 3072] (or [3072, 768], `_bt`) and c [B, M, 3072] run the
+kernels of --masformer-contractions-to-gpu.
 `--list` prints the configurations as JSON instead (run_checks.py reads it).
 """
 import argparse
@@ -90,7 +94,8 @@ def product(dtype, result, transposed_b, k=768, n=3072):
     body += ('    %%p = arith.mulf %s, %s : %s\n'
              '    %%s = arith.addf %%acc, %%p : %s\n'
              '    linalg.yield %%s : %s' % (x, y, result, result, result))
-    return ('func.func @matmul_%s_%s%s(%%a: %s, %%b: %s, %%c: %s) -> %s {\n'
+    return ('func.func @matmul_%s_%s%s(%%a: %s, %%b: %s, %%c: %s) -> %s '
+            'attributes {llvm.emit_c_interface} {\n'
             '  %%r = linalg.generic {indexing_maps = ['
             'affine_map<(b, m, n, k) -> (b, m, k)>, '
             'affine_map<(b, m, n, k) -> (%s)>, '
@@ -102,6 +107,10 @@ def product(dtype, result, transposed_b, k=768, n=3072):
                 'n, k' if transposed_b else 'k, n', a, bt, c, body, c, c))
 
 
+def product_name(dtype, result, transposed_b):
+    return 'matmul_%s_%s%s' % (dtype, result, '_bt' if transposed_b else '')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--set', default='all',
@@ -109,14 +118,19 @@ def main():
     ap.add_argument('--list', action='store_true')
     args = ap.parse_args()
     cs = configs(args.set)
+    products = PRODUCTS if args.set != 'timing' else []
     if args.list:
-        json.dump([{'name': name(*c), 'dtype': c[0], 'head_dim': c[1],
-                    'span': c[2], 'causal': c[3],
-                    'mask': c[4] if len(c) > 4 else None} for c in cs],
+        json.dump([{'name': name(*c), 'kind': 'attention', 'dtype': c[0],
+                    'head_dim': c[1], 'span': c[2], 'causal': c[3],
+                    'mask': c[4] if len(c) > 4 else None} for c in cs] +
+                  [{'name': product_name(*p), 'kind': 'matmul',
+                    'dtype': p[0], 'result': p[1], 'transposed_b': p[2],
+                    'k': 768, 'n': 3072} for p in products],
                   sys.stdout, indent=1)
         print()
         return
-    sys.stdout.write('\n'.join(function(*c) for c in cs))
+    sys.stdout.write('\n'.join([function(*c) for c in cs] +
+                               [product(*p) for p in products]))
 
 
 if __name__ == '__main__':

@@ -188,6 +188,54 @@ class Kernels:
         self.check(name)
         return out.aligned
 
+    def _matmul_shapes(self, name, a_shape, b_shape, c_shape):
+        c = self.configs[name]
+        k, n = c['k'], c['n']
+        want_b = (n, k) if c['transposed_b'] else (k, n)
+        if (len(a_shape) != 3 or a_shape[2] != k or tuple(b_shape) != want_b
+                or tuple(c_shape) != (a_shape[0], a_shape[1], n)):
+            raise ValueError('%s: expected a [B, M, %d], b %s and c [B, M, '
+                             '%d]; got %s, %s and %s' % (
+                                 name, k, list(want_b), n, a_shape, b_shape,
+                                 c_shape))
+
+    def call_matmul_device(self, name, a_ptr, a_shape, b_ptr, b_shape, c_ptr,
+                           c_shape):
+        """c + a @ b on device pointers; returns the result's device pointer
+        (free it with free())."""
+        self._matmul_shapes(name, a_shape, b_shape, c_shape)
+        fn = self._function(name)
+        out = descriptor_type(3)()
+        args = [descriptor(a_ptr, a_shape), descriptor(b_ptr, b_shape),
+                descriptor(c_ptr, c_shape)]
+        fn(ctypes.byref(out), *[ctypes.byref(x) for x in args])
+        self.check(name)
+        return out.aligned
+
+    def run_matmul_torch(self, name, a, b, c):
+        """CUDA torch tensors in (a and b of the function's input type, c of
+        its result type), a torch tensor out."""
+        import torch
+        types = {'bf16': torch.bfloat16, 'f16': torch.float16,
+                 'f32': torch.float32}
+        cfg = self.configs[name]
+        for t, want in ((a, types[cfg['dtype']]), (b, types[cfg['dtype']]),
+                        (c, types[cfg['result']])):
+            if t.dtype != want or not t.is_cuda or not t.is_contiguous():
+                raise TypeError('%s: a and b must be contiguous CUDA %s '
+                                'tensors, c %s' % (name, types[cfg['dtype']],
+                                                   types[cfg['result']]))
+        torch.cuda.synchronize()
+        out = self.call_matmul_device(name, a.data_ptr(), tuple(a.shape),
+                                      b.data_ptr(), tuple(b.shape),
+                                      c.data_ptr(), tuple(c.shape))
+        result = torch.empty_like(c)
+        if result.numel():
+            self.copy(result.data_ptr(), out,
+                      result.numel() * result.element_size())
+        self.free(out)
+        return result
+
     def free(self, ptr):
         self.rt.mgpuMemFree(ptr, None)
 
@@ -275,12 +323,20 @@ def main():
         if args.list or not args.function:
             print('device: %s' % kernels.device)
             for c in kernels.configs.values():
+                if c.get('kind') == 'matmul':
+                    print('%s: c + a @ b, %s -> %s, k %d, n %d%s' % (
+                        c['name'], c['dtype'], c['result'], c['k'], c['n'],
+                        ', b stored [n, k]' if c['transposed_b'] else ''))
+                    continue
                 print('%s: %s, head_dim %d, span %s, %s%s' % (
                     c['name'], c['dtype'], c['head_dim'], c['span'],
                     'causal' if c['causal'] else 'bidirectional',
                     ', mask [%s]' % ','.join(c['mask']) if c.get('mask')
                     else ''))
             return 0
+        if kernels.configs.get(args.function, {}).get('kind') == 'matmul':
+            raise ValueError('%s is a matrix product: run it from Python '
+                             '(Kernels.run_matmul_torch)' % args.function)
         inputs = {}
         for spec in args.input:
             key, sep, path = spec.partition('=')

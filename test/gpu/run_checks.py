@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The GPU checks: numerics of every compiled attention configuration against
-torch, then timings against torch's SDPA (flash) and FlexAttention.
+"""The GPU checks: numerics of every compiled attention configuration and
+matrix product against torch, then timings against torch's SDPA (flash),
+FlexAttention and torch.matmul.
 
     run_checks.py DIR [--out RESULTS.md] [--skip-timing] [--skip-flex]
                       [--seqs 4096 8192 16384] [--flex-seqs 16384] [--reps 20]
@@ -78,6 +79,9 @@ def numerics(kernels, log):
     log('| --- | --- | --- | --- | --- |')
     gen = torch.Generator(device='cuda').manual_seed(0)
     for name, c in kernels.configs.items():
+        if c.get('kind') == 'matmul':
+            failures += check_matmul(kernels, name, c, gen, log)
+            continue
         dt = TORCH_DTYPE[c['dtype']]
         d = c['head_dim']
         worst = 0.0
@@ -109,6 +113,63 @@ def numerics(kernels, log):
             name, len(shapes), worst, TOLERANCE[c['dtype']],
             'ok' if ok else 'FAIL'))
     return failures
+
+
+MATMUL_TOLERANCE = {'bf16': 1e-2, 'f16': 2e-3, 'f32': 2e-5}
+
+
+def check_matmul(kernels, name, c, gen, log):
+    """c + a @ b against float64 torch at a few (B, M); 1 on failure."""
+    worst = 0.0
+    for (b, m) in ((1, 1), (2, 37), (1, 200)):
+        a = torch.randn(b, m, c['k'], generator=gen, device='cuda').to(
+            TORCH_DTYPE[c['dtype']])
+        bshape = (c['n'], c['k']) if c['transposed_b'] else (c['k'], c['n'])
+        w = torch.randn(bshape, generator=gen, device='cuda').to(
+            TORCH_DTYPE[c['dtype']])
+        c0 = torch.randn(b, m, c['n'], generator=gen, device='cuda').to(
+            TORCH_DTYPE[c['result']])
+        out = kernels.run_matmul_torch(name, a, w, c0)
+        wt = w.t() if c['transposed_b'] else w
+        ref = c0.double() + a.double() @ wt.double()
+        err = (out.double() - ref).abs().max().item()
+        worst = max(worst, err / max(ref.abs().max().item(), 1e-6))
+    tol = MATMUL_TOLERANCE[c['result']]
+    ok = worst <= tol
+    log('| %s | 3 shapes (B, M) | %.2e | %.0e | %s |' % (
+        name, worst, tol, 'ok' if ok else 'FAIL'))
+    return 0 if ok else 1
+
+
+def matmul_timing(kernels, reps, log):
+    """Our products at M = 8192 rows of 768 against torch.matmul (bf16
+    in and out, cuBLAS)."""
+    log('| product | M x K x N | ours ms | ours TFLOP/s | torch ms | '
+        'ours/torch speed |')
+    log('| --- | --- | --- | --- | --- | --- |')
+    for name, c in kernels.configs.items():
+        if c.get('kind') != 'matmul' or c['dtype'] != 'bf16':
+            continue
+        m, k, n = 8192, c['k'], c['n']
+        a = torch.randn(1, m, k, device='cuda', dtype=torch.bfloat16)
+        bshape = (n, k) if c['transposed_b'] else (k, n)
+        w = torch.randn(bshape, device='cuda', dtype=torch.bfloat16)
+        c0 = torch.zeros(1, m, n, device='cuda',
+                         dtype=TORCH_DTYPE[c['result']])
+        wt = w.t() if c['transposed_b'] else w
+
+        def ours():
+            kernels.free(kernels.call_matmul_device(
+                name, a.data_ptr(), tuple(a.shape), w.data_ptr(),
+                tuple(w.shape), c0.data_ptr(), tuple(c0.shape)))
+
+        def theirs():
+            torch.matmul(a, wt)
+            torch.cuda.synchronize()
+        t, t_torch = median_time(ours, reps), median_time(theirs, reps)
+        log('| %s | %d x %d x %d | %.3f | %.0f | %.3f | %.2f |' % (
+            name, m, k, n, t * 1e3, 2.0 * m * k * n / t / 1e12,
+            t_torch * 1e3, t_torch / t))
 
 
 def median_time(fn, reps):
@@ -239,6 +300,11 @@ def main():
         log('')
         timing(kernels, args.seqs, args.flex_seqs, args.reps,
                not args.skip_flex, log)
+        log('')
+        log('## Matrix products: median of %d calls, each followed by a '
+            'synchronization' % args.reps)
+        log('')
+        matmul_timing(kernels, args.reps, log)
     out.close()
     print('wrote %s; %d numerics failure(s)' % (args.out, failures))
     return 1 if failures else 0

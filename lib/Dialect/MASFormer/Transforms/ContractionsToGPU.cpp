@@ -5,8 +5,7 @@
 // launched by gpu.launch_func from the host code.
 //
 // C[b] = Cinit[b] + A[b] B[b] over 3-D views: batch dimensions collapse into
-// one, an operand without them is broadcast, and when B (a weight) has none,
-// A's batch folds into its rows, so that all of them share B's tiles. One
+// one, and an operand without them (a weight) is broadcast. One
 // thread block of 4 warps per (64 columns, 128 rows, batch); each warp owns
 // 32 rows and 64 columns of accumulators. K runs in steps of 32: A and B
 // tiles staged in shared memory by double-buffered cp.async, fragments by
@@ -323,11 +322,13 @@ gpu::GPUFuncOp getKernel(gpu::GPUModuleOp kernels, const GemmConfig &cfg,
 }
 
 /// `x` as a 3-D tensor [batch, rows, cols]: its leading dimensions
-/// collapsed (or a unit batch added to a matrix); with `foldBatch`, the
-/// batch folded into the rows: [1, batch * rows, cols].
-Value as3D(OpBuilder &b, Location loc, Value x, bool foldBatch) {
+/// collapsed, or a unit batch added to a matrix. (One reshape each way:
+/// LLVM 22's expand-strided-metadata crashes on some chains of them.)
+Value as3D(OpBuilder &b, Location loc, Value x) {
   auto ty = cast<RankedTensorType>(x.getType());
   int64_t r = ty.getRank();
+  if (r == 3)
+    return x;
   if (r == 2) {
     SmallVector<int64_t> shape = {1, ty.getDimSize(0), ty.getDimSize(1)};
     SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1),
@@ -337,23 +338,11 @@ Value as3D(OpBuilder &b, Location loc, Value x, bool foldBatch) {
         b, loc, RankedTensorType::get(shape, ty.getElementType()), x,
         SmallVector<ReassociationIndices>{{0, 1}, {2}}, sizes);
   }
-  SmallVector<ReassociationIndices> groups;
-  if (foldBatch) {
-    // [..., rows, cols] -> [batch * rows, cols] -> [1, batch * rows, cols].
-    ReassociationIndices lead;
-    for (int64_t i = 0; i < r - 1; ++i)
-      lead.push_back(i);
-    Value flat = tensor::CollapseShapeOp::create(
-        b, loc, x, SmallVector<ReassociationIndices>{lead, {r - 1}});
-    return as3D(b, loc, flat, false);
-  }
   ReassociationIndices lead;
   for (int64_t i = 0; i < r - 2; ++i)
     lead.push_back(i);
-  groups = {lead, {r - 2}, {r - 1}};
-  if (r == 3)
-    return x;
-  return tensor::CollapseShapeOp::create(b, loc, x, groups);
+  return tensor::CollapseShapeOp::create(
+      b, loc, x, SmallVector<ReassociationIndices>{lead, {r - 2}, {r - 1}});
 }
 
 struct ContractionsToGPUPass final
@@ -412,12 +401,9 @@ struct ContractionsToGPUPass final
     OpBuilder b(op);
     Location loc = op.getLoc();
     Idx ix{b, loc};
-    // B without batch dimensions (a weight): A's batch folds into its rows.
-    bool fold = cast<RankedTensorType>(bmat.getType()).getRank() == 2 &&
-                cTy.getRank() > 2;
-    Value a3 = as3D(b, loc, a, fold);
-    Value b3 = as3D(b, loc, bmat, false);
-    Value c3 = as3D(b, loc, c, fold);
+    Value a3 = as3D(b, loc, a);
+    Value b3 = as3D(b, loc, bmat);
+    Value c3 = as3D(b, loc, c);
     auto c3Ty = cast<RankedTensorType>(c3.getType());
     int64_t dyn = ShapedType::kDynamic;
     auto asBuffer = [&](Value tensor, Type elem) {
@@ -468,16 +454,6 @@ struct ContractionsToGPUPass final
     if (r == 2) {
       result = tensor::CollapseShapeOp::create(
           b, loc, cTy, result, SmallVector<ReassociationIndices>{{0, 1}, {2}});
-    } else if (fold) {
-      // [1, batch * rows, cols] -> [batch * rows, cols] -> [..., rows, cols].
-      Value flat = tensor::CollapseShapeOp::create(
-          b, loc, result, SmallVector<ReassociationIndices>{{0, 1}, {2}});
-      ReassociationIndices lead;
-      for (int64_t i = 0; i < r - 1; ++i)
-        lead.push_back(i);
-      result = tensor::ExpandShapeOp::create(
-          b, loc, cTy, flat, SmallVector<ReassociationIndices>{lead, {r - 1}},
-          tensor::getMixedSizes(b, loc, c));
     } else if (r > 3) {
       ReassociationIndices lead;
       for (int64_t i = 0; i < r - 2; ++i)

@@ -279,9 +279,8 @@ def ContractionsToGPU : Pass<"masformer-contractions-to-gpu", "::mlir::ModuleOp"
     operands, f32/f16/bf16 result) by a `gpu.launch_func` of a kernel in
     `gpu.module @masformer_kernels`, one per element types and layout of B.
 
-    Batch dimensions collapse into one; an operand without them is
-    broadcast, and when B (a weight) has none, A's batch folds into its
-    rows. One thread block of 4 warps per 128 x 64 tile of C and batch, each
+    Batch dimensions collapse into one, and an operand without them (a
+    weight) is broadcast. One thread block of 4 warps per 128 x 64 tile of C and batch, each
     warp owning 32 rows (two m16 tiles share each B fragment); k in steps
     of 32 with A and B tiles in shared
     memory by double-buffered `cp.async`, fragments by `ldmatrix`
