@@ -41,7 +41,8 @@ def main():
     args = ap.parse_args()
     configs = make_kernels.configs(args.set)
     src = '\n'.join([make_kernels.function(*c) for c in configs] +
-                    [make_kernels.product(*p) for p in make_kernels.PRODUCTS])
+                    [make_kernels.product(*p, zero_init=z)
+                     for p in make_kernels.PRODUCTS for z in (False, True)])
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         # PTX, assembled here with -v for the report.
@@ -89,9 +90,11 @@ def main():
                 ('no spills' if st == ld == 0 else
                  'spills (reported: not a main configuration)')
                 if ok else 'SPILLS'))
-        for dtype, result, bt in make_kernels.PRODUCTS:
-            name = 'masformer_matmul_%s_%s%s' % (dtype, result,
-                                                  '_bt' if bt else '')
+        for (dtype, result, bt), acc in [
+                (p, acc) for p in make_kernels.PRODUCTS
+                for acc in (True, False)]:
+            name = 'masformer_matmul_%s_%s%s%s' % (
+                dtype, result, '_bt' if bt else '', '_acc' if acc else '')
             if name not in report:
                 print('| %s | - | - | - | - | MISSING |' % name)
                 failures += 1

@@ -592,6 +592,18 @@ def compile_gemm_kernel(args, n, k):
           'tensor<%s%dx%dx%s>') % ((lead, n, k, dt) if args.transposed_b
                                    else (lead, k, n, dt))
     c = 'tensor<?x?x%dx%s>' % (n, res)
+    fill = ''
+    cargs = ', %%c: %s' % c
+    if args.zero_init:
+        cargs = ''
+        fill = ('  %%i0 = arith.constant 0 : index\n'
+                '  %%i1 = arith.constant 1 : index\n'
+                '  %%d0 = tensor.dim %%a, %%i0 : %s\n'
+                '  %%d1 = tensor.dim %%a, %%i1 : %s\n'
+                '  %%e = tensor.empty(%%d0, %%d1) : %s\n'
+                '  %%z = arith.constant 0.0 : %s\n'
+                '  %%c = linalg.fill ins(%%z : %s) outs(%%e : %s) -> %s\n'
+                % (a, a, c, res, res, c, c))
     bidx = ('n, k' if args.transposed_b else 'k, n')
     bmap = '(%s)' % (bidx if args.weights else 'b, ' + bidx)
     body = ['^bb0(%%x: %s, %%y: %s, %%acc: %s):' % (dt, dt, res)]
@@ -603,15 +615,15 @@ def compile_gemm_kernel(args, n, k):
     body += ['  %%p = arith.mulf %s, %s : %s' % (xs, ys, res),
              '  %%s = arith.addf %%acc, %%p : %s' % res,
              '  linalg.yield %%s : %s' % res]
-    src = ('func.func @f(%%a: %s, %%b: %s, %%c: %s) -> %s {\n'
+    src = ('func.func @f(%%a: %s, %%b: %s%s) -> %s {\n%s'
            '  %%r = linalg.generic {indexing_maps = ['
            'affine_map<(b, m, n, k) -> (b, m, k)>, '
            'affine_map<(b, m, n, k) -> %s>, '
            'affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = '
            '["parallel", "parallel", "parallel", "reduction"]} '
            'ins(%%a, %%b : %s, %s) outs(%%c : %s) {\n  %s\n  } -> %s\n'
-           '  return %%r : %s\n}\n' % (a, bt, c, c, bmap, a, bt, c,
-                                      '\n  '.join(body), c, c))
+           '  return %%r : %s\n}\n' % (a, bt, cargs, c, fill, bmap, a, bt,
+                                      c, '\n  '.join(body), c, c))
     r = subprocess.run([args.masformer_opt, '-',
                         '--masformer-contractions-to-gpu', '--canonicalize',
                         '--cse', '--mlir-print-op-generic'],
@@ -639,6 +651,8 @@ def run_gemm(args):
         bmat = round_to(rng.standard_normal(
             bshape if args.weights else (bb,) + bshape), args.dtype)
         c0 = round_to(rng.standard_normal((bb, m, n)), result)
+        if args.zero_init:
+            c0 = np.zeros_like(c0)
         b3 = bmat[None] if args.weights else bmat
         bt = np.swapaxes(b3, -1, -2) if args.transposed_b else b3
         ref = c0.astype(np.float64) + np.matmul(a.astype(np.float64), bt)
@@ -664,11 +678,12 @@ def run_gemm(args):
                    if out.size else 0.0)
             ok = bool(np.isfinite(out).all()) and err <= tol[args.dtype]
             failed |= not ok
-            print('%s matmul %s->%s%s%s shape %s (%s copies): max error / '
+            print('%s matmul %s->%s%s%s%s shape %s (%s copies): max error / '
                   'max %.2e (tolerance %.0e)' % (
                       'ok  ' if ok else 'FAIL', args.dtype, result,
                       ' B^T' if args.transposed_b else '',
-                      ' weights' if args.weights else '', shape,
+                      ' weights' if args.weights else '',
+                      ' zero-init' if args.zero_init else '', shape,
                       'late' if late else 'eager', err, tol[args.dtype]))
     return 1 if failed else 0
 
@@ -700,6 +715,8 @@ def main():
     ap.add_argument('--transposed-b', action='store_true')
     ap.add_argument('--weights', action='store_true',
                     help='B without a batch dimension')
+    ap.add_argument('--zero-init', action='store_true',
+                    help='C starts as a zero fill (MatMul), not an input')
     ap.add_argument('--span', default='full')
     ap.add_argument('--causal', action='store_true')
     ap.add_argument('--shape', action='append', required=True,

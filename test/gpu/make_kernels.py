@@ -78,8 +78,10 @@ PRODUCTS = [('bf16', 'f32', False), ('bf16', 'bf16', True),
             ('f16', 'f16', False), ('f32', 'f32', True)]
 
 
-def product(dtype, result, transposed_b, k=768, n=3072):
-    """A product with a weight B: C[b, m, n] = A[b, m, k] B[k, n]."""
+def product(dtype, result, transposed_b, k=768, n=3072, zero_init=False):
+    """A product with a weight B: C[b, m, n] = C0[b, m, n] + A[b, m, k]
+    B[k, n], or, with `zero_init`, A B into a zero fill (a MatMul as the
+    importer writes it; the function then takes a and b only)."""
     a = 'tensor<?x?x%dx%s>' % (k, dtype)
     bt = 'tensor<%dx%dx%s>' % ((n, k, dtype) if transposed_b
                                else (k, n, dtype))
@@ -94,17 +96,29 @@ def product(dtype, result, transposed_b, k=768, n=3072):
     body += ('    %%p = arith.mulf %s, %s : %s\n'
              '    %%s = arith.addf %%acc, %%p : %s\n'
              '    linalg.yield %%s : %s' % (x, y, result, result, result))
-    return ('func.func @matmul_%s_%s%s(%%a: %s, %%b: %s, %%c: %s) -> %s '
-            'attributes {llvm.emit_c_interface} {\n'
-            '  %%r = linalg.generic {indexing_maps = ['
-            'affine_map<(b, m, n, k) -> (b, m, k)>, '
-            'affine_map<(b, m, n, k) -> (%s)>, '
-            'affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = '
-            '["parallel", "parallel", "parallel", "reduction"]} '
-            'ins(%%a, %%b : %s, %s) outs(%%c : %s) {\n  %s\n  } -> %s\n'
-            '  return %%r : %s\n}\n' % (
-                dtype, result, '_bt' if transposed_b else '', a, bt, c, c,
-                'n, k' if transposed_b else 'k, n', a, bt, c, body, c, c))
+    head = ('func.func @matmul_%s_%s%s%s(%%a: %s, %%b: %s%s) -> %s '
+            'attributes {llvm.emit_c_interface} {\n' % (
+                dtype, result, '_bt' if transposed_b else '',
+                '_zero' if zero_init else '', a, bt,
+                '' if zero_init else ', %%c: %s' % c, c))
+    if zero_init:
+        head += ('  %%c0 = arith.constant 0 : index\n'
+                 '  %%c1 = arith.constant 1 : index\n'
+                 '  %%d0 = tensor.dim %%a, %%c0 : %s\n'
+                 '  %%d1 = tensor.dim %%a, %%c1 : %s\n'
+                 '  %%e = tensor.empty(%%d0, %%d1) : %s\n'
+                 '  %%z = arith.constant 0.0 : %s\n'
+                 '  %%c = linalg.fill ins(%%z : %s) outs(%%e : %s) -> %s\n'
+                 % (a, a, c, result, result, c, c))
+    return head + (
+        '  %%r = linalg.generic {indexing_maps = ['
+        'affine_map<(b, m, n, k) -> (b, m, k)>, '
+        'affine_map<(b, m, n, k) -> (%s)>, '
+        'affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = '
+        '["parallel", "parallel", "parallel", "reduction"]} '
+        'ins(%%a, %%b : %s, %s) outs(%%c : %s) {\n  %s\n  } -> %s\n'
+        '  return %%r : %s\n}\n' % ('n, k' if transposed_b else 'k, n', a,
+                                    bt, c, body, c, c))
 
 
 def product_name(dtype, result, transposed_b):

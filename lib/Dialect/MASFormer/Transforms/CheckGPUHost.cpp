@@ -29,8 +29,10 @@ namespace {
 bool isAllowedOnHost(Operation *op) {
   if (isa<func::FuncOp, func::ReturnOp, func::CallOp, ModuleOp>(op))
     return true;
+  // (A tensor.empty only gives a shape: it becomes memory only for an op
+  // that writes it, and that op is reported.)
   if (isa<bufferization::ToBufferOp, bufferization::ToTensorOp,
-          tensor::DimOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+          tensor::EmptyOp, tensor::DimOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp,
           tensor::CastOp, memref::DimOp, memref::CastOp,
           memref::CollapseShapeOp, memref::ExpandShapeOp>(op))
     return true;

@@ -24,6 +24,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/IR/Matchers.h"
 
 namespace mlir::masformer {
 #define GEN_PASS_DEF_CONTRACTIONSTOGPU
@@ -48,6 +49,8 @@ struct GemmConfig {
   Type elemTy;   // A and B
   Type resultTy; // C
   bool transposedB;
+  /// C's initial value is zero (the importer's fill): never read.
+  bool zeroInit;
 
   bool isF32() const { return elemTy.isF32(); }
   int64_t pad() const { return isF32() ? 4 : 8; } // 16 bytes
@@ -68,7 +71,8 @@ struct GemmConfig {
   std::string name() const {
     std::string s = "masformer_matmul_";
     llvm::raw_string_ostream os(s);
-    os << elemTy << "_" << resultTy << (transposedB ? "_bt" : "");
+    os << elemTy << "_" << resultTy << (transposedB ? "_bt" : "")
+       << (zeroInit ? "" : "_acc");
     return s;
   }
 };
@@ -294,9 +298,12 @@ void GemmBuilder::build(gpu::GPUFuncOp func) {
           ix.andI(ix.cmp(P::slt, row, mSize), ix.cmp(P::slt, col, nSize));
       Value accV = loop.getResult(i * 4 + e);
       scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
-        Value c0 = memref::LoadOp::create(b, loc, cInit,
-                                          ValueRange{bi, row, col});
-        Value sum = arith::AddFOp::create(b, loc, toF32(b, loc, c0), accV);
+        Value sum = accV;
+        if (!cfg.zeroInit) {
+          Value c0 = memref::LoadOp::create(b, loc, cInit,
+                                            ValueRange{bi, row, col});
+          sum = arith::AddFOp::create(b, loc, toF32(b, loc, c0), accV);
+        }
         if (!cfg.resultTy.isF32())
           sum = arith::TruncFOp::create(b, loc, cfg.resultTy, sum);
         memref::StoreOp::create(b, loc, sum, out, ValueRange{bi, row, col});
@@ -392,8 +399,11 @@ struct ContractionsToGPUPass final
     Value a = op.getDpsInputs()[0], bmat = op.getDpsInputs()[1];
     Value c = op.getDpsInits()[0];
     auto cTy = cast<RankedTensorType>(c.getType());
+    // C's initial value: a fill with zero (MatMul) is not read at all.
+    auto fill = c.getDefiningOp<linalg::FillOp>();
+    bool zeroInit = fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
     GemmConfig cfg{cast<ShapedType>(a.getType()).getElementType(),
-                   cTy.getElementType(), d.transposedB};
+                   cTy.getElementType(), d.transposedB, zeroInit};
     if (!kernels)
       kernels = getOrCreateKernelModule(op->getParentOfType<ModuleOp>());
     gpu::GPUFuncOp kernel = getKernel(kernels, cfg, op.getLoc());
@@ -401,9 +411,12 @@ struct ContractionsToGPUPass final
     OpBuilder b(op);
     Location loc = op.getLoc();
     Idx ix{b, loc};
+    // With a zero init, C's shape comes from the fill's destination (a
+    // tensor.empty), so that the fill goes away with the product.
+    Value cSrc = zeroInit ? fill.getOutputs()[0] : c;
     Value a3 = as3D(b, loc, a);
     Value b3 = as3D(b, loc, bmat);
-    Value c3 = as3D(b, loc, c);
+    Value c3 = as3D(b, loc, cSrc);
     auto c3Ty = cast<RankedTensorType>(c3.getType());
     int64_t dyn = ShapedType::kDynamic;
     auto asBuffer = [&](Value tensor, Type elem) {
@@ -417,11 +430,11 @@ struct ContractionsToGPUPass final
     };
     Value am = asBuffer(a3, cfg.elemTy);
     Value bmm = asBuffer(b3, cfg.elemTy);
-    Value cm = asBuffer(c3, cfg.resultTy);
+    Value cm = zeroInit ? Value() : asBuffer(c3, cfg.resultTy);
     SmallVector<Value> dynSizes;
     for (int64_t i = 0; i < 3; ++i)
       if (c3Ty.isDynamicDim(i))
-        dynSizes.push_back(memref::DimOp::create(b, loc, cm, i));
+        dynSizes.push_back(tensor::DimOp::create(b, loc, c3, i));
     Type tokenTy = gpu::AsyncTokenType::get(b.getContext());
     Value token =
         gpu::WaitOp::create(b, loc, tokenTy, ValueRange{}).getAsyncToken();
@@ -432,9 +445,9 @@ struct ContractionsToGPUPass final
         b, loc, MemRefType::get({dyn, dyn, dyn}, cfg.resultTy),
         alloc.getMemref());
     Value one = ix.c(1);
-    Value batch = memref::DimOp::create(b, loc, cm, 0);
-    Value rows = memref::DimOp::create(b, loc, cm, 1);
-    Value cols = memref::DimOp::create(b, loc, cm, 2);
+    Value batch = memref::DimOp::create(b, loc, outM, 0);
+    Value rows = memref::DimOp::create(b, loc, outM, 1);
+    Value cols = memref::DimOp::create(b, loc, outM, 2);
     Value smem = arith::ConstantOp::create(
         b, loc, b.getI32IntegerAttr(cfg.aBytes() + cfg.bBytes()));
     auto launch = gpu::LaunchFuncOp::create(
@@ -443,7 +456,7 @@ struct ContractionsToGPUPass final
                         ix.max(ix.cdiv(rows, ix.c(kTileM)), one),
                         ix.max(batch, one)},
         gpu::KernelDim3{ix.c(kThreads), one, one}, smem,
-        ValueRange{am, bmm, cm, outM}, tokenTy,
+        ValueRange{am, bmm, zeroInit ? outM : cm, outM}, tokenTy,
         ValueRange{alloc.getAsyncToken()});
     gpu::WaitOp::create(b, loc, Type(), launch.getAsyncToken());
     Value result = bufferization::ToTensorOp::create(
@@ -461,10 +474,12 @@ struct ContractionsToGPUPass final
       result = tensor::ExpandShapeOp::create(
           b, loc, cTy, result,
           SmallVector<ReassociationIndices>{lead, {r - 2}, {r - 1}},
-          tensor::getMixedSizes(b, loc, c));
+          tensor::getMixedSizes(b, loc, cSrc));
     }
     op.getResult(0).replaceAllUsesWith(result);
     op.erase();
+    if (fill && fill->use_empty())
+      fill.erase();
     return success();
   }
 

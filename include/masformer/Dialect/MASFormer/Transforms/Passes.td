@@ -286,7 +286,8 @@ def ContractionsToGPU : Pass<"masformer-contractions-to-gpu", "::mlir::ModuleOp"
     memory by double-buffered `cp.async`, fragments by `ldmatrix`
     (`.trans` for B stored [k, n]) and `mma.sync` (m16n8k16 on f16/bf16
     with f32 accumulation, 3xTF32 m16n8k8 on f32). The result is
-    `Cinit + A B`, rounded to C's type.
+    `Cinit + A B`, rounded to C's type; when C starts as a zero
+    `linalg.fill` (MatMul as imported) it is not read, and the fill goes.
 
     Products whose rows are not a multiple of 16 bytes (K, and N for B
     stored [k, n]), whose A and B types differ, or whose operands broadcast
