@@ -586,9 +586,13 @@ struct AttentionToGPUPass final
     int64_t d = qTy.getDimSize(3);
     if (ShapedType::isDynamic(d))
       return fail("the head dimension must be static");
-    if (d % 16 != 0 || d > 256)
-      return fail("the head dimension must be a multiple of 16 up to 256, "
-                  "got " +
+    // f16/bf16 step through the head dimension by 16 (m16n8k16, and P V's
+    // pairs of n8 chunks), f32 by 8 (m16n8k8).
+    int64_t step = elemTy.isF32() ? 8 : 16;
+    if (d % step != 0 || d > 256)
+      return fail("the head dimension must be a multiple of " + Twine(step) +
+                  " up to 256 for " +
+                  (elemTy.isF32() ? "f32" : "f16 and bf16") + ", got " +
                   Twine(d));
     if (op.getKeyType().getDimSize(3) != d ||
         op.getValueType().getDimSize(3) != d)

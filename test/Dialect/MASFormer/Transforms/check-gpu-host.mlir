@@ -36,7 +36,7 @@ func.func @tanh_after(%q: tensor<1x2x64x64xf16>) -> tensor<1x2x64x64xf16> {
 
 // An attention whose head dimension the kernels refuse stops the pipeline
 // in --masformer-attention-to-gpu, with that op's error.
-// PIPE: error: 'masformer.attention' op cannot be lowered to the GPU: the head dimension must be a multiple of 16 up to 256, got 40
+// PIPE: error: 'masformer.attention' op cannot be lowered to the GPU: the head dimension must be a multiple of 16 up to 256 for f16 and bf16, got 40
 func.func @refused(%q: tensor<1x2x8x40xbf16>) -> tensor<1x2x8x40xbf16> {
   // expected-error @+1 {{cannot be lowered to the GPU}}
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>} : tensor<1x2x8x40xbf16>, tensor<1x2x8x40xbf16>, tensor<1x2x8x40xbf16> -> tensor<1x2x8x40xbf16>

@@ -253,8 +253,8 @@ def AttentionToGPU : Pass<"masformer-attention-to-gpu", "::mlir::ModuleOp"> {
 
     Operands are read through `bufferization.to_buffer` and must be device
     memory at run time; the result is a `gpu.alloc`. The head dimension must
-    be a static multiple of 16 (at most 256); other cases are refused with
-    an error naming the op.
+    be static, at most 256, and a multiple of 16 (f16, bf16) or 8 (f32);
+    other cases are refused with an error naming the op.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
