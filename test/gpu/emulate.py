@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Runs the attention kernels of --masformer-attention-to-gpu without a GPU.
+"""Runs the GPU kernels of --masformer-attention-to-gpu and
+--masformer-contractions-to-gpu without a GPU.
 
-An interpreter of the kernel's IR (generic MLIR form, after
---masformer-attention-to-gpu and canonicalization) that executes the 128
-threads of a block in lockstep with numpy, with the PTX ISA's semantics for
+An interpreter of their IR (generic MLIR form, after the pass and
+canonicalization). The host function runs as written: its reshapes, device
+allocations and launches, with the grid, block and shared-memory size it
+computes (a kernel's shared-memory views must fit in what the launch gives).
+Each launch runs block by block; a block's 128 threads execute in lockstep
+with numpy, with the PTX ISA's semantics for
 the warp-level operations: ldmatrix (.x4, .trans), mma.sync (m16n8k16 on
 f16/bf16, m16n8k8 on tf32, whose low 13 mantissa bits are ignored), cp.async
 with zero fill and commit/wait groups, and shfl.bfly. Divergent branches are
@@ -27,6 +31,7 @@ scheduling, or a misreading of the ISA shared by kernel and emulator; those
 the GPU checks (run_checks.sh) cover.
 """
 import argparse
+import json
 import re
 import struct
 import subprocess
@@ -129,8 +134,11 @@ def parse(lines, i, region):
                 op.regions.append(r)
                 if lines[i].strip() == '}, {':
                     continue
+                # Attributes printed after the regions (gpu.func's).
+                closing = lines[i].strip()[2:]
+                op.attrs += ' ' + closing
                 op.in_types, op.out_types = parse_types(
-                    lines[i].strip()[2:])
+                    re.sub(r'^\s*\{.*?\}\s*(?=:)', '', closing))
                 break
         else:
             op.in_types, op.out_types = parse_types(
@@ -205,8 +213,9 @@ def bcast(c, x):
 class Block:
     """One thread block."""
 
-    def __init__(self, kernel, args, block_id, late):
+    def __init__(self, kernel, args, block_id, late, smem_bytes=None):
         self.kernel, self.block_id, self.late = kernel, block_id, late
+        self.smem_bytes = smem_bytes
         self.env = {}
         for name, val in zip(kernel.regions[0].args, args):
             self.env[name] = val
@@ -359,6 +368,14 @@ class Block:
                 r'memref<([\dx]+)x(?:bf16|f16|f32)', res_ty).group(1).split(
                     'x')]
             if off not in self.views:
+                nbytes = int(np.prod(shape)) * (
+                    4 if elem_of(res_ty) == 'f32' else 2)
+                if (self.smem_bytes is not None and
+                        off + nbytes > self.smem_bytes):
+                    raise EmulationError(
+                        'shared memory: a view of bytes [%d, %d) but the '
+                        'launch gives %d' % (off, off + nbytes,
+                                             self.smem_bytes))
                 self.views[off] = Mem(np.full(shape, np.nan, np.float32),
                                       elem_of(res_ty), 'smem@%d' % off)
             out = self.views[off]
@@ -525,6 +542,166 @@ class Block:
         return out
 
 # ---------------------------------------------------------------------------
+# Host code: the function around the launches.
+# ---------------------------------------------------------------------------
+
+
+def parse_module(text):
+    top = Region()
+    parse(text.splitlines(), 0, top)
+    return top
+
+
+def find_ops(region, name):
+    found = []
+
+    def walk(r):
+        for op in r.ops:
+            if op.name == name:
+                found.append(op)
+            for sub in op.regions:
+                walk(sub)
+    walk(region)
+    return found
+
+
+def sym_name(op):
+    return attr(op, 'sym_name').strip('"')
+
+
+def scalar_constant(op):
+    lit = re.match(r'([^:]+) : ', attr(op, 'value')).group(1).strip()
+    if lit in ('true', 'false'):
+        return lit == 'true'
+    if re.match(r'^-?\d+$', lit):
+        return int(lit)
+    if lit.startswith('0x'):
+        return float(np.uint32(int(lit, 16)).view(np.float32))
+    return float(lit)
+
+
+def shape_of(ty, dynamic):
+    """The shape of a tensor or memref type, dynamic sizes from `dynamic`."""
+    dims = re.match(r'(?:tensor|memref)<((?:[\d?]+x)*)', ty).group(1)
+    dims = [x for x in dims.split('x') if x]
+    it = iter(dynamic)
+    return tuple(int(next(it)) if x == '?' else int(x) for x in dims)
+
+
+class Host:
+    """Runs a host function of the GPU passes' output: reshapes, device
+    allocations, and launches, each launch run block by block."""
+
+    def __init__(self, module, late):
+        self.kernels = {sym_name(f): f for f in find_ops(module, 'gpu.func')}
+        self.funcs = {sym_name(f): f for f in find_ops(module, 'func.func')}
+        self.late = late
+
+    def run(self, name, args):
+        func = self.funcs[name]
+        env = dict(zip(func.regions[0].args, args))
+        for op in func.regions[0].ops:
+            o = [env[x] for x in op.operands]
+            if op.name == 'func.return':
+                return o
+            res = self.exec(op, o)
+            for r, v in zip(op.results, res):
+                env[r] = v
+        raise EmulationError('%s has no return' % name)
+
+    def exec(self, op, o):
+        n = op.name
+        if n == 'arith.constant':
+            return [scalar_constant(op)]
+        if n in ('bufferization.to_buffer', 'bufferization.to_tensor',
+                 'memref.cast', 'tensor.cast'):
+            return [o[0]]
+        if n in ('tensor.dim', 'memref.dim'):
+            return [o[0].shape[o[1]]]
+        arith = {
+            'arith.addi': lambda a, b: a + b,
+            'arith.subi': lambda a, b: a - b,
+            'arith.muli': lambda a, b: a * b,
+            'arith.divui': lambda a, b: a // b,
+            'arith.remui': lambda a, b: a % b,
+            'arith.ceildivsi': lambda a, b: -(-a // b),
+            'arith.floordivsi': lambda a, b: a // b,
+            'arith.maxsi': max, 'arith.minsi': min,
+            'arith.andi': lambda a, b: a and b,
+        }
+        if n in arith:
+            return [arith[n](o[0], o[1])]
+        if n == 'arith.cmpi':
+            p = int(attr(op, 'predicate').split(':')[0])
+            a, b = o
+            return [[a == b, a != b, a < b, a <= b, a > b, a >= b][p % 6]]
+        if n == 'arith.select':
+            return [o[1] if o[0] else o[2]]
+        if n == 'tensor.empty':
+            return [np.zeros(shape_of(op.out_types[0], o), np.float32)]
+        if n in ('tensor.collapse_shape', 'memref.collapse_shape'):
+            groups = json.loads(attr(op, 'reassociation')
+                                if 'reassociation = [[' not in op.attrs else
+                                re.search(r'reassociation = (\[\[.*?\]\])',
+                                          op.attrs).group(1))
+            shape = [int(np.prod([o[0].shape[i] for i in g])) for g in groups]
+            return [o[0].reshape(shape)]
+        if n in ('tensor.expand_shape', 'memref.expand_shape'):
+            static = int_array_attr(op, 'static_output_shape')
+            it = iter(o[1:])
+            shape = [int(next(it)) if s < 0 else s for s in static]
+            return [o[0].reshape(shape)]
+        if n == 'gpu.wait':
+            return [None] * len(op.results)
+        if n == 'gpu.alloc':
+            seg = int_array_attr(op, 'operandSegmentSizes')
+            dyn = o[seg[0]:seg[0] + seg[1]]
+            return [np.full(shape_of(op.out_types[0], dyn), np.nan,
+                            np.float32), None]
+        if n == 'gpu.launch_func':
+            return [self.launch(op, o)]
+        raise EmulationError('no host emulation of %s' % n)
+
+    def launch(self, op, o):
+        seg = int_array_attr(op, 'operandSegmentSizes')
+        vals, pos = [], 0
+        for size in seg:
+            vals.append(o[pos:pos + size])
+            pos += size
+        grid = [v[0] for v in vals[1:4]]
+        block = [v[0] for v in vals[4:7]]
+        smem = vals[10][0] if vals[10] else 0
+        operands = vals[11]
+        name = re.search(r'kernel = @\w+::@(\w+)', op.attrs).group(1)
+        kernel = self.kernels[name]
+        known = int_array_attr(kernel, 'known_block_size')
+        if block != [L, 1, 1] or known != [L, 1, 1]:
+            raise EmulationError('%s launched with block %s, known %s; the '
+                                 'emulator runs %d threads' % (
+                                     name, block, known, L))
+        types = op.in_types[pos - len(operands):pos]
+        mems = [Mem(x, elem_of(t), 'arg%d' % i)
+                for i, (x, t) in enumerate(zip(operands, types))]
+        for bz in range(grid[2]):
+            for by in range(grid[1]):
+                for bx in range(grid[0]):
+                    Block(kernel, mems, (bx, by, bz), self.late, smem).run()
+        return None
+
+
+def compile_module(src, passes, opt):
+    """`src` through masformer-opt `passes`, parsed."""
+    r = subprocess.run([opt, '-'] + passes +
+                       ['--canonicalize', '--cse', '--mlir-print-op-generic'],
+                       input=src, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit('emulate.py: masformer-opt failed:\n' + r.stderr + src)
+    if 'gpu.launch_func' not in r.stdout:
+        sys.exit('emulate.py: nothing was converted:\n' + src)
+    return parse_module(r.stdout)
+
+
+# ---------------------------------------------------------------------------
 # Driver.
 # ---------------------------------------------------------------------------
 
@@ -561,7 +738,8 @@ def reference(q, k, v, span, causal, mask=None):
     return np.einsum('bhqk,bhkd->bhqd', p, v)
 
 
-def compile_kernel(dtype, d, span, causal, opt, mask_dims=None):
+def compile_attention(dtype, d, span, causal, opt, mask_dims=None):
+    """The module of @f = masformer.attention, after the GPU pass."""
     t = 'tensor<?x?x?x%dx%s>' % (d, dtype)
     margs = mtype = ''
     if mask_dims:
@@ -574,16 +752,11 @@ def compile_kernel(dtype, d, span, causal, opt, mask_dims=None):
            '#masformer.span<%s>, causal = %s} : %s, %s, %s -> %s\n'
            '  return %%o : %s\n}\n' % (t, t, t, margs, t, mtype, span,
                                        str(causal).lower(), t, t, t, t, t))
-    r = subprocess.run([opt, '-', '--masformer-attention-to-gpu',
-                        '--canonicalize', '--cse', '--mlir-print-op-generic'],
-                       input=src, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit('emulate.py: masformer-opt failed:\n' + r.stderr)
-    return find_kernel(r.stdout)
+    return compile_module(src, ['--masformer-attention-to-gpu'], opt)
 
 
-def compile_gemm_kernel(args, n, k):
-    """The kernel of a generic C[b,m,n] += A[b,m,k] B[(b,)k,n] (or [n,k]);
+def compile_gemm(args, n, k):
+    """The module of a generic C[b,m,n] += A[b,m,k] B[(b,)k,n] (or [n,k]);
     K and N static, as the kernel requires of 16-byte rows."""
     dt, res = args.dtype, args.result or args.dtype
     lead = '' if args.weights else '?x'
@@ -624,15 +797,8 @@ def compile_gemm_kernel(args, n, k):
            'ins(%%a, %%b : %s, %s) outs(%%c : %s) {\n  %s\n  } -> %s\n'
            '  return %%r : %s\n}\n' % (a, bt, cargs, c, fill, bmap, a, bt,
                                       c, '\n  '.join(body), c, c))
-    r = subprocess.run([args.masformer_opt, '-',
-                        '--masformer-contractions-to-gpu', '--canonicalize',
-                        '--cse', '--mlir-print-op-generic'],
-                       input=src, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit('emulate.py: masformer-opt failed:\n' + r.stderr + src)
-    if 'gpu.func' not in r.stdout:
-        sys.exit('emulate.py: the product was not converted:\n' + src)
-    return find_kernel(r.stdout)
+    return compile_module(src, ['--masformer-contractions-to-gpu'],
+                          args.masformer_opt)
 
 
 def run_gemm(args):
@@ -644,8 +810,8 @@ def run_gemm(args):
     for shape in args.shape:
         bb, m, n, k = (int(x) for x in shape.split(','))
         if (n, k) not in kernels:
-            kernels[(n, k)] = compile_gemm_kernel(args, n, k)
-        kernel = kernels[(n, k)]
+            kernels[(n, k)] = compile_gemm(args, n, k)
+        module = kernels[(n, k)]
         a = round_to(rng.standard_normal((bb, m, k)), args.dtype)
         bshape = (n, k) if args.transposed_b else (k, n)
         bmat = round_to(rng.standard_normal(
@@ -656,19 +822,11 @@ def run_gemm(args):
         b3 = bmat[None] if args.weights else bmat
         bt = np.swapaxes(b3, -1, -2) if args.transposed_b else b3
         ref = c0.astype(np.float64) + np.matmul(a.astype(np.float64), bt)
-        # The kernel sees 3-D operands; a weight is broadcast.
-        a3, c3 = a, c0
         for late in {'late': [True], 'eager': [False],
                      'both': [True, False]}[args.timing]:
-            out = np.full(c3.shape, np.nan, np.float32)
-            mems = [Mem(a3, args.dtype, 'A'), Mem(b3, args.dtype, 'B'),
-                    Mem(c3, result, 'Cinit'), Mem(out, result, 'C')]
+            inputs = [a, bmat] + ([] if args.zero_init else [c0])
             try:
-                for bz in range(max(c3.shape[0], 1)):
-                    # Rows per block: 4 warps x 32 (the pass's kTileM).
-                    for by in range(max(-(-c3.shape[1] // 128), 1)):
-                        for bx in range(max(-(-c3.shape[2] // 64), 1)):
-                            Block(kernel, mems, (bx, by, bz), late).run()
+                out = Host(module, late).run('f', inputs)[0]
             except EmulationError as e:
                 print('FAIL %s: %s' % (shape, e))
                 failed = True
@@ -686,21 +844,6 @@ def run_gemm(args):
                       ' zero-init' if args.zero_init else '', shape,
                       'late' if late else 'eager', err, tol[args.dtype]))
     return 1 if failed else 0
-
-
-def launch(kernel, q, k, v, dtype, late, mask=None):
-    o = np.full(q.shape, np.nan, np.float32)
-    mems = [Mem(x, dtype, name) for x, name in
-            ((q, 'q'), (k, 'k'), (v, 'v'), (o, 'out'))]
-    if mask is not None:
-        mems.append(Mem(mask.reshape((1,) * (4 - mask.ndim) + mask.shape),
-                        'f32', 'mask'))
-    b, h, sq = q.shape[:3]
-    for bz in range(max(b, 1)):
-        for by in range(max(h, 1)):
-            for bx in range(max(-(-sq // 64), 1)):
-                Block(kernel, mems, (bx, by, bz), late).run()
-    return o
 
 
 def main():
@@ -735,8 +878,8 @@ def main():
     if args.head_dim is None:
         ap.error('--head-dim is required for attention')
     mask_dims = args.mask.split(',') if args.mask else None
-    kernel = compile_kernel(args.dtype, args.head_dim, args.span, args.causal,
-                            args.masformer_opt, mask_dims)
+    module = compile_attention(args.dtype, args.head_dim, args.span,
+                               args.causal, args.masformer_opt, mask_dims)
     tol = {'bf16': 2e-2, 'f16': 4e-3, 'f32': 1e-5}[args.dtype]
     rng = np.random.default_rng(args.seed)
     failed = False
@@ -760,7 +903,8 @@ def main():
         for late in {'late': [True], 'eager': [False],
                      'both': [True, False]}[args.timing]:
             try:
-                out = launch(kernel, q, k, v, args.dtype, late, mask)
+                inputs = [q, k, v] + ([] if mask is None else [mask])
+                out = Host(module, late).run('f', inputs)[0]
             except EmulationError as e:
                 print('FAIL %s %s: %s' % (shape, 'late' if late else 'eager',
                                           e))
