@@ -28,8 +28,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionLowering.h"
-#include "MicroKernels.h"
 #include "GPUKernels.h"
+#include "MicroKernels.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
@@ -44,6 +44,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <limits>
@@ -318,7 +319,7 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
                               f32(negInf));
     Value base = select(none, f32(0.0f), mNew);
     auto toLog2 = [&](Value x) {
-      return mask ? fmul(x, f32(static_cast<float>(M_LOG2E))) : x;
+      return mask ? fmul(x, f32(llvm::numbers::log2ef)) : x;
     };
     alpha[r] = exp2(toLog2(fsub(mOld, base)));
     Value sum = f32(0.0f);
@@ -427,7 +428,7 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   b.setInsertionPointToStart(guardIf.thenBlock());
   rowBase = ix.add(q0, ix.mul(warp, ix.c(kWarpRows)));
   scaleLog2 = f32(cfg.maskTy ? cfg.scale
-                             : cfg.scale * static_cast<float>(M_LOG2E));
+                             : cfg.scale * llvm::numbers::log2ef);
 
   // The key tiles of this query tile (the CPU tiling's bounds).
   Value qPos0 = ix.add(q0, offset);

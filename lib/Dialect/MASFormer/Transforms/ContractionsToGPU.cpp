@@ -16,8 +16,8 @@
 
 #include "AttentionLowering.h"
 #include "Contractions.h"
-#include "MicroKernels.h"
 #include "GPUKernels.h"
+#include "MicroKernels.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
