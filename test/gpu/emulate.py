@@ -148,24 +148,6 @@ def parse(lines, i, region):
     return i
 
 
-def find_kernel(text):
-    lines = text.splitlines()
-    top = Region()
-    parse(lines, 0, top)
-    kernels = []
-
-    def walk(r):
-        for op in r.ops:
-            if op.name == 'gpu.func':
-                kernels.append(op)
-            for sub in op.regions:
-                walk(sub)
-    walk(top)
-    if len(kernels) != 1:
-        sys.exit('emulate.py: expected one gpu.func, found %d' % len(kernels))
-    return kernels[0]
-
-
 def attr(op, key):
     m = re.search(r'\b' + key + r' = ([^,}>]+(?:<[^>]*>)?)', op.attrs)
     return m.group(1).strip() if m else None

@@ -185,7 +185,7 @@ private:
   /// Per dimension of the (rank-4) mask: 1 if it broadcasts, else 0.
   Value maskBcast[4];
   Value kS, vS;
-  Value bi, hi, kvh, lane, g, t, warp;
+  Value bi, hi, kvh, tid, lane, g, t, warp;
   Value sq, skv, offset, rowBase;
   SmallVector<SmallVector<Value>> qFrag;              // f16/bf16
   SmallVector<SmallVector<Value>> qFrag32; // f32, split per use
@@ -197,9 +197,7 @@ void KernelBuilder::loadTile(Value kt, Value buf) {
   int64_t perCopy = cfg.isF32() ? 4 : 8; // 16 bytes
   int64_t chunksPerRow = d / perCopy;
   int64_t total = kTileKV * chunksPerRow;
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value k0 = ix.mul(kt, ix.c(kTileKV));
-  SmallVector<Value> tokens;
   for (int64_t i = 0; i < total; i += kThreads) {
     Value c = ix.add(tid, ix.c(i));
     Value row = arith::DivUIOp::create(b, loc, c, ix.c(chunksPerRow));
@@ -209,16 +207,10 @@ void KernelBuilder::loadTile(Value kt, Value buf) {
     Value inside = ix.cmp(arith::CmpIPredicate::slt, key, skv);
     // Past the end: a valid address, nothing read, zeros written.
     Value keyC = ix.min(key, ix.sub(skv, ix.c(1)));
-    Value n = select(inside, ix.c(perCopy), ix.c(0));
-    for (auto [src, dst] : {std::pair{k, kS}, std::pair{v, vS}}) {
-      auto copy = nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-          ValueRange{buf, row, col}, src, ValueRange{bi, kvh, keyC, col},
-          b.getIndexAttr(perCopy), n, /*bypassL1=*/b.getUnitAttr());
-      tokens.push_back(copy.getAsyncToken());
-    }
+    for (auto [src, dst] : {std::pair{k, kS}, std::pair{v, vS}})
+      copy16ZeroFill(b, loc, dst, ValueRange{buf, row, col}, src,
+                     ValueRange{bi, kvh, keyC, col}, inside, perCopy);
   }
-  (void)tokens;
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
@@ -399,6 +391,7 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   vS = sharedView(b, loc, dyn, 2 * cfg.tileBytes(), tileShape, cfg.elemTy);
 
   LaneCoords lc = buildLaneCoords(b, loc);
+  tid = lc.tid;
   warp = lc.warp;
   lane = w.lane = lc.lane;
   g = lc.g;

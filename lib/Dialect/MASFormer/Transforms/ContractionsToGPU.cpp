@@ -104,15 +104,11 @@ private:
 
 void GemmBuilder::copy(Value dst, Value buf, Value r, Value c, Value src,
                        Value batch, Value row, Value col, Value inside) {
-  int64_t per = 16 / cfg.bytes();
   // Outside: a valid address, nothing read, zeros written.
   Value rowC = arith::SelectOp::create(b, loc, inside, row, ix.c(0));
   Value colC = arith::SelectOp::create(b, loc, inside, col, ix.c(0));
-  Value n = arith::SelectOp::create(b, loc, inside, ix.c(per), ix.c(0));
-  nvgpu::DeviceAsyncCopyOp::create(
-      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-      ValueRange{buf, r, c}, src, ValueRange{batch, rowC, colC},
-      b.getIndexAttr(per), n, /*bypassL1=*/b.getUnitAttr());
+  copy16ZeroFill(b, loc, dst, ValueRange{buf, r, c}, src,
+                 ValueRange{batch, rowC, colC}, inside, 16 / cfg.bytes());
 }
 
 void GemmBuilder::loadTile(Value kt, Value buf) {

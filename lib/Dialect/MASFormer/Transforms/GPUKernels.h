@@ -76,6 +76,21 @@ inline Value dynamicSharedMemory(OpBuilder &b, Location loc) {
                       MemRefLayoutAttrInterface(), wg));
 }
 
+/// A 16-byte `cp.async` (bypassing L1) of `perCopy` elements from
+/// `src[srcIdx]` to `dst[dstIdx]`, zero-filled where `inside` is false
+/// (`srcIdx` must still be a valid address there: nothing is read).
+inline void copy16ZeroFill(OpBuilder &b, Location loc, Value dst,
+                           ValueRange dstIdx, Value src, ValueRange srcIdx,
+                           Value inside, int64_t perCopy) {
+  auto c = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v).getResult();
+  };
+  Value n = arith::SelectOp::create(b, loc, inside, c(perCopy), c(0));
+  nvgpu::DeviceAsyncCopyOp::create(
+      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, dstIdx,
+      src, srcIdx, b.getIndexAttr(perCopy), n, /*bypassL1=*/b.getUnitAttr());
+}
+
 /// A thread's place: its warp, its lane, and the lane's group (lane / 4)
 /// and index in the group (lane % 4), which the fragments' layouts use.
 struct LaneCoords {
