@@ -3,17 +3,24 @@
 // Import, raise and rewrite (importAndRewriteONNX), then:
 //   1. the entry: @main's arguments read-only, results that would alias an
 //      input or a weight copied, a C interface;
-//   2. --masformer-lower-to-cpu (tiled attention and contractions, the rest
-//      as loops, OpenMP) to the LLVM dialect;
-//   3. LLVM IR with `masformer_run` and the signature the runtime reads,
-//      optimized at O3 for the target CPU, an object file, and a shared
-//      library linked with the system's C compiler driver.
+//   2. to the LLVM dialect: --masformer-lower-to-cpu (tiled attention and
+//      contractions, the rest as loops, OpenMP), or for cuda
+//      --masformer-model-to-nvvm (tensor-core kernels, the rest as
+//      one-thread-per-element kernels, a cubin by ptxas, host code on
+//      device buffers with the weights as @main's trailing arguments);
+//   3. LLVM IR with `masformer_run` (for cuda: the weights uploaded once
+//      and passed to @main) and the signature the runtime reads, optimized
+//      at O3 for the host CPU, an object file, and a shared library linked
+//      with the system's C compiler driver (for cuda: with
+//      libMASFormerCudaRuntime).
 //
 //===----------------------------------------------------------------------===//
 
 #include "masformer/API/CompileONNX.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 #include "masformer/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -159,11 +166,14 @@ bool needsCopy(Value v, llvm::DenseSet<Value> &returned) {
 }
 
 /// Prepares @main for the runtime and returns its signature text.
-FailureOr<std::string> prepareEntry(func::FuncOp main) {
+FailureOr<std::string> prepareEntry(func::FuncOp main,
+                                    const CompileONNXOptions &options) {
   Location loc = main.getLoc();
   std::string sig = "masformer-model\t" +
-                    std::to_string(kCompiledModelABIVersion) +
-                    "\ntarget\tcpu\n";
+                    std::to_string(kCompiledModelABIVersion) + "\ntarget\t" +
+                    options.target + "\n";
+  if (options.target == "cuda")
+    sig += "chip\t" + options.chip + "\n";
   FunctionType type = main.getFunctionType();
   for (unsigned i = 0; i < type.getNumInputs(); ++i) {
     FailureOr<std::string> line = signatureLine("input", i, type.getInput(i),
@@ -254,23 +264,74 @@ FailureOr<HostTarget> createTargetMachine(StringRef cpuOption, Location loc) {
   return host;
 }
 
+/// A weight that the GPU code takes as a trailing argument of @main: the
+/// global holding it on the host and its shape.
+struct DeviceConstant {
+  std::string global;
+  SmallVector<int64_t> shape;
+};
+
+/// The weights that masformer-buffers-to-device made arguments of @main, in
+/// order.
+FailureOr<SmallVector<DeviceConstant>> deviceConstants(ModuleOp module,
+                                                       Location loc) {
+  SmallVector<DeviceConstant> out;
+  auto main = module.lookupSymbol<LLVM::LLVMFuncOp>("main");
+  if (!main)
+    return emitError(loc) << "internal error: no @main after the lowering",
+           failure();
+  auto names = main->getAttrOfType<ArrayAttr>("masformer.constants");
+  if (!names)
+    return out;
+  for (Attribute a : names) {
+    auto ref = cast<FlatSymbolRefAttr>(a);
+    auto global = module.lookupSymbol<LLVM::GlobalOp>(ref.getAttr());
+    auto value =
+        global ? dyn_cast_or_null<ElementsAttr>(global.getValueOrNull())
+               : ElementsAttr();
+    if (!value)
+      return emitError(loc) << "internal error: constant " << ref
+                            << " has no data after the lowering",
+             failure();
+    out.push_back({ref.getValue().str(),
+                   llvm::to_vector(value.getShapedType().getShape())});
+  }
+  return out;
+}
+
 /// Adds `masformer_run(void **inputs, void *results)` (calls the C
 /// interface of @main with the input descriptors and the results' struct),
 /// the signature and the ABI version; everything else becomes internal.
+/// With device constants, masformer_run first uploads them (once: their
+/// device pointers stay in `masformer_device_constants`) and passes their
+/// descriptors after the inputs.
 LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
-                                  StringRef signature, Location loc) {
+                                  StringRef signature, bool device,
+                                  ArrayRef<DeviceConstant> constants,
+                                  Location loc) {
   llvm::LLVMContext &ctx = m.getContext();
   llvm::Function *ciface = m.getFunction("_mlir_ciface_main");
-  if (!ciface || ciface->arg_size() != numInputs + 1)
+  if (!ciface || ciface->arg_size() != numInputs + constants.size() + 1)
     return emitError(loc) << "internal error: the lowered module has no C "
                              "interface for @main with "
-                          << numInputs << " inputs",
+                          << numInputs << " inputs and " << constants.size()
+                          << " weights",
            failure();
+  SmallVector<llvm::GlobalVariable *> hostData;
+  for (const DeviceConstant &c : constants) {
+    llvm::GlobalVariable *g = m.getGlobalVariable(c.global, true);
+    if (!g)
+      return emitError(loc) << "internal error: no global " << c.global
+                            << " in the LLVM module",
+             failure();
+    hostData.push_back(g);
+  }
   for (llvm::Function &f : m)
     if (!f.isDeclaration())
       f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  // (llvm.global_ctors loads the GPU code: its linkage stays.)
   for (llvm::GlobalVariable &g : m.globals())
-    if (!g.isDeclaration())
+    if (!g.isDeclaration() && !g.getName().starts_with("llvm."))
       g.setLinkage(llvm::GlobalValue::InternalLinkage);
 
   auto *ptr = llvm::PointerType::getUnqual(ctx);
@@ -283,6 +344,83 @@ LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
   for (unsigned i = 0; i < numInputs; ++i) {
     llvm::Value *slot = b.CreateConstInBoundsGEP1_64(ptr, run->getArg(0), i);
     args.push_back(b.CreateLoad(ptr, slot));
+  }
+  // The weights: device pointers (hidden, for masformer_release_memory in
+  // the allocator's source), their host data and sizes.
+  auto *i64 = llvm::Type::getInt64Ty(ctx);
+  auto *slotsTy = llvm::ArrayType::get(ptr, constants.size());
+  llvm::GlobalVariable *slots = nullptr;
+  if (device) {
+    slots = new llvm::GlobalVariable(
+        m, slotsTy, /*isConstant=*/false, llvm::GlobalValue::ExternalLinkage,
+        llvm::ConstantAggregateZero::get(slotsTy),
+        "masformer_device_constants");
+    slots->setVisibility(llvm::GlobalValue::HiddenVisibility);
+    auto *count = new llvm::GlobalVariable(
+        m, i64, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+        llvm::ConstantInt::get(i64, constants.size()),
+        "masformer_num_device_constants");
+    count->setVisibility(llvm::GlobalValue::HiddenVisibility);
+  }
+  if (!constants.empty()) {
+    const llvm::DataLayout &dl = m.getDataLayout();
+    SmallVector<llvm::Constant *> hosts, sizes;
+    for (llvm::GlobalVariable *g : hostData) {
+      hosts.push_back(g);
+      sizes.push_back(llvm::ConstantInt::get(
+          i64, dl.getTypeAllocSize(g->getValueType()).getFixedValue()));
+    }
+    auto *hostsTy = llvm::ArrayType::get(ptr, hosts.size());
+    auto *hostsVar = new llvm::GlobalVariable(
+        m, hostsTy, true, llvm::GlobalValue::PrivateLinkage,
+        llvm::ConstantArray::get(hostsTy, hosts), "masformer_constant_data");
+    auto *sizesTy = llvm::ArrayType::get(i64, sizes.size());
+    auto *sizesVar = new llvm::GlobalVariable(
+        m, sizesTy, true, llvm::GlobalValue::PrivateLinkage,
+        llvm::ConstantArray::get(sizesTy, sizes), "masformer_constant_bytes");
+    llvm::FunctionCallee upload = m.getOrInsertFunction(
+        "masformer_cuda_upload_constants",
+        llvm::FunctionType::get(llvm::Type::getInt32Ty(ctx),
+                                {ptr, ptr, ptr, i64}, false));
+    llvm::Value *rc = b.CreateCall(
+        upload, {slots, hostsVar, sizesVar,
+                 llvm::ConstantInt::get(i64, constants.size())});
+    // On failure (no GPU, out of memory) nothing runs: the runtime reads
+    // the error from the shim.
+    auto *body = llvm::BasicBlock::Create(ctx, "run", run);
+    auto *done = llvm::BasicBlock::Create(ctx, "failed", run);
+    b.CreateCondBr(b.CreateICmpEQ(rc, b.getInt32(0)), body, done);
+    b.SetInsertPoint(done);
+    b.CreateRetVoid();
+    b.SetInsertPoint(body);
+    for (auto [i, c] : llvm::enumerate(constants)) {
+      // {ptr allocated, ptr aligned, i64 offset, [r x i64] sizes, strides}
+      size_t r = c.shape.size();
+      auto *arr = llvm::ArrayType::get(i64, r);
+      SmallVector<llvm::Type *> fields = {ptr, ptr, i64};
+      if (r)
+        fields.append({arr, arr});
+      auto *descTy = llvm::StructType::get(ctx, fields);
+      llvm::Value *desc = b.CreateAlloca(descTy);
+      llvm::Value *p =
+          b.CreateLoad(ptr, b.CreateConstInBoundsGEP2_64(slotsTy, slots, 0, i));
+      b.CreateStore(p, b.CreateStructGEP(descTy, desc, 0));
+      b.CreateStore(p, b.CreateStructGEP(descTy, desc, 1));
+      b.CreateStore(b.getInt64(0), b.CreateStructGEP(descTy, desc, 2));
+      int64_t stride = 1;
+      for (size_t k = r; k-- > 0;) {
+        b.CreateStore(b.getInt64(c.shape[k]),
+                      b.CreateInBoundsGEP(descTy, desc,
+                                          {b.getInt32(0), b.getInt32(3),
+                                           b.getInt32(k)}));
+        b.CreateStore(b.getInt64(stride),
+                      b.CreateInBoundsGEP(descTy, desc,
+                                          {b.getInt32(0), b.getInt32(4),
+                                           b.getInt32(k)}));
+        stride *= c.shape[k];
+      }
+      args.push_back(desc);
+    }
   }
   b.CreateCall(ciface, args);
   b.CreateRetVoid();
@@ -399,12 +537,26 @@ _mlir_memref_to_llvm_free(void *ptr) {
 
 void masformer_free(void *ptr) { _mlir_memref_to_llvm_free(ptr); }
 
+#ifdef MF_CUDA
+/* The model's weights on the device (masformer_run uploads them) and the
+   shim's cache of device blocks. */
+extern void *masformer_device_constants[];
+extern const int64_t masformer_num_device_constants;
+void masformer_cuda_free_constants(void **slots, int64_t n);
+void masformer_cuda_release_memory(void);
+#endif
+
 void masformer_release_memory(void) {
   pthread_mutex_lock(&mf_lock);
   for (int i = 0; i < mf_cached; ++i)
     free(mf_cache[i].base);
   mf_cached = 0;
   pthread_mutex_unlock(&mf_lock);
+#ifdef MF_CUDA
+  masformer_cuda_free_constants(masformer_device_constants,
+                                masformer_num_device_constants);
+  masformer_cuda_release_memory();
+#endif
 }
 )c";
 
@@ -445,7 +597,10 @@ writeFile(StringRef path,
   return fn(os);
 }
 
-LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
+/// Links the library; `cudaRuntimeDir` (non-empty for cuda) is where
+/// libMASFormerCudaRuntime.so is.
+LogicalResult linkLibrary(StringRef object, StringRef out,
+                          StringRef cudaRuntimeDir, Location loc) {
   FailureOr<std::string> driver = findLinker(loc);
   if (failed(driver))
     return failure();
@@ -469,12 +624,18 @@ LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
                                    "-O2",
                                    "-fPIC",
                                    allocator.path.str().str(),
-                                   "-Wl,-z,defs",
-                                   "-L" + libDir,
-                                   "-Wl,-rpath," + libDir,
-                                   "-lomp",
-                                   "-lmlir_c_runner_utils",
-                                   "-lm"};
+                                   "-Wl,-z,defs"};
+  if (cudaRuntimeDir.empty()) {
+    args.append({"-L" + libDir, "-Wl,-rpath," + libDir, "-lomp",
+                 "-lmlir_c_runner_utils"});
+  } else {
+    // The shim from where it is, or next to the library (a copy of both
+    // carried to a GPU machine).
+    args.append({"-DMF_CUDA", "-L" + cudaRuntimeDir.str(),
+                 "-Wl,-rpath," + cudaRuntimeDir.str(), "-Wl,-rpath,$ORIGIN",
+                 "-lMASFormerCudaRuntime"});
+  }
+  args.push_back("-lm");
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::optional<StringRef> redirects[] = {std::nullopt, log.path.str(),
                                           log.path.str()};
@@ -491,6 +652,67 @@ LogicalResult linkLibrary(StringRef object, StringRef out, Location loc) {
            failure();
   }
   return success();
+}
+
+/// The CUDA toolkit to compile kernels with; fails unless it has ptxas.
+FailureOr<std::string> findCudaToolkit(StringRef option, Location loc) {
+  std::string dir = option.str();
+  if (dir.empty())
+    for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+      if (std::optional<std::string> v = llvm::sys::Process::GetEnv(var))
+        if (!v->empty()) {
+          dir = *v;
+          break;
+        }
+  if (dir.empty())
+    dir = "/usr/local/cuda";
+  SmallString<256> ptxas(dir);
+  llvm::sys::path::append(ptxas, "bin", "ptxas");
+  if (!llvm::sys::fs::can_execute(ptxas))
+    return emitError(loc) << "--target=cuda: no CUDA toolkit at '" << dir
+                          << "' (no " << ptxas
+                          << "); pass --cuda-toolkit=DIR or set CUDA_HOME",
+           failure();
+  return dir;
+}
+
+/// The directory of libMASFormerCudaRuntime.so, which cuda libraries link.
+FailureOr<std::string> findCudaRuntimeDir(StringRef option, Location loc) {
+  SmallVector<std::string> candidates;
+  if (!option.empty()) {
+    candidates.push_back(option.str());
+  } else {
+    if (std::optional<std::string> v =
+            llvm::sys::Process::GetEnv("MASFORMER_LIBRARY_DIR"))
+      candidates.push_back(*v);
+    // Next to the tool: <prefix>/bin/masformer-compile, <prefix>/lib.
+    static int anchor;
+    std::string exe = llvm::sys::fs::getMainExecutable(nullptr, &anchor);
+    if (!exe.empty()) {
+      SmallString<256> dir(llvm::sys::path::parent_path(
+          llvm::sys::path::parent_path(exe)));
+      llvm::sys::path::append(dir, "lib");
+      candidates.push_back(dir.str().str());
+    }
+#ifdef MASFORMER_BUILD_LIBRARY_DIR
+    candidates.push_back(MASFORMER_BUILD_LIBRARY_DIR);
+#endif
+  }
+  for (const std::string &dir : candidates) {
+    SmallString<256> lib(dir);
+    llvm::sys::path::append(lib, "libMASFormerCudaRuntime.so");
+    if (llvm::sys::fs::exists(lib)) {
+      SmallString<256> abs(dir);
+      llvm::sys::fs::make_absolute(abs);
+      return abs.str().str();
+    }
+  }
+  return emitError(loc) << "--target=cuda: libMASFormerCudaRuntime.so is "
+                           "not in "
+                        << llvm::join(candidates, ", ")
+                        << "; set MASFORMER_LIBRARY_DIR to the directory "
+                           "that has it",
+         failure();
 }
 
 void registerCompileDialects(MLIRContext *context) {
@@ -513,17 +735,29 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
                                  const CompileONNXOptions &options,
                                  MLIRContext *context) {
   Location loc = FileLineColLoc::get(context, src, 0, 0);
-  if (options.target == "cuda")
-    return emitError(loc)
-               << "--target=cuda: whole models do not compile for the GPU "
-                  "yet (the GPU kernels cover attention and matrix "
-                  "products, see --masformer-lower-to-nvvm); compile with "
-                  "--target=cpu",
-           failure();
-  if (options.target != "cpu")
+  if (options.target != "cpu" && options.target != "cuda")
     return emitError(loc) << "--target=" << options.target
                           << ": expected cpu or cuda",
            failure();
+  bool cuda = options.target == "cuda";
+  std::string toolkit, runtimeDir;
+  if (cuda) {
+    std::string error;
+    if (failed(checkNVVMChip(options.chip, error)))
+      return emitError(loc) << "--chip=" << options.chip << ": " << error,
+             failure();
+    FailureOr<std::string> t = findCudaToolkit(options.cudaToolkit, loc);
+    if (failed(t))
+      return failure();
+    toolkit = *t;
+    if (options.output == CompileOutput::Library) {
+      FailureOr<std::string> r =
+          findCudaRuntimeDir(options.runtimeLibraryDir, loc);
+      if (failed(r))
+        return failure();
+      runtimeDir = *r;
+    }
+  }
   if (options.tileQ <= 0 || options.tileKV <= 0)
     return emitError(loc) << "attention tiles must be positive, got "
                           << options.tileQ << " x " << options.tileKV,
@@ -545,19 +779,39 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
     return emitError(loc) << "internal error: the import has no @main",
            failure();
   unsigned numInputs = main.getNumArguments();
-  FailureOr<std::string> signature = prepareEntry(main);
+  FailureOr<std::string> signature = prepareEntry(main, options);
   if (failed(signature))
     return failure();
 
   PassManager pm(context);
-  LowerToCPUOptions lowering;
-  lowering.tileQ = options.tileQ;
-  lowering.tileKV = options.tileKV;
-  lowering.vectorWidth = host->avx512 ? 16 : 8;
-  lowering.genericAllocation = true;
-  buildLowerToCPUPipeline(pm, lowering);
+  if (cuda) {
+    ModelToNVVMOptions lowering;
+    lowering.chip = options.chip;
+    lowering.toolkit = toolkit;
+    lowering.format = "bin";
+    lowering.constants = "arguments";
+    lowering.genericAllocation = true;
+    buildModelToNVVMPipeline(pm, lowering);
+  } else {
+    LowerToCPUOptions lowering;
+    lowering.tileQ = options.tileQ;
+    lowering.tileKV = options.tileKV;
+    lowering.vectorWidth = host->avx512 ? 16 : 8;
+    lowering.genericAllocation = true;
+    buildLowerToCPUPipeline(pm, lowering);
+  }
   if (failed(pm.run(module)))
-    return emitError(loc) << "lowering the model to the CPU failed", failure();
+    return emitError(loc) << "lowering the model to the "
+                          << (cuda ? "GPU (" + options.chip + ")" : "CPU")
+                          << " failed",
+           failure();
+  SmallVector<DeviceConstant> constants;
+  if (cuda) {
+    FailureOr<SmallVector<DeviceConstant>> c = deviceConstants(module, loc);
+    if (failed(c))
+      return failure();
+    constants = std::move(*c);
+  }
 
   // Everything goes to a temporary file next to `dst`, renamed at the end.
   SmallString<256> tmp;
@@ -594,7 +848,8 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
     llvm::TargetMachine &tm = *host->machine;
     llvmModule->setDataLayout(tm.createDataLayout());
     llvmModule->setTargetTriple(tm.getTargetTriple());
-    if (failed(addRuntimeInterface(*llvmModule, numInputs, *signature, loc)))
+    if (failed(addRuntimeInterface(*llvmModule, numInputs, *signature, cuda,
+                                   constants, loc)))
       return failure();
     if (llvm::verifyModule(*llvmModule, &llvm::errs()))
       return emitError(loc) << "internal error: invalid LLVM IR", failure();
@@ -623,7 +878,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
       if (failed(writeFile(objectPath, emitObject, loc)))
         return failure();
       if (options.output == CompileOutput::Library &&
-          failed(linkLibrary(objectPath, tmp, loc)))
+          failed(linkLibrary(objectPath, tmp, runtimeDir, loc)))
         return failure();
     }
   }

@@ -126,20 +126,15 @@ LogicalResult mlir::masformer::checkNVVMChip(StringRef chip,
   return success();
 }
 
-void mlir::masformer::buildLowerToNVVMPipeline(
-    OpPassManager &pm, const LowerToNVVMOptions &options) {
-  std::string error;
-  if (failed(checkNVVMChip(options.chip, error)))
-    llvm::report_fatal_error(llvm::Twine("--masformer-lower-to-nvvm: chip=") +
-                             options.chip + ": " + error);
-  pm.addPass(createContractionsToGPU());
-  pm.addPass(createAttentionToGPU());
-  // Whatever is left would compute on device memory on the host.
-  pm.addPass(createCheckGPUHost());
+/// From bufferization on: kernels to a gpu.binary, host code to LLVM.
+template <typename Options>
+static void addNVVMTail(OpPassManager &pm, const Options &options,
+                        StringRef bufferization, StringRef hostPasses) {
   std::string lowering =
-      "one-shot-bufferize{bufferize-function-boundaries "
-      "function-boundary-type-conversion=identity-layout-map},"
-      "canonicalize,cse,"
+      bufferization.str() + ",canonicalize,cse," + hostPasses.str() +
+      // The host function's allocations, copies, launches and frees on one
+      // stream, synchronized once at the end.
+      "func.func(gpu-async-region),"
       "nvvm-attach-target{chip=" + options.chip + " features=" +
       options.features + " O=3},"
       // The kernels: their unrolled index arithmetic folded, then NVVM.
@@ -148,14 +143,72 @@ void mlir::masformer::buildLowerToNVVMPipeline(
       "convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
       "gpu-module-to-binary{format=" + options.format + " toolkit=" +
       options.toolkit + "}";
-  if (options.hostToLLVM)
+  if (options.hostToLLVM) {
     lowering += ",expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-                "gpu-to-llvm,finalize-memref-to-llvm,convert-arith-to-llvm,"
-                "convert-index-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
+                "gpu-to-llvm,finalize-memref-to-llvm";
+    if (options.genericAllocation)
+      lowering += "{use-generic-functions}";
+    lowering += ",convert-arith-to-llvm,convert-index-to-llvm,"
+                "convert-cf-to-llvm,convert-func-to-llvm,"
                 "reconcile-unrealized-casts";
+  }
   if (failed(parsePassPipeline(lowering, pm)))
     llvm::report_fatal_error("masformer: the NVVM lowering pipeline names a "
                              "pass that is not registered");
+}
+
+template <typename Options>
+static void checkChip(StringRef pipeline, const Options &options) {
+  std::string error;
+  if (failed(checkNVVMChip(options.chip, error)))
+    llvm::report_fatal_error(llvm::Twine("--") + pipeline + ": chip=" +
+                             options.chip + ": " + error);
+}
+
+void mlir::masformer::buildLowerToNVVMPipeline(
+    OpPassManager &pm, const LowerToNVVMOptions &options) {
+  checkChip("masformer-lower-to-nvvm", options);
+  pm.addPass(createContractionsToGPU());
+  pm.addPass(createAttentionToGPU());
+  // Whatever is left would compute on device memory on the host.
+  pm.addPass(createCheckGPUHost());
+  addNVVMTail(pm, options,
+              "one-shot-bufferize{bufferize-function-boundaries "
+              "function-boundary-type-conversion=identity-layout-map}",
+              "");
+}
+
+void mlir::masformer::buildModelToNVVMPipeline(
+    OpPassManager &pm, const ModelToNVVMOptions &options) {
+  checkChip("masformer-model-to-nvvm", options);
+  if (options.constants != "copy" && options.constants != "arguments")
+    llvm::report_fatal_error(
+        llvm::Twine("--masformer-model-to-nvvm: constants=") +
+        options.constants + ": expected copy or arguments");
+  // As on the CPU: tied weights transposed once, the products first.
+  pm.addPass(createFoldConstantTransposes());
+  pm.addPass(createContractionsToGPU());
+  pm.addPass(createAttentionToGPU());
+  if (failed(parsePassPipeline("masformer-decompose-aggregates,"
+                               "convert-elementwise-to-linalg,"
+                               "linalg-fuse-elementwise-ops",
+                               pm)))
+    llvm::report_fatal_error("masformer: the model GPU pipeline names a "
+                             "pass that is not registered");
+  addNVVMTail(
+      pm, options,
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "function-boundary-type-conversion=identity-layout-map}",
+      // Every other op a kernel, one thread per element; then the host
+      // function's memory on the device.
+      "func.func(convert-linalg-to-parallel-loops,masformer-loops-to-gpu),"
+      // The kernels' loads and stores through views (a slice of the fused
+      // QKV product, reshaped) go to the underlying buffers: the host keeps
+      // no reshaped strided view, which expand-strided-metadata of LLVM 22
+      // crashes on.
+      "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
+      "gpu-kernel-outlining,masformer-buffers-to-device{constants=" +
+          options.constants + "},canonicalize,cse,");
 }
 
 void mlir::masformer::registerMASFormerPipelines() {
@@ -165,6 +218,13 @@ void mlir::masformer::registerMASFormerPipelines() {
       "(cubin for the chosen chip, by the CUDA toolkit's ptxas), and host "
       "code that launches them through the mgpu* runtime functions",
       buildLowerToNVVMPipeline);
+  PassPipelineRegistration<ModelToNVVMOptions>(
+      "masformer-model-to-nvvm",
+      "A whole model on the GPU: matrix products and attention as the "
+      "tensor-core kernels of --masformer-lower-to-nvvm, every other op as "
+      "a kernel of one thread per element, buffers in device memory, the "
+      "host function's interface unchanged (host buffers in and out)",
+      buildModelToNVVMPipeline);
   PassPipelineRegistration<LowerToCPUOptions>(
       "masformer-lower-to-cpu",
       "Span-aware tiled attention lowered to the LLVM dialect for the host, "

@@ -18,9 +18,13 @@
 // (device 0 by default), shared with the CUDA runtime API (PyTorch, cuBLAS),
 // so device pointers from those can be passed to compiled code.
 //
-// Memory: freed blocks are kept per size and reused (after their stream has
-// finished); masformer_cuda_release_memory() returns them to the driver.
-// Streams are pooled the same way.
+// Memory: freed blocks are kept per size and reused. A block freed on a
+// stream is reused at once by an allocation on the same stream (stream
+// order makes that safe: a compiled model's function runs on one stream),
+// and by any other once that stream has been synchronized;
+// masformer_cuda_release_memory() returns the blocks to the driver.
+// Streams are pooled the same way. A compiled model's weights are uploaded
+// once (masformer_cuda_upload_constants) and freed with the model.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,7 +104,15 @@ struct State {
   Driver d{};
   std::string error;
   std::vector<CUstream> streams;
-  std::multimap<size_t, CUdeviceptr> freeBlocks;
+  /// A freed block, and the stream whose queued work may still use it
+  /// (null: none).
+  struct FreeBlock {
+    CUdeviceptr ptr;
+    CUstream stream;
+  };
+  std::multimap<size_t, FreeBlock> freeBlocks;
+  /// Why the last module load failed: the reason a launch finds no kernel.
+  std::string loadError;
   std::map<CUdeviceptr, size_t> liveBlocks;
 };
 
@@ -214,6 +226,30 @@ bool ensureReady(State &s) {
   return check(s, s.d.cuCtxSetCurrent(s.ctx), "cuCtxSetCurrent");
 }
 
+/// After `stream` has been synchronized: its freed blocks are free for all.
+void untagBlocks(State &s, CUstream stream) {
+  for (auto &[size, block] : s.freeBlocks)
+    if (block.stream == stream)
+      block.stream = nullptr;
+}
+
+/// Waits for the work queued on every cached block (before freeing them).
+void syncTaggedStreams(State &s) {
+  for (auto &[size, block] : s.freeBlocks)
+    if (block.stream) {
+      s.d.cuStreamSynchronize(block.stream);
+      untagBlocks(s, block.stream);
+    }
+}
+
+/// Returns every cached block to the driver.
+void freeCachedBlocks(State &s) {
+  syncTaggedStreams(s);
+  for (auto &[size, block] : s.freeBlocks)
+    s.d.cuMemFree(block.ptr);
+  s.freeBlocks.clear();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -266,9 +302,62 @@ MASFORMER_CUDA_EXPORT void masformer_cuda_release_memory() {
   if (!s.ready)
     return;
   s.d.cuCtxSetCurrent(s.ctx);
-  for (auto &[size, ptr] : s.freeBlocks)
-    s.d.cuMemFree(ptr);
-  s.freeBlocks.clear();
+  freeCachedBlocks(s);
+}
+
+/// Uploads a compiled model's constants: each null `slots[i]` becomes a
+/// device copy of the `bytes[i]` bytes at `hosts[i]`. Returns 0, or 1 with
+/// the error in masformer_cuda_error(). Thread-safe: concurrent callers see
+/// each constant uploaded once.
+MASFORMER_CUDA_EXPORT int masformer_cuda_upload_constants(
+    void **slots, const void *const *hosts, const uint64_t *bytes, int64_t n) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!ensureReady(s))
+    return 1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[i] || bytes[i] == 0)
+      continue;
+    CUdeviceptr ptr = 0;
+    CUresult r = s.d.cuMemAlloc(&ptr, bytes[i]);
+    if (r != kSuccess && !s.freeBlocks.empty()) {
+      freeCachedBlocks(s);
+      r = s.d.cuMemAlloc(&ptr, bytes[i]);
+    }
+    if (!check(s, r,
+               ("cuMemAlloc of " + std::to_string(bytes[i]) +
+                " bytes for the model's weights")
+                   .c_str()))
+      return 1;
+    if (!check(s,
+               s.d.cuMemcpyAsync(ptr,
+                                 reinterpret_cast<CUdeviceptr>(hosts[i]),
+                                 bytes[i], nullptr),
+               "cuMemcpyAsync (the model's weights)") ||
+        !check(s, s.d.cuStreamSynchronize(nullptr),
+               "cuStreamSynchronize (the model's weights)")) {
+      s.d.cuMemFree(ptr);
+      return 1;
+    }
+    slots[i] = reinterpret_cast<void *>(ptr);
+  }
+  return 0;
+}
+
+/// Frees the constants masformer_cuda_upload_constants uploaded into
+/// `slots` and clears the slots.
+MASFORMER_CUDA_EXPORT void masformer_cuda_free_constants(void **slots,
+                                                         int64_t n) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.ready)
+    return;
+  s.d.cuCtxSetCurrent(s.ctx);
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[i])
+      s.d.cuMemFree(reinterpret_cast<CUdeviceptr>(slots[i]));
+    slots[i] = nullptr;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -298,10 +387,11 @@ MASFORMER_CUDA_EXPORT void *mgpuModuleLoad(void *data, size_t /*size*/) {
     int major = 0, minor = 0;
     s.d.cuDeviceGetAttribute(&major, kDevAttrCCMajor, s.dev);
     s.d.cuDeviceGetAttribute(&minor, kDevAttrCCMinor, s.dev);
-    setError(s, "cuModuleLoadData failed: " + describe(s, r) +
-                    "; this GPU is sm_" + std::to_string(major) +
-                    std::to_string(minor) +
-                    ": was the model compiled for another chip (--chip)?");
+    s.loadError = "cuModuleLoadData failed: " + describe(s, r) +
+                  "; this GPU is sm_" + std::to_string(major) +
+                  std::to_string(minor) +
+                  ": was the model compiled for another chip (--chip)?";
+    setError(s, s.loadError);
     return nullptr;
   }
   return module;
@@ -324,8 +414,14 @@ MASFORMER_CUDA_EXPORT void *mgpuModuleGetFunction(void *module,
                                                   const char *name) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!module || !ensureReady(s))
+  if (!ensureReady(s))
     return nullptr;
+  if (!module) {
+    setError(s, std::string("kernel ") + name + " is not loaded: " +
+                    (s.loadError.empty() ? "its module failed to load"
+                                         : s.loadError));
+    return nullptr;
+  }
   CUfunction fn = nullptr;
   if (!check(s,
              s.d.cuModuleGetFunction(&fn, static_cast<CUmodule>(module), name),
@@ -341,8 +437,15 @@ mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                  void **extra, size_t /*paramsCount*/) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!function || !ensureReady(s))
+  if (!ensureReady(s))
     return;
+  if (!function) {
+    setError(s, "a kernel launch has no kernel: " +
+                    (s.loadError.empty() ? std::string("its module failed to "
+                                                       "load")
+                                         : s.loadError));
+    return;
+  }
   auto fn = static_cast<CUfunction>(function);
   if (smem > 48 * 1024) {
     int limit = 0;
@@ -383,8 +486,18 @@ MASFORMER_CUDA_EXPORT void *mgpuStreamCreate() {
 MASFORMER_CUDA_EXPORT void mgpuStreamDestroy(void *stream) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (stream)
-    s.streams.push_back(static_cast<CUstream>(stream));
+  if (!stream)
+    return;
+  // Blocks freed on it are free for all once its work is done.
+  auto st = static_cast<CUstream>(stream);
+  for (auto &[size, block] : s.freeBlocks)
+    if (block.stream == st) {
+      if (s.ready)
+        s.d.cuStreamSynchronize(st);
+      untagBlocks(s, st);
+      break;
+    }
+  s.streams.push_back(st);
 }
 
 MASFORMER_CUDA_EXPORT void mgpuStreamSynchronize(void *stream) {
@@ -392,8 +505,9 @@ MASFORMER_CUDA_EXPORT void mgpuStreamSynchronize(void *stream) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!stream || !ensureReady(s))
     return;
-  check(s, s.d.cuStreamSynchronize(static_cast<CUstream>(stream)),
-        "cuStreamSynchronize (a kernel failed?)");
+  if (check(s, s.d.cuStreamSynchronize(static_cast<CUstream>(stream)),
+            "cuStreamSynchronize (a kernel failed?)"))
+    untagBlocks(s, static_cast<CUstream>(stream));
 }
 
 MASFORMER_CUDA_EXPORT void mgpuStreamWaitEvent(void *stream, void *event) {
@@ -458,17 +572,30 @@ MASFORMER_CUDA_EXPORT void *mgpuMemAlloc(uint64_t size, void *stream,
       return nullptr;
     return reinterpret_cast<void *>(ptr);
   }
-  auto it = s.freeBlocks.find(size);
+  // A cached block of this size: one free for all or freed on this
+  // stream, else one whose stream is waited for.
+  auto range = s.freeBlocks.equal_range(size);
+  auto it = s.freeBlocks.end();
+  for (auto i = range.first; i != range.second; ++i)
+    if (!i->second.stream || i->second.stream == stream) {
+      it = i;
+      break;
+    }
+  if (it == s.freeBlocks.end() && range.first != range.second) {
+    it = range.first;
+    CUstream other = it->second.stream;
+    if (!check(s, s.d.cuStreamSynchronize(other), "cuStreamSynchronize"))
+      return nullptr;
+    untagBlocks(s, other);
+  }
   if (it != s.freeBlocks.end()) {
-    ptr = it->second;
+    ptr = it->second.ptr;
     s.freeBlocks.erase(it);
   } else {
     CUresult r = s.d.cuMemAlloc(&ptr, size);
     if (r != kSuccess && !s.freeBlocks.empty()) {
       // Out of memory with blocks cached: return them and try again.
-      for (auto &[sz, p] : s.freeBlocks)
-        s.d.cuMemFree(p);
-      s.freeBlocks.clear();
+      freeCachedBlocks(s);
       r = s.d.cuMemAlloc(&ptr, size);
     }
     if (!check(s, r,
@@ -492,11 +619,9 @@ MASFORMER_CUDA_EXPORT void mgpuMemFree(void *ptr, void *stream) {
     check(s, s.d.cuMemFree(dptr), "cuMemFree");
     return;
   }
-  // Reused only once the work queued on it has finished.
-  if (stream)
-    check(s, s.d.cuStreamSynchronize(static_cast<CUstream>(stream)),
-          "cuStreamSynchronize");
-  s.freeBlocks.emplace(it->second, dptr);
+  // Reused at once on this stream, by others once it is synchronized.
+  s.freeBlocks.emplace(it->second,
+                       State::FreeBlock{dptr, static_cast<CUstream>(stream)});
   s.liveBlocks.erase(it);
 }
 

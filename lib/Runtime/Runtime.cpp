@@ -13,6 +13,12 @@
 // library's masformer_free (its caching allocator made them), and
 // masformer_release_memory empties that cache when the model is freed.
 //
+// A library compiled for the GPU ("target cuda" and "chip sm_XY" in its
+// signature) has the same interface: host buffers in and out. It links
+// libMASFormerCudaRuntime, whose errors are sticky: the runtime reads
+// masformer_cuda_error() after each run (and before: the GPU code is loaded
+// when the library is opened) and clears it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Runtime/Runtime.h"
@@ -148,7 +154,10 @@ struct mf_model {
   void (*run)(void **, void *) = nullptr;
   void (*freeBuffer)(void *) = nullptr;
   void (*releaseMemory)() = nullptr;
-  std::string target;
+  // The CUDA runtime shim's error state (GPU libraries only).
+  const char *(*cudaError)() = nullptr;
+  void (*cudaClearError)() = nullptr;
+  std::string target, chip;
   std::vector<TensorDecl> inputs, outputs;
   std::vector<Binding> bindings;
   std::vector<Output> results;
@@ -184,6 +193,10 @@ bool mf_model::parseSignature(const char *text) {
     std::vector<std::string> f = split(lines[l], '\t');
     if (f.size() == 2 && f[0] == "target") {
       target = f[1];
+      continue;
+    }
+    if (f.size() == 2 && f[0] == "chip") {
+      chip = f[1];
       continue;
     }
     if (f.size() != 4 || (f[0] != "input" && f[0] != "output"))
@@ -289,7 +302,20 @@ mf_model *mf_model_load(const char *path) {
     delete model;
     return nullptr;
   }
-  if (model->target != "cpu") {
+  if (model->target == "cuda") {
+    // Resolved through the library's dependencies.
+    model->cudaError = reinterpret_cast<const char *(*)()>(
+        dlsym(handle, "masformer_cuda_error"));
+    model->cudaClearError = reinterpret_cast<void (*)()>(
+        dlsym(handle, "masformer_cuda_clear_error"));
+    if (!model->cudaError || !model->cudaClearError) {
+      fail(std::string("'") + path +
+           "' is compiled for the GPU but does not link "
+           "libMASFormerCudaRuntime");
+      delete model;
+      return nullptr;
+    }
+  } else if (model->target != "cpu") {
     fail(std::string("'") + path + "' is compiled for target '" +
          model->target + "', which this runtime cannot run");
     delete model;
@@ -461,7 +487,35 @@ int mf_model_run(mf_model *model) {
   for (const TensorDecl &d : model->outputs)
     words += 3 + 2 * d.dims.size();
   std::vector<int64_t> results(words, 0);
+  if (model->cudaError) {
+    // An error from loading the library's GPU code (no driver, no GPU, a
+    // cubin for another chip) or from an earlier run.
+    if (const char *err = model->cudaError()) {
+      std::string message = err;
+      model->cudaClearError();
+      return fail("cannot run '" + model->path + "' (compiled for " +
+                  model->chip + ") on the GPU: " + message);
+    }
+  }
   model->run(args.data(), results.data());
+  if (model->cudaError) {
+    if (const char *err = model->cudaError()) {
+      std::string message = err;
+      model->cudaClearError();
+      // The results are garbage: free what the run allocated.
+      std::set<void *> freed;
+      size_t w = 0;
+      for (const TensorDecl &d : model->outputs) {
+        void *allocated;
+        std::memcpy(&allocated, &results[w], sizeof(void *));
+        if (allocated && freed.insert(allocated).second)
+          model->freeBuffer(allocated);
+        w += 3 + 2 * d.dims.size();
+      }
+      return fail("running '" + model->path + "' on the GPU failed: " +
+                  message);
+    }
+  }
 
   // Each result's buffer is the model's until the next run; a strided one
   // (not produced by the compiler today) is copied to a contiguous buffer.

@@ -20,7 +20,8 @@ def compile(src, dst, *, target="cpu", cpu="native", span=None,
 
     Every op of the model is lowered (matrix products and attention as
     tiled vector kernels, the rest as parallel loops) for `cpu` ("native":
-    this machine). With `span` ("block:B" or "window:W") the MASFormer
+    this machine), or with target="cuda" to GPU kernels for sm_90 (host
+    code for `cpu` and an embedded cubin). With `span` ("block:B" or "window:W") the MASFormer
     rewrite is applied first, choosing the full layers as masformer.rewrite
     does (`full_layers`, or `policy` and `num_full`). Without
     `input_shapes` ({input name: [dims]}) dynamic dimensions stay dynamic

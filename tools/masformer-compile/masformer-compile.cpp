@@ -2,6 +2,7 @@
 //
 //   masformer-compile model.onnx --target=cpu \
 //     --spans="span=block:256 policy=top num-full=2" -o model.so
+//   masformer-compile model.onnx --target=cuda --chip=sm_90 -o model.so
 //
 // imports the model, raises its attention layers, applies the MASFormer
 // rewrite, lowers every op and links one shared library that the runtime
@@ -34,7 +35,14 @@ int main(int argc, char **argv) {
   cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
                               cl::init("cpu"));
   cl::opt<std::string> chip(
-      "chip", cl::desc("GPU architecture for --target=cuda (sm_80, sm_90)"),
+      "chip",
+      cl::desc("GPU architecture for --target=cuda: sm_80, sm_86, sm_89, "
+               "sm_90 (default), ..."),
+      cl::init(""));
+  cl::opt<std::string> cudaToolkit(
+      "cuda-toolkit",
+      cl::desc("CUDA toolkit whose ptxas compiles the kernels (default: "
+               "$CUDA_HOME, $CUDA_PATH or /usr/local/cuda)"),
       cl::init(""));
   cl::opt<std::string> cpu(
       "cpu",
@@ -84,6 +92,9 @@ int main(int argc, char **argv) {
 
   CompileONNXOptions options;
   options.target = target;
+  if (!chip.empty())
+    options.chip = chip;
+  options.cudaToolkit = cudaToolkit;
   options.cpu = cpu;
   options.output = emit;
   options.tileQ = tileQ;
@@ -92,6 +103,11 @@ int main(int argc, char **argv) {
   options.rewrite.reportSeqLen = reportSeqLen;
   if (!chip.empty() && target != "cuda") {
     emitError(loc) << "--chip=" << chip << " needs --target=cuda";
+    return 1;
+  }
+  if (!cudaToolkit.empty() && target != "cuda") {
+    emitError(loc) << "--cuda-toolkit=" << cudaToolkit
+                   << " needs --target=cuda";
     return 1;
   }
   if (reportSeqLen <= 0) {

@@ -32,6 +32,14 @@ struct CompileONNXOptions {
   RewriteONNXOptions rewrite;
   /// "cpu" (the host) or "cuda".
   std::string target = "cpu";
+  /// The GPU for target "cuda" (sm_80 or newer).
+  std::string chip = "sm_90";
+  /// The CUDA toolkit whose ptxas makes the cubin (empty: $CUDA_HOME,
+  /// $CUDA_PATH, or /usr/local/cuda).
+  std::string cudaToolkit;
+  /// Where libMASFormerCudaRuntime.so is (empty: $MASFORMER_LIBRARY_DIR,
+  /// ../lib next to the running executable, or the build tree's lib/).
+  std::string runtimeLibraryDir;
   /// The LLVM CPU to generate code for ("native": this machine's CPU and
   /// features).
   std::string cpu = "native";

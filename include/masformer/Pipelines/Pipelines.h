@@ -54,9 +54,10 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
 void buildLowerToCPUPipeline(OpPassManager &pm,
                              const LowerToCPUOptions &options);
 
-/// Registers the pipelines above with the pass registry
-/// (`--masformer-reference-to-llvm`, `--masformer-lower-to-cpu`).
-struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
+/// Options of the GPU pipelines: the chip, the binary, the host lowering.
+template <typename Derived>
+struct NVVMTargetOptions : public PassPipelineOptions<Derived> {
+  using PassOptions = mlir::detail::PassOptions;
   PassOptions::Option<std::string> chip{
       *this, "chip",
       llvm::cl::desc("The GPU to compile for: sm_80 (Ampere), sm_90 (Hopper), "
@@ -81,7 +82,34 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
                      "the LLVM dialect, calling the mgpu* runtime functions "
                      "of libMASFormerCudaRuntime"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> genericAllocation{
+      *this, "generic-allocation",
+      llvm::cl::desc("Allocate host buffers with _mlir_memref_to_llvm_alloc "
+                     "and free them with _mlir_memref_to_llvm_free, which "
+                     "the embedder provides"),
+      llvm::cl::init(false)};
 };
+
+/// Options of the attention and matrix product kernels' pipeline.
+struct LowerToNVVMOptions : public NVVMTargetOptions<LowerToNVVMOptions> {};
+
+/// Options of the whole-model GPU pipeline.
+struct ModelToNVVMOptions : public NVVMTargetOptions<ModelToNVVMOptions> {
+  PassOptions::Option<std::string> constants{
+      *this, "constants",
+      llvm::cl::desc("copy: the weights are copied to the device in every "
+                     "call; arguments: they become trailing arguments of "
+                     "the function, in device memory, which the caller "
+                     "copies once (masformer-compile does)"),
+      llvm::cl::init("copy")};
+};
+
+/// A whole model to the GPU: the kernels of buildLowerToNVVMPipeline for
+/// matrix products and attention, every other op as a kernel of one thread
+/// per element (--masformer-loops-to-gpu), every buffer in device memory
+/// (--masformer-buffers-to-device): host buffers in, host buffers out.
+void buildModelToNVVMPipeline(OpPassManager &pm,
+                              const ModelToNVVMOptions &options);
 
 /// masformer.attention and the matrix products to GPU kernels in a
 /// gpu.binary for `chip`, and the host code that launches them.
@@ -92,6 +120,9 @@ void buildLowerToNVVMPipeline(OpPassManager &pm,
 /// `--masformer-lower-to-nvvm="..."`; fails on an unknown chip.
 LogicalResult checkNVVMChip(StringRef chip, std::string &error);
 
+/// Registers the pipelines above with the pass registry
+/// (`--masformer-reference-to-llvm`, `--masformer-lower-to-cpu`,
+/// `--masformer-lower-to-nvvm`, `--masformer-model-to-nvvm`).
 void registerMASFormerPipelines();
 
 } // namespace mlir::masformer

@@ -17,8 +17,11 @@
  * dimension or the file. A model handle runs one call at a time; load one
  * handle per thread to run in parallel (the library is shared).
  *
- * The runtime depends only on the C library and libdl; the compiled
- * library depends on libomp (see docs/compile.md).
+ * The runtime depends only on the C library and libdl; a library compiled
+ * for the CPU depends on libomp, one compiled for the GPU on
+ * libMASFormerCudaRuntime and the NVIDIA driver (see docs/compile.md). A GPU
+ * library loads without a GPU; running it then fails with the driver's
+ * reason.
  *
  *===----------------------------------------------------------------------===*/
 

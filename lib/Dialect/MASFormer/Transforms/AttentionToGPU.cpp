@@ -648,15 +648,12 @@ struct AttentionToGPUPass final
     for (int64_t i = 0; i < 4; ++i)
       if (qTy.isDynamicDim(i))
         dynSizes.push_back(memref::DimOp::create(b, loc, qm, i));
-    // Asynchronous on one stream (gpu-to-llvm lowers the allocation only in
-    // this form); the final wait synchronizes it.
-    Type tokenTy = gpu::AsyncTokenType::get(b.getContext());
-    Value token = gpu::WaitOp::create(b, loc, tokenTy, ValueRange{}).getAsyncToken();
+    // Synchronous forms: gpu-async-region (in the pipelines) puts a
+    // function's allocations, copies and launches on one stream.
     auto outTy = MemRefType::get(qTy.getShape(), elemTy);
-    auto alloc = gpu::AllocOp::create(b, loc, outTy, tokenTy, ValueRange{token},
-                                      dynSizes, ValueRange{});
-    Value out = alloc.getMemref();
-    token = alloc.getAsyncToken();
+    Value out = gpu::AllocOp::create(b, loc, outTy, Type(), ValueRange{},
+                                     dynSizes, ValueRange{})
+                    .getMemref();
     Value om = memref::CastOp::create(b, loc, kernelTy, out);
     kernelArgs.push_back(om);
     if (mm)
@@ -670,12 +667,10 @@ struct AttentionToGPUPass final
     Value numQT = ix.max(ix.cdiv(sq, ix.c(kBlockRows)), one);
     Value smem = arith::ConstantOp::create(
         b, loc, b.getI32IntegerAttr(cfg.smemBytes()));
-    auto launch = gpu::LaunchFuncOp::create(
+    gpu::LaunchFuncOp::create(
         b, loc, kernel,
         gpu::KernelDim3{numQT, ix.max(heads, one), ix.max(batch, one)},
-        gpu::KernelDim3{ix.c(kThreads), one, one}, smem,
-        kernelArgs, tokenTy, ValueRange{token});
-    gpu::WaitOp::create(b, loc, Type(), launch.getAsyncToken());
+        gpu::KernelDim3{ix.c(kThreads), one, one}, smem, kernelArgs);
     Value result = bufferization::ToTensorOp::create(
         b, loc, qTy, out, /*restrict=*/true, /*writable=*/true);
     op.replaceAllUsesWith(result);

@@ -431,32 +431,30 @@ struct ContractionsToGPUPass final
     for (int64_t i = 0; i < 3; ++i)
       if (c3Ty.isDynamicDim(i))
         dynSizes.push_back(tensor::DimOp::create(b, loc, c3, i));
-    Type tokenTy = gpu::AsyncTokenType::get(b.getContext());
-    Value token =
-        gpu::WaitOp::create(b, loc, tokenTy, ValueRange{}).getAsyncToken();
-    auto alloc = gpu::AllocOp::create(
-        b, loc, MemRefType::get(c3Ty.getShape(), cfg.resultTy), tokenTy,
-        ValueRange{token}, dynSizes, ValueRange{});
+    // Synchronous forms: gpu-async-region (in the pipelines) puts a
+    // function's allocations, copies and launches on one stream.
+    Value outAlloc =
+        gpu::AllocOp::create(b, loc,
+                             MemRefType::get(c3Ty.getShape(), cfg.resultTy),
+                             Type(), ValueRange{}, dynSizes, ValueRange{})
+            .getMemref();
     Value outM = memref::CastOp::create(
-        b, loc, MemRefType::get({dyn, dyn, dyn}, cfg.resultTy),
-        alloc.getMemref());
+        b, loc, MemRefType::get({dyn, dyn, dyn}, cfg.resultTy), outAlloc);
     Value one = ix.c(1);
     Value batch = memref::DimOp::create(b, loc, outM, 0);
     Value rows = memref::DimOp::create(b, loc, outM, 1);
     Value cols = memref::DimOp::create(b, loc, outM, 2);
     Value smem = arith::ConstantOp::create(
         b, loc, b.getI32IntegerAttr(cfg.aBytes() + cfg.bBytes()));
-    auto launch = gpu::LaunchFuncOp::create(
+    gpu::LaunchFuncOp::create(
         b, loc, kernel,
         gpu::KernelDim3{ix.max(ix.cdiv(cols, ix.c(kTileN)), one),
                         ix.max(ix.cdiv(rows, ix.c(kTileM)), one),
                         ix.max(batch, one)},
         gpu::KernelDim3{ix.c(kThreads), one, one}, smem,
-        ValueRange{am, bmm, zeroInit ? outM : cm, outM}, tokenTy,
-        ValueRange{alloc.getAsyncToken()});
-    gpu::WaitOp::create(b, loc, Type(), launch.getAsyncToken());
+        ValueRange{am, bmm, zeroInit ? outM : cm, outM});
     Value result = bufferization::ToTensorOp::create(
-        b, loc, c3Ty, alloc.getMemref(), /*restrict=*/true,
+        b, loc, c3Ty, outAlloc, /*restrict=*/true,
         /*writable=*/true);
     // Back to C's shape: the inverse of as3D.
     int64_t r = cTy.getRank();

@@ -2,18 +2,19 @@
 
 // Host side: inputs read in place, the output allocated on the device, one
 // launch of 128 threads per (query tile of 64 rows, head, batch) with two
-// K and two V tiles of 64 x (64 + 8) bf16 in shared memory, then a wait.
+// K and two V tiles of 64 x (64 + 8) bf16 in shared memory. Synchronous
+// forms: the pipelines put a function's GPU ops on one stream.
 // CHECK-LABEL: func.func @block_causal(
 // CHECK-DAG:   %[[Q:.+]] = bufferization.to_buffer %arg0 read_only
 // CHECK-DAG:   %[[K:.+]] = bufferization.to_buffer %arg1 read_only
 // CHECK-DAG:   %[[V:.+]] = bufferization.to_buffer %arg2 read_only
 // CHECK:       %[[SQ:.+]] = tensor.dim %arg0, %c2
-// CHECK:       %[[T0:.+]] = gpu.wait async
-// CHECK:       %[[OUT:.+]], %[[T1:.+]] = gpu.alloc async [%[[T0]]] (%[[SQ]]) : memref<2x8x?x64xbf16>
+// CHECK-NOT:   gpu.wait
+// CHECK:       %[[OUT:.+]] = gpu.alloc (%[[SQ]]) : memref<2x8x?x64xbf16>
 // CHECK:       %[[NQT:.+]] = arith.ceildivsi %[[SQ]], %c64
 // CHECK:       %[[GX:.+]] = arith.maxsi %[[NQT]], %c1
-// CHECK:       %[[T2:.+]] = gpu.launch_func async [%[[T1]]] @masformer_kernels::@masformer_attention_bf16_d64_block256_causal blocks in (%[[GX]], %c8, %c2) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c36864_i32 args(
-// CHECK:       gpu.wait [%[[T2]]]
+// CHECK:       gpu.launch_func @masformer_kernels::@masformer_attention_bf16_d64_block256_causal blocks in (%[[GX]], %c8, %c2) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c36864_i32 args(
+// CHECK-NOT:   gpu.wait
 // CHECK:       %[[R:.+]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK:       return %[[R]]
 
@@ -68,9 +69,9 @@ func.func @block_causal(%q: tensor<2x8x?x64xbf16>, %k: tensor<2x2x?x64xbf16>, %v
 // (three per step: hi*hi, hi*lo, lo*hi), a window another kernel, and a
 // non-default scale is part of the kernel's name.
 // CHECK-LABEL: func.func @shared
-// CHECK:       gpu.launch_func async [%{{.+}}] @masformer_kernels::@masformer_attention_f32_d32_full
-// CHECK:       gpu.launch_func async [%{{.+}}] @masformer_kernels::@masformer_attention_f32_d32_full
-// CHECK:       gpu.launch_func async [%{{.+}}] @masformer_kernels::@masformer_attention_f32_d32_window16_s3e800000
+// CHECK:       gpu.launch_func @masformer_kernels::@masformer_attention_f32_d32_full
+// CHECK:       gpu.launch_func @masformer_kernels::@masformer_attention_f32_d32_full
+// CHECK:       gpu.launch_func @masformer_kernels::@masformer_attention_f32_d32_window16_s3e800000
 // CHECK:       gpu.module @masformer_kernels
 // CHECK:       gpu.func @masformer_attention_f32_d32_full(
 // CHECK-NOT:     nvgpu.ldmatrix

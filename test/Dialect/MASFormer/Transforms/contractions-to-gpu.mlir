@@ -7,12 +7,12 @@
 // CHECK-LABEL: func.func @weights(
 // CHECK-SAME:    %[[X:.+]]: tensor<?x?x96xbf16>, %[[W:.+]]: tensor<96x136xbf16>, %[[C:.+]]: tensor<?x?x136xf32>
 // CHECK:       %[[W3:.+]] = tensor.expand_shape %[[W]] {{\[\[}}0, 1], [2]] output_shape [1, 96, 136] : tensor<96x136xbf16> into tensor<1x96x136xbf16>
-// CHECK:       %[[T0:.+]] = gpu.wait async
-// CHECK:       %[[OUT:.+]], %[[T1:.+]] = gpu.alloc async [%[[T0]]] (%{{.+}}, %{{.+}}) : memref<?x?x136xf32>
+// CHECK-NOT:   gpu.wait
+// CHECK:       %[[OUT:.+]] = gpu.alloc (%{{.+}}, %{{.+}}) : memref<?x?x136xf32>
 // CHECK:       %[[ROWS:.+]] = arith.ceildivsi %{{.+}}, %c128
 // CHECK:       %[[GY:.+]] = arith.maxsi %[[ROWS]], %c1
-// CHECK:       %[[T2:.+]] = gpu.launch_func async [%[[T1]]] @masformer_kernels::@masformer_matmul_bf16_f32_acc blocks in (%c3, %[[GY]], %{{.+}}) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c29696_i32
-// CHECK:       gpu.wait [%[[T2]]]
+// CHECK:       gpu.launch_func @masformer_kernels::@masformer_matmul_bf16_f32_acc blocks in (%c3, %[[GY]], %{{.+}}) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c29696_i32
+// CHECK-NOT:   gpu.wait
 // CHECK:       %[[R:.+]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK:       return %[[R]]
 // The kernel: k in steps of 32 through two shared-memory buffers; A by
@@ -102,7 +102,7 @@ func.func @odd_k(%x: tensor<8x9xf32>, %w: tensor<9x16xf32>, %c: tensor<8x16xf32>
 // from the fill's tensor.empty.
 // CHECK-LABEL: func.func @zero_init(
 // CHECK-NOT:   linalg.fill
-// CHECK:       gpu.alloc async
+// CHECK:       gpu.alloc
 // CHECK:       gpu.launch_func {{.*}}@masformer_kernels::@masformer_matmul_f16_f16 blocks
 // CHECK-NOT:   linalg.fill
 // CHECK:       gpu.func @masformer_matmul_f16_f16(

@@ -325,6 +325,65 @@ def CheckGPUHost : Pass<"masformer-check-gpu-host", "::mlir::ModuleOp"> {
   }];
 }
 
+def LoopsToGPU : Pass<"masformer-loops-to-gpu", "::mlir::func::FuncOp"> {
+  let summary = "Top-level parallel loops on buffers as GPU kernels";
+  let description = [{
+    Every `scf.parallel` directly in the function (as
+    `convert-linalg-to-parallel-loops` makes of an element-wise op, a
+    normalization, a reduction, a copy) becomes a `gpu.launch` with one
+    thread per iteration: the iteration space is linearized, 128 threads per
+    block along it (the innermost dimension fastest, so that neighbouring
+    threads touch neighbouring elements), as many blocks as it takes, and
+    each thread delinearizes its index and runs the loop body once. Loops
+    nested in the body (the reduction dimensions) stay sequential in the
+    thread. A `memref.copy` (bufferization's copies of slices,
+    concatenations and pads) becomes such a loop first. A top-level
+    `scf.for` that touches memory (a reduction to a
+    scalar) runs as one thread. `gpu-kernel-outlining` then makes kernels of
+    the launches.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
+def BuffersToDevice : Pass<"masformer-buffers-to-device", "::mlir::ModuleOp"> {
+  let summary = "A bufferized host function's memory on the GPU";
+  let description = [{
+    Run on a bufferized module whose functions only launch kernels (after
+    `--masformer-loops-to-gpu` and `gpu-kernel-outlining`, or the kernel
+    passes). In each function with a body:
+
+    - every `memref.alloc`/`memref.alloca` becomes a `gpu.alloc`;
+    - each memref argument is copied to a device buffer at entry;
+    - each constant (`memref.get_global`) is copied to the device at entry
+      (`constants=copy`), or becomes a trailing argument of the function
+      that the caller provides in device memory (`constants=arguments`;
+      the function's `masformer.constants` attribute lists their globals,
+      in the order of the new arguments);
+    - each returned buffer is copied into a new host buffer;
+    - every device buffer is freed (`gpu.dealloc`) after its last use.
+
+    The host function keeps its interface: host buffers in, host buffers
+    out. `gpu-async-region` then puts its copies, launches and frees on one
+    stream. An op left on the host that reads or writes memory is an error
+    naming it: its buffers are now device memory.
+  }];
+  let options = [
+    Option<"constants", "constants", "std::string", /*default=*/"\"copy\"",
+           "copy: constants are copied to the device in every call; "
+           "arguments: they become arguments the caller passes in device "
+           "memory (so that it copies them once)">
+  ];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
 def ApproximateMath : Pass<"masformer-approximate-math"> {
   let summary = "exp, tanh and erf as polynomials; small constant powers as "
                 "multiplications";

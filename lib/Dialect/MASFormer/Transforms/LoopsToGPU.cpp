@@ -1,0 +1,207 @@
+//===- LoopsToGPU.cpp - Top-level parallel loops as GPU kernels ---*- C++ -*-===//
+//
+// Once the matrix products and attention are tensor-core kernels, a model's
+// other ops (element-wise chains, normalizations, reductions, copies) are
+// loops on buffers: `convert-linalg-to-parallel-loops` makes one
+// scf.parallel of each op's parallel dimensions, with its reduction
+// dimensions as scf.for inside. This pass launches each such loop with one
+// thread per iteration, over a linearized iteration space: neighbouring
+// threads take neighbouring iterations of the innermost dimension, so that
+// a warp's loads and stores of a row-major buffer are coalesced, whatever
+// the loop's rank (upstream's gpu-map-parallel-loops puts the threads on
+// the first dimension, often a batch of one).
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::masformer {
+#define GEN_PASS_DEF_LOOPSTOGPU
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"
+} // namespace mlir::masformer
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+/// Threads per block: four warps. Enough for full occupancy on sm_80 and
+/// sm_90 (32 blocks of 128 threads per SM) with few idle threads in the
+/// last block of a small op.
+constexpr int64_t kThreads = 128;
+
+/// Index arithmetic that folds constants as it builds.
+struct Index {
+  OpBuilder &b;
+  Location loc;
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value fold(Value v) {
+    if (std::optional<int64_t> k = getConstantIntValue(v))
+      return c(*k);
+    return v;
+  }
+  Value add(Value x, Value y) {
+    if (isConstantIntValue(y, 0))
+      return x;
+    if (isConstantIntValue(x, 0))
+      return y;
+    return arith::AddIOp::create(b, loc, x, y);
+  }
+  Value sub(Value x, Value y) {
+    if (isConstantIntValue(y, 0))
+      return x;
+    return arith::SubIOp::create(b, loc, x, y);
+  }
+  Value mul(Value x, Value y) {
+    if (isConstantIntValue(y, 1))
+      return x;
+    if (isConstantIntValue(x, 1))
+      return y;
+    return arith::MulIOp::create(b, loc, x, y);
+  }
+  Value ceilDiv(Value x, Value y) {
+    if (isConstantIntValue(y, 1))
+      return x;
+    return arith::CeilDivSIOp::create(b, loc, x, y);
+  }
+  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+};
+
+/// True when `op` (or an op nested in it) reads or writes memory.
+bool touchesMemory(Operation *op) {
+  WalkResult r = op->walk([](Operation *nested) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
+    if (!effects)
+      return nested->hasTrait<OpTrait::HasRecursiveMemoryEffects>()
+                 ? WalkResult::advance()
+                 : WalkResult::interrupt();
+    if (effects.hasEffect<MemoryEffects::Read>() ||
+        effects.hasEffect<MemoryEffects::Write>())
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
+
+/// Launches `loop` with one thread per iteration.
+void launchParallel(scf::ParallelOp loop) {
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Index ix{b, loc};
+  // Trip counts (a negative one, an empty loop, counts as zero).
+  SmallVector<Value> trips;
+  Value total = ix.c(1);
+  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
+                                       loop.getUpperBound(), loop.getStep())) {
+    Value trip = ix.max(ix.ceilDiv(ix.sub(ub, lb), step), ix.c(0));
+    trips.push_back(trip);
+    total = ix.mul(total, trip);
+  }
+  // An empty loop still launches one block (a grid of zero blocks is an
+  // error for the driver), whose threads all fail the bound check.
+  Value blocks = ix.max(ix.ceilDiv(total, ix.c(kThreads)), ix.c(1));
+  Value one = ix.c(1);
+  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one,
+                                      ix.c(kThreads), one, one);
+  Block &body = launch.getBody().front();
+  b.setInsertionPointToStart(&body);
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&body);
+  Value linear =
+      arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, launch.getBlockIds().x, ix.c(kThreads)),
+          launch.getThreadIds().x);
+  Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                       linear, total);
+  auto guard = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(guard.thenBlock());
+  // The innermost dimension varies fastest.
+  IRMapping map;
+  Value rest = linear;
+  for (int64_t d = static_cast<int64_t>(trips.size()) - 1; d >= 0; --d) {
+    Value idx = rest;
+    if (d > 0) {
+      idx = arith::RemUIOp::create(b, loc, rest, trips[d]);
+      rest = arith::DivUIOp::create(b, loc, rest, trips[d]);
+    }
+    Value iv = ix.add(loop.getLowerBound()[d], ix.mul(idx, loop.getStep()[d]));
+    map.map(loop.getInductionVars()[d], iv);
+  }
+  for (Operation &op : loop.getBody()->without_terminator())
+    b.clone(op, map);
+  loop.erase();
+}
+
+/// `copy` as a parallel loop of loads and stores (bufferization's copies of
+/// slices, concatenations and pads).
+scf::ParallelOp copyAsLoop(memref::CopyOp copy) {
+  OpBuilder b(copy);
+  Location loc = copy.getLoc();
+  Value src = copy.getSource(), dst = copy.getTarget();
+  auto ty = cast<MemRefType>(dst.getType());
+  SmallVector<Value> lbs, ubs, steps;
+  for (int64_t d = 0; d < ty.getRank(); ++d) {
+    lbs.push_back(arith::ConstantIndexOp::create(b, loc, 0));
+    ubs.push_back(memref::DimOp::create(b, loc, dst, d));
+    steps.push_back(arith::ConstantIndexOp::create(b, loc, 1));
+  }
+  auto loop = scf::ParallelOp::create(
+      b, loc, lbs, ubs, steps,
+      [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
+        Value v = memref::LoadOp::create(nb, nloc, src, ivs);
+        memref::StoreOp::create(nb, nloc, v, dst, ivs);
+      });
+  copy.erase();
+  return loop;
+}
+
+/// Runs `op` (a loop that no thread mapping splits) in one thread.
+void launchSingleThread(Operation *op) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(b, loc, one, one, one, one, one, one);
+  Block &body = launch.getBody().front();
+  b.setInsertionPointToStart(&body);
+  gpu::TerminatorOp::create(b, loc);
+  op->moveBefore(body.getTerminator());
+}
+
+struct LoopsToGPUPass final
+    : masformer::impl::LoopsToGPUBase<LoopsToGPUPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    SmallVector<Operation *> work;
+    for (Block &block : func.getBody())
+      for (Operation &op : block)
+        if ((isa<scf::ParallelOp, scf::ForOp>(op) && touchesMemory(&op)) ||
+            isa<memref::CopyOp>(op))
+          work.push_back(&op);
+    for (Operation *op : work) {
+      if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+        launchParallel(copyAsLoop(copy));
+        continue;
+      }
+      auto loop = dyn_cast<scf::ParallelOp>(op);
+      if (!loop || loop.getNumResults() != 0) {
+        // A reduction into a value (no parallel dimension left to split).
+        if (op->getNumResults() != 0) {
+          op->emitError() << "'" << op->getName()
+                          << "' returns values: only loops that write their "
+                             "results to memory run on the GPU";
+          return signalPassFailure();
+        }
+        launchSingleThread(op);
+        continue;
+      }
+      launchParallel(loop);
+    }
+  }
+};
+
+} // namespace
