@@ -127,15 +127,24 @@ LogicalResult mlir::masformer::checkNVVMChip(StringRef chip,
 }
 
 /// From bufferization on: kernels to a gpu.binary, host code to LLVM.
+/// `lowerKernels` false stops before NVVM.
 template <typename Options>
 static void addNVVMTail(OpPassManager &pm, const Options &options,
-                        StringRef bufferization, StringRef hostPasses) {
+                        StringRef bufferization, StringRef hostPasses,
+                        bool lowerKernels = true) {
   std::string lowering =
       bufferization.str() + ",canonicalize,cse," + hostPasses.str() +
       // The host function's allocations, copies, launches and frees on one
       // stream, synchronized once at the end.
-      "func.func(gpu-async-region),"
-      "nvvm-attach-target{chip=" + options.chip + " features=" +
+      "func.func(gpu-async-region)";
+  if (!lowerKernels) {
+    if (failed(parsePassPipeline(lowering, pm)))
+      llvm::report_fatal_error("masformer: the NVVM lowering pipeline names "
+                               "a pass that is not registered");
+    return;
+  }
+  lowering +=
+      ",nvvm-attach-target{chip=" + options.chip + " features=" +
       options.features + " O=3},"
       // The kernels: their unrolled index arithmetic folded, then NVVM.
       "gpu.module(canonicalize,cse,expand-strided-metadata,lower-affine,"
@@ -208,7 +217,8 @@ void mlir::masformer::buildModelToNVVMPipeline(
       // crashes on.
       "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
       "gpu-kernel-outlining,masformer-buffers-to-device{constants=" +
-          options.constants + "},canonicalize,cse,");
+          options.constants + "},canonicalize,cse,",
+      options.lowerKernels);
 }
 
 void mlir::masformer::registerMASFormerPipelines() {

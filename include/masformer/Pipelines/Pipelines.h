@@ -102,6 +102,12 @@ struct ModelToNVVMOptions : public NVVMTargetOptions<ModelToNVVMOptions> {
                      "the function, in device memory, which the caller "
                      "copies once (masformer-compile does)"),
       llvm::cl::init("copy")};
+  PassOptions::Option<bool> lowerKernels{
+      *this, "lower-kernels",
+      llvm::cl::desc("false: stop before NVVM, with the kernels in the gpu "
+                     "dialect and the host code on device buffers (what "
+                     "test/gpu/emulate_model.py runs)"),
+      llvm::cl::init(true)};
 };
 
 /// A whole model to the GPU: the kernels of buildLowerToNVVMPipeline for

@@ -160,16 +160,29 @@ scf::ParallelOp copyAsLoop(memref::CopyOp copy) {
   return loop;
 }
 
-/// Runs `op` (a loop that no thread mapping splits) in one thread.
-void launchSingleThread(Operation *op) {
-  OpBuilder b(op);
-  Location loc = op->getLoc();
+/// Runs `ops` (consecutive in their block: a loop that no thread mapping
+/// splits, or the loads, arithmetic and stores of an op without loops) in
+/// one thread.
+void launchSingleThread(ArrayRef<Operation *> ops) {
+  OpBuilder b(ops.front());
+  Location loc = ops.front()->getLoc();
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   auto launch = gpu::LaunchOp::create(b, loc, one, one, one, one, one, one);
   Block &body = launch.getBody().front();
   b.setInsertionPointToStart(&body);
   gpu::TerminatorOp::create(b, loc);
-  op->moveBefore(body.getTerminator());
+  for (Operation *op : ops)
+    op->moveBefore(body.getTerminator());
+}
+
+/// True for ops that may join a single-thread group: memory accesses, and
+/// the pure scalar computations between them.
+bool joinsGroup(Operation &op) {
+  if (isa<memref::LoadOp, memref::StoreOp>(op))
+    return true;
+  return isPure(&op) && op.getNumRegions() == 0 &&
+         llvm::none_of(op.getResultTypes(),
+                       [](Type t) { return isa<ShapedType>(t); });
 }
 
 struct LoopsToGPUPass final
@@ -177,11 +190,42 @@ struct LoopsToGPUPass final
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     SmallVector<Operation *> work;
-    for (Block &block : func.getBody())
-      for (Operation &op : block)
+    SmallVector<SmallVector<Operation *>> groups;
+    for (Block &block : func.getBody()) {
+      for (auto it = block.begin(); it != block.end(); ++it) {
+        Operation &op = *it;
         if ((isa<scf::ParallelOp, scf::ForOp>(op) && touchesMemory(&op)) ||
-            isa<memref::CopyOp>(op))
+            isa<memref::CopyOp>(op)) {
           work.push_back(&op);
+          continue;
+        }
+        if (!isa<memref::LoadOp, memref::StoreOp>(op))
+          continue;
+        // An op without loops (rank 0): its loads, arithmetic and stores,
+        // up to the last store, in one thread.
+        SmallVector<Operation *> group;
+        auto end = it;
+        for (auto j = it; j != block.end() && joinsGroup(*j); ++j) {
+          group.push_back(&*j);
+          if (isa<memref::StoreOp>(*j))
+            end = j;
+        }
+        group.resize(std::distance(it, end) + 1);
+        llvm::SmallPtrSet<Operation *, 8> inGroup(group.begin(), group.end());
+        for (Operation *g : group)
+          for (Operation *user : g->getUsers())
+            if (!inGroup.contains(block.findAncestorOpInBlock(*user))) {
+              user->emitError()
+                  << "uses a value loaded from memory on the host: "
+                     "masformer-loops-to-gpu cannot move it to the GPU";
+              return signalPassFailure();
+            }
+        groups.push_back(std::move(group));
+        it = end;
+      }
+    }
+    for (ArrayRef<Operation *> group : groups)
+      launchSingleThread(group);
     for (Operation *op : work) {
       if (auto copy = dyn_cast<memref::CopyOp>(op)) {
         launchParallel(copyAsLoop(copy));
@@ -196,7 +240,7 @@ struct LoopsToGPUPass final
                              "results to memory run on the GPU";
           return signalPassFailure();
         }
-        launchSingleThread(op);
+        launchSingleThread({op});
         continue;
       }
       launchParallel(loop);

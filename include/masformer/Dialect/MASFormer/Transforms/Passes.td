@@ -339,7 +339,8 @@ def LoopsToGPU : Pass<"masformer-loops-to-gpu", "::mlir::func::FuncOp"> {
     thread. A `memref.copy` (bufferization's copies of slices,
     concatenations and pads) becomes such a loop first. A top-level
     `scf.for` that touches memory (a reduction to a
-    scalar) runs as one thread. `gpu-kernel-outlining` then makes kernels of
+    scalar), and the loads, arithmetic and stores of an op without loops
+    (rank 0), run as one thread. `gpu-kernel-outlining` then makes kernels of
     the launches.
   }];
   let dependentDialects = [

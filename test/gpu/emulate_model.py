@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""Runs a whole model compiled for the GPU without a GPU, and compares it
+with onnxruntime.
+
+    emulate_model.py MODEL.onnx --shape input_ids=2x16 [--shape ...]
+        [--input-shape name=dims ...] [--spans "span=block:4 ..."]
+        [--ort-model REWRITTEN.onnx] [--masformer-opt PATH]
+
+compiles MODEL with `masformer-opt --masformer-model-to-nvvm=
+"lower-kernels=false"`: the same pipeline as `masformer-compile
+--target=cuda` up to the NVVM lowering, so the kernels are still in the
+gpu dialect and the host function works on device buffers. Then it runs the
+host function as written with emulate.py's interpreter: each device
+allocation, copy in and out, free and launch, in order; every kernel block
+by block, 128 threads in lockstep (our tensor-core kernels with their
+mma.sync, ldmatrix and cp.async semantics, and the one-thread-per-element
+kernels of --masformer-loops-to-gpu). Freed device buffers are poisoned
+(NaN, or a huge integer), fresh ones start as NaN, and every access is
+bounds-checked, so a buffer freed too early, read before it is written or
+indexed out of range shows in the result or as an error.
+
+The outputs are compared with onnxruntime on the original model (or on
+--ort-model: the ONNX export of the same rewrite) on the inputs of
+test/python_utils/ort_inputs.py, within --atol + --rtol * |expected|.
+Exit status 1 on a mismatch or an emulation error. What this cannot see:
+timing, races that lockstep execution hides, and the NVVM lowering and
+ptxas (CI compiles every fixture to a cubin separately).
+"""
+import argparse
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'python_utils'))
+import emulate as E  # noqa: E402
+from ort_inputs import mismatch, reference  # noqa: E402
+
+L = E.L
+INT_TYPES = ('i64', 'i32', 'i16', 'i8', 'index')
+POISON_INT = -0x5A5A5A5A5A5A5A5A
+
+# ---------------------------------------------------------------------------
+# Element types beyond the kernels' floats.
+# ---------------------------------------------------------------------------
+
+_round_to = E.round_to
+
+
+def round_to(x, ty):
+    if ty in INT_TYPES:
+        return np.asarray(x).astype(np.int64)
+    if ty == 'i1':
+        return np.asarray(x).astype(bool)
+    return _round_to(x, ty)
+
+
+def elem_of(ty):
+    ty = ty.replace(', #gpu.address_space<workgroup>>', '>')
+    ty = re.sub(r', strided<[^>]*>', '', ty)
+    m = re.search(r'x?(bf16|f16|f32|f64|i64|i32|i16|i8|i1|index)>?$', ty)
+    return m.group(1) if m else ty
+
+
+E.round_to, E.elem_of = round_to, elem_of
+
+
+def new_buffer(shape, elem):
+    if elem in INT_TYPES:
+        return np.full(shape, POISON_INT, np.int64)
+    if elem == 'i1':
+        return np.zeros(shape, bool)
+    return np.full(shape, np.nan, np.float32)
+
+
+def poison(arr):
+    if arr.dtype == np.int64:
+        arr[...] = POISON_INT
+    elif arr.dtype == np.float32:
+        arr[...] = np.nan
+
+
+# ---------------------------------------------------------------------------
+# Kernels: the ops of one-thread-per-element kernels.
+# ---------------------------------------------------------------------------
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+UNARY = {
+    'arith.negf': lambda x: -f32(x),
+    'math.exp': lambda x: np.exp(f32(x)),
+    'math.log': lambda x: np.log(f32(x)),
+    'math.tanh': lambda x: np.tanh(f32(x)),
+    'math.erf': lambda x: _erf(f32(x)).astype(np.float32),
+    'math.sqrt': lambda x: np.sqrt(f32(x)),
+    'math.rsqrt': lambda x: (1 / np.sqrt(f32(x))).astype(np.float32),
+    'math.absf': lambda x: np.abs(f32(x)),
+    'math.sin': lambda x: np.sin(f32(x)),
+    'math.cos': lambda x: np.cos(f32(x)),
+    'math.floor': lambda x: np.floor(f32(x)),
+    'math.ceil': lambda x: np.ceil(f32(x)),
+    'arith.sitofp': lambda x: f32(x),
+    'arith.uitofp': lambda x: f32(x),
+    'arith.fptosi': lambda x: np.trunc(f32(x)).astype(np.int64),
+    'arith.fptoui': lambda x: np.trunc(f32(x)).astype(np.int64),
+    'arith.extsi': lambda x: np.asarray(x).astype(np.int64),
+    'arith.extui': lambda x: np.asarray(x).astype(np.int64),
+    'arith.trunci': lambda x: np.asarray(x).astype(np.int64),
+    'arith.index_castui': lambda x: np.asarray(x).astype(np.int64),
+}
+
+BINARY = {
+    'math.powf': lambda a, b: np.power(f32(a), f32(b)),
+    'arith.minnumf': lambda a, b: np.fmin(f32(a), f32(b)),
+    'arith.maximumf': lambda a, b: np.maximum(f32(a), f32(b)),
+    'arith.minimumf': lambda a, b: np.minimum(f32(a), f32(b)),
+    'arith.remf': lambda a, b: np.fmod(f32(a), f32(b)),
+    'arith.divsi': lambda a, b: np.trunc(np.asarray(a) / np.where(
+        np.asarray(b) == 0, 1, b)).astype(np.int64),
+    'arith.remsi': lambda a, b: np.fmod(np.asarray(a), np.where(
+        np.asarray(b) == 0, 1, b)).astype(np.int64),
+    'arith.minui': lambda a, b: np.minimum(a, b),
+    'arith.maxui': lambda a, b: np.maximum(a, b),
+    'arith.xori': lambda a, b: np.asarray(a) ^ np.asarray(b),
+    'arith.shli': lambda a, b: np.asarray(a) << np.asarray(b),
+    'arith.shrui': lambda a, b: np.asarray(a) >> np.asarray(b),
+    'arith.shrsi': lambda a, b: np.asarray(a) >> np.asarray(b),
+}
+
+
+class ModelBlock(E.Block):
+    def exec_op(self, op, mask):
+        n = op.name
+        if n in UNARY or n in BINARY:
+            o = [self.v(x) for x in op.operands]
+            with np.errstate(all='ignore'):
+                out = UNARY[n](o[0]) if n in UNARY else BINARY[n](*o)
+            self.env[op.results[0]] = out
+            return
+        if n == 'arith.constant' and 'dense<' not in (E.attr(op, 'value')
+                                                      or ''):
+            val = E.scalar_constant(op)
+            ty = op.out_types[0] if op.out_types else ''
+            if ty in INT_TYPES or ty == 'i1':
+                self.env[op.results[0]] = np.full(L, val, np.int64
+                                                  if ty != 'i1' else bool)
+                return
+        if n == 'arith.cmpf':
+            p = int(E.attr(op, 'predicate').split(':')[0])
+            a, b = (np.asarray(self.v(x)) for x in op.operands)
+            table = {0: np.zeros(np.shape(a), bool),
+                     1: a == b, 2: a > b, 3: a >= b, 4: a < b, 5: a <= b,
+                     6: (a != b) & ~np.isnan(a) & ~np.isnan(b),
+                     7: ~np.isnan(a) & ~np.isnan(b),
+                     8: (a == b) | np.isnan(a) | np.isnan(b),
+                     9: ~(a <= b), 10: ~(a < b), 11: ~(a >= b),
+                     12: ~(a > b), 13: a != b,
+                     14: np.isnan(a) | np.isnan(b),
+                     15: np.ones(np.shape(a), bool)}
+            self.env[op.results[0]] = table[p]
+            return
+        super().exec_op(op, mask)
+
+
+E.Block = ModelBlock
+
+# ---------------------------------------------------------------------------
+# Constants: memref.global data, inline or in the resource section.
+# ---------------------------------------------------------------------------
+
+_NP = {'f32': np.float32, 'f64': np.float64, 'i64': np.int64,
+       'i32': np.int32, 'i16': np.int16, 'i8': np.int8, 'i1': np.bool_,
+       'f16': np.float16, 'bf16': np.uint16}
+
+
+def as_emulated(arr, elem):
+    """A constant's data in the emulator's representation."""
+    if elem == 'bf16':
+        return (arr.astype(np.uint32) << 16).view(np.float32)
+    if elem in ('f16', 'f32', 'f64'):
+        return arr.astype(np.float32)
+    if elem == 'i1':
+        return arr.astype(bool)
+    return arr.astype(np.int64)
+
+
+def parse_resources(text):
+    res = {}
+    m = re.search(r'\{-#\s*dialect_resources:\s*\{\s*builtin:\s*\{(.*?)\}\s*'
+                  r'\}\s*#-\}', text, re.S)
+    if m:
+        for key, hexdata in re.findall(
+                r'\s*("[^"]*"|[^\s:]+)\s*:\s*"0x([0-9A-Fa-f]*)"',
+                m.group(1)):
+            res[key.strip('"')] = bytes.fromhex(hexdata)[4:]
+    return res
+
+
+def parse_globals(text):
+    resources = parse_resources(text)
+    out = {}
+    for line in text.splitlines():
+        if '"memref.global"' not in line:
+            continue
+        name = re.search(r'sym_name = "([^"]+)"', line).group(1)
+        ty = re.search(r'type = (memref<[^>]*>)', line).group(1)
+        shape = E.shape_of(ty, [])
+        elem = elem_of(ty)
+        init = re.search(r'initial_value = (dense(?:_resource)?<.*?>) : '
+                         r'tensor', line).group(1)
+        dt = _NP[elem]
+        if init.startswith('dense_resource<'):
+            key = init[len('dense_resource<'):-1].strip('"')
+            arr = np.frombuffer(resources[key], dtype=dt)
+        else:
+            body = init[len('dense<'):-1]
+            if body.startswith('"0x'):
+                raw = bytes.fromhex(body[3:-1])
+                arr = np.frombuffer(raw, dtype=dt)
+            else:
+                vals = re.findall(r'true|false|[-+]?(?:\d+\.?\d*(?:[eE]'
+                                  r'[-+]?\d+)?|inf|nan|0x[0-9A-Fa-f]+)',
+                                  body)
+                conv = []
+                for v in vals:
+                    if v in ('true', 'false'):
+                        conv.append(v == 'true')
+                    elif v.startswith('0x'):
+                        conv.append(np.uint32(int(v, 16)).view(np.float32)
+                                    if elem == 'f32' else int(v, 16))
+                    else:
+                        conv.append(float(v))
+                arr = np.array(conv, dtype=np.float64 if elem != 'i1'
+                               else bool)
+        size = int(np.prod(shape)) if shape else 1
+        if arr.size == 1 and size != 1:
+            arr = np.full(size, arr.reshape(-1)[0])
+        out[name] = as_emulated(np.asarray(arr).reshape(shape), elem)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The host function.
+# ---------------------------------------------------------------------------
+
+
+class ModelHost(E.Host):
+    def __init__(self, module, late, globals_):
+        super().__init__(module, late)
+        self.globals = globals_
+        self.launches = 0
+
+    def exec(self, op, o):
+        n = op.name
+        if n == 'gpu.alloc':
+            seg = E.int_array_attr(op, 'operandSegmentSizes')
+            dyn = o[seg[0]:seg[0] + seg[1]]
+            ty = op.out_types[0]
+            arr = new_buffer(E.shape_of(ty, dyn), elem_of(ty))
+            return [arr] + [None] * (len(op.results) - 1)
+        if n == 'memref.alloc':
+            ty = op.out_types[0]
+            return [new_buffer(E.shape_of(ty, o), elem_of(ty))]
+        if n == 'gpu.memcpy':
+            dst, src = o[-2], o[-1]
+            if dst.shape != src.shape:
+                raise E.EmulationError('gpu.memcpy of %s into %s' % (
+                    src.shape, dst.shape))
+            np.copyto(dst, src.astype(dst.dtype))
+            return [None] * len(op.results)
+        if n == 'gpu.dealloc':
+            poison(o[-1])
+            return [None] * len(op.results)
+        if n == 'memref.get_global':
+            return [self.globals[re.search(r'name = @(\w+)',
+                                           op.attrs).group(1)]]
+        if n == 'memref.subview':
+            offs = E.int_array_attr(op, 'static_offsets')
+            sizes = E.int_array_attr(op, 'static_sizes')
+            strides = E.int_array_attr(op, 'static_strides')
+            dyn = iter(o[1:])
+            dyn_val = -9223372036854775808
+            offs = [next(dyn) if x == dyn_val else x for x in offs]
+            sizes = [next(dyn) if x == dyn_val else x for x in sizes]
+            strides = [next(dyn) if x == dyn_val else x for x in strides]
+            view = o[0][tuple(slice(a, a + s * st, st) for a, s, st in
+                              zip(offs, sizes, strides))]
+            res_shape = E.shape_of(op.out_types[0], [
+                s for s, x in zip(sizes, E.int_array_attr(op, 'static_sizes'))
+                if x == dyn_val])
+            return [view.reshape(res_shape)]
+        if n == 'arith.index_cast':
+            return [int(o[0])]
+        return super().exec(op, o)
+
+    def launch(self, op, o):
+        seg = E.int_array_attr(op, 'operandSegmentSizes')
+        vals, pos = [], 0
+        for size in seg:
+            vals.append(o[pos:pos + size])
+            pos += size
+        grid = [int(v[0]) for v in vals[1:4]]
+        block = [int(v[0]) for v in vals[4:7]]
+        smem = int(vals[10][0]) if vals[10] else 0
+        operands = vals[11]
+        name = re.search(r'kernel = @\w+::@(\w+)', op.attrs).group(0)
+        module, kname = re.search(r'kernel = @(\w+)::@(\w+)',
+                                  op.attrs).groups()
+        kernel = self.kernels_by_module[(module, kname)]
+        known = E.int_array_attr(kernel, 'known_block_size')
+        if block != [L, 1, 1] or known != [L, 1, 1]:
+            raise E.EmulationError('%s launched with block %s, known %s' % (
+                name, block, known))
+        first = sum(seg[:11])
+        types = op.in_types[first:first + len(operands)]
+        args = []
+        for i, (x, t) in enumerate(zip(operands, types)):
+            if t.startswith('memref<'):
+                args.append(E.Mem(x, elem_of(t), 'arg%d' % i))
+            else:
+                args.append(np.full(L, x))
+        self.launches += 1
+        for bz in range(grid[2]):
+            for by in range(grid[1]):
+                for bx in range(grid[0]):
+                    ModelBlock(kernel, args, (bx, by, bz), self.late,
+                               smem).run()
+        return None
+
+
+def index_kernels(module):
+    """(gpu.module name, gpu.func name) -> gpu.func."""
+    out = {}
+    for gm in E.find_ops(module, 'gpu.module'):
+        mname = E.sym_name(gm)
+        for f in E.find_ops(gm.regions[0], 'gpu.func'):
+            out[(mname, E.sym_name(f))] = f
+    return out
+
+
+def to_emulated(x):
+    """An input in the emulator's representation."""
+    if x.dtype.kind in 'iu':
+        return x.astype(np.int64)
+    if x.dtype == np.bool_:
+        return x.copy()
+    return x.astype(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('model')
+    ap.add_argument('--shape', action='append', default=[],
+                    help='name=d0xd1: the size of an input in the run')
+    ap.add_argument('--input-shape', action='append', default=[],
+                    help='compile with this static shape (masformer-opt '
+                         '--input-shape)')
+    ap.add_argument('--spans', default='',
+                    help='the rewrite: --masformer-rewrite-spans options')
+    ap.add_argument('--ort-model',
+                    help='run this model in onnxruntime instead of MODEL')
+    ap.add_argument('--masformer-opt', default='masformer-opt')
+    ap.add_argument('--atol', type=float, default=1e-4)
+    ap.add_argument('--rtol', type=float, default=1e-4)
+    ap.add_argument('--timing', default='late', choices=('late', 'eager'))
+    a = ap.parse_args()
+    # Lanes outside a branch's mask compute on garbage: no warnings.
+    np.seterr(all='ignore')
+
+    cmd = [a.masformer_opt, a.model]
+    cmd += ['--input-shape=' + s for s in a.input_shape]
+    if a.spans:
+        cmd.append('--masformer-rewrite-spans=' + a.spans)
+    cmd += ['--masformer-model-to-nvvm=lower-kernels=false',
+            '--lower-affine', '--canonicalize', '--cse',
+            '--mlir-print-op-generic']
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit('emulate_model.py: masformer-opt failed:\n' + r.stderr)
+    module = E.parse_module(r.stdout)
+    host = ModelHost(module, a.timing == 'late', parse_globals(r.stdout))
+    host.kernels_by_module = index_kernels(module)
+
+    sess, feeds, want = reference(a.ort_model or a.model, a.shape)
+    main_fn = host.funcs['main']
+    names = [i.name for i in sess.get_inputs()]
+    # @main's arguments are the graph inputs, in order.
+    args = [to_emulated(feeds[n]) for n in names]
+    if len(args) != len(main_fn.regions[0].args):
+        sys.exit('emulate_model.py: @main takes %d arguments, the model has '
+                 '%d inputs' % (len(main_fn.regions[0].args), len(args)))
+    try:
+        outs = host.run('main', args)
+    except E.EmulationError as e:
+        print('FAIL emulation: %s' % e)
+        return 1
+    failed = False
+    for o, got, exp in zip(sess.get_outputs(), outs, want):
+        got = np.asarray(got)
+        bad = mismatch(o.name, got, exp.astype(np.float64), a.atol, a.rtol,
+                       what='emulated GPU')
+        err = float(np.abs(got.astype(np.float64) -
+                           exp.astype(np.float64)).max()) if exp.size else 0
+        print('%s %s %s: max |error| %.2e (%d launches)' % (
+            'FAIL' if bad else 'ok  ', o.name, tuple(exp.shape), err,
+            host.launches))
+        if bad:
+            print(bad)
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
