@@ -1,6 +1,8 @@
 """masformer.compile / masformer.Session: compiled libraries that match
 onnxruntime, full and rewritten, and one clear exception per bad input."""
 
+import os
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -76,9 +78,6 @@ def test_compile_errors(fixtures, tmp_path):
         masformer.compile(fixtures / "gpt2.onnx", out, num_full=1)
     with pytest.raises(FileNotFoundError):
         masformer.compile(tmp_path / "missing.onnx", out)
-    with pytest.raises(masformer.Error, match="whole models do not compile "
-                                              "for the GPU yet"):
-        masformer.compile(fixtures / "gpt2.onnx", out, target="cuda")
     with pytest.raises(masformer.Error, match="not a CPU that LLVM knows"):
         masformer.compile(fixtures / "gpt2.onnx", out, cpu="pentium9000")
     with pytest.raises(masformer.Error, match="unsupported ONNX node"):
@@ -116,3 +115,33 @@ def test_session_errors(gpt2_lib, tmp_path):
         sess.run([feeds["input_ids"]])
     # The session still works after the errors.
     assert sess.run(feeds)["logits"].shape == (2, 8, 128)
+
+
+@pytest.mark.skipif(not os.path.exists(
+    os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
+                 "ptxas")), reason="no CUDA toolkit (ptxas)")
+def test_compile_cuda(fixtures, tmp_path):
+    """target="cuda": a library with the CPU library's interface; without a
+    GPU, running it raises the driver's reason."""
+    lib = tmp_path / "gpt2-cuda.so"
+    report = masformer.compile(fixtures / "gpt2.onnx", lib, target="cuda",
+                               span="block:4", num_full=1)
+    assert report.fraction_of_full < 1.0
+    sess = masformer.Session(lib)
+    assert sess.target == "cuda"
+    assert [i.name for i in sess.inputs] == ["input_ids", "attention_mask"]
+    if not _has_cuda_gpu():
+        with pytest.raises(masformer.Error, match="on the GPU"):
+            sess.run(tokens(1, 8, seed=1))
+
+
+def _has_cuda_gpu():
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return (cuda.cuInit(0) == 0 and
+            cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and
+            count.value > 0)

@@ -6,7 +6,10 @@
 # OUTDIR gets masformer_attention.so (one C function per attention
 # configuration of make_kernels.py, host code plus the embedded cubin),
 # libMASFormerCudaRuntime.so, kernels.json, and kernels.<chip>.ptx for
-# inspection. It needs the build tree (./scripts/build.sh or test.sh), the
+# inspection; and (unless --set is numerics or timing) whole models compiled
+# with masformer-compile --target=cuda, model_<name>.so, with the ONNX
+# models onnxruntime checks them against (model_<name>.onnx), models.json,
+# and the runtime that loads them, libMASFormerRuntime.so. It needs the build tree (./scripts/build.sh or test.sh), the
 # CUDA toolkit's ptxas (/usr/local/cuda, or CUDA_HOME) and clang.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -48,4 +51,38 @@ python3 "$here/gpu_objects.py" "$tmp/ptx.mlir" "$tmp" > /dev/null
 cp "$tmp/masformer_attention.so" "$build/lib/libMASFormerCudaRuntime.so" \
    "$tmp/kernels.json" "$out/"
 cp "$tmp/masformer_kernels.$chip.ptx" "$out/kernels.$chip.ptx"
+if [[ "$set_" == all ]]; then
+  # Whole models: the fixtures, all spans full and rewritten, beside the
+  # shim (each library finds it through its $ORIGIN run path).
+  fixtures="$root/test/fixtures"
+  models=()
+  model() {  # name onnx shapes [masformer-compile options]
+    local name="$1" onnx="$2" shapes="$3"; shift 3
+    "$build/bin/masformer-compile" "$fixtures/$onnx" --target=cuda \
+      --chip="$chip" --cuda-toolkit="$toolkit" "$@" -o "$out/model_$name.so"
+    models+=("$name $shapes")
+  }
+  rewrite() {  # name onnx spans: the ONNX export of the rewrite
+    "$build/bin/masformer-opt" "$fixtures/$2" \
+      --masformer-rewrite-spans="$3" -o "$out/model_$1.onnx"
+  }
+  for f in gpt2 gpt2-sdpa llama-dynamo bert; do
+    cp "$fixtures/$f.onnx" "$out/model_$f.onnx"
+    model "$f" "$f.onnx" input_ids=2x16,attention_mask=2x16
+  done
+  rewrite gpt2-block4 gpt2.onnx "span=block:4 full-layers=0"
+  model gpt2-block4 gpt2.onnx input_ids=2x16,attention_mask=2x16 \
+    --spans="span=block:4 full-layers=0"
+  rewrite llama-dynamo-block7 llama-dynamo.onnx "span=block:7 full-layers=0"
+  model llama-dynamo-block7 llama-dynamo.onnx \
+    input_ids=2x16,attention_mask=2x16 --spans="span=block:7 full-layers=0"
+  printf '%s\n' "${models[@]}" | python3 -c '
+import json, sys
+print(json.dumps([{"name": n, "lib": "model_%s.so" % n,
+                   "ort_model": "model_%s.onnx" % n,
+                   "shapes": s.split(",")}
+                  for n, s in (l.split() for l in sys.stdin)], indent=1))
+' > "$out/models.json"
+  cp "$build/lib/libMASFormerRuntime.so" "$out/"
+fi
 echo "build.sh: $(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$out/kernels.json") functions for $chip in $out"
