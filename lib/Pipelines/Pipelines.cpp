@@ -210,13 +210,15 @@ void mlir::masformer::buildModelToNVVMPipeline(
       "function-boundary-type-conversion=identity-layout-map}",
       // Every other op a kernel, one thread per element; then the host
       // function's memory on the device.
-      "func.func(convert-linalg-to-parallel-loops,masformer-loops-to-gpu),"
+      "func.func(masformer-loops-to-gpu),"
       // The kernels' loads and stores through views (a slice of the fused
       // QKV product, reshaped) go to the underlying buffers: the host keeps
       // no reshaped strided view, which expand-strided-metadata of LLVM 22
       // crashes on.
       "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
-      "gpu-kernel-outlining,masformer-buffers-to-device{constants=" +
+      // One gpu.module: one ptxas run, one cubin, one load.
+      "gpu-kernel-outlining,masformer-merge-kernel-modules,"
+      "masformer-buffers-to-device{constants=" +
           options.constants + "},canonicalize,cse,",
       options.lowerKernels);
 }

@@ -8,7 +8,7 @@ finds every ELF image inside the library (the host library is one itself;
 the embedded ones start past its header), keeps those for NVIDIA GPUs
 (e_machine 190, EM_CUDA), reads the chip from e_flags (bits 8-15 in the
 ELF ABI version 8 that CUDA 12 and later write; bits 0-7 before) and
-prints "<n> cubins for sm_XY". Exit status 1 when there is none, or one is
+prints "<n> cubin(s) for sm_XY". Exit status 1 when there is none, or one is
 for another chip.
 """
 import argparse
@@ -50,7 +50,8 @@ def main():
         print('%s: cubins for %s, expected sm_%d' % (
             a.library, ', '.join('sm_%d' % s for s in other), want))
         return 1
-    print('%d cubins for sm_%d' % (len(found), want))
+    print('%d cubin%s for sm_%d' % (len(found), '' if len(found) == 1
+                                     else 's', want))
     return 0
 
 

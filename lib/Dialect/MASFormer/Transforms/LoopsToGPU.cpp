@@ -15,8 +15,12 @@
 
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::masformer {
@@ -85,6 +89,25 @@ bool touchesMemory(Operation *op) {
     return WalkResult::advance();
   });
   return r.wasInterrupted();
+}
+
+/// A parallel loop nested in a thread's work (a reduction dimension before
+/// a parallel one) as sequential loops.
+LogicalResult sequentialize(scf::ParallelOp loop) {
+  if (loop.getNumResults() != 0)
+    return loop.emitError() << "a parallel loop with reductions inside a "
+                               "kernel is not supported";
+  OpBuilder b(loop);
+  scf::buildLoopNest(
+      b, loop.getLoc(), loop.getLowerBound(), loop.getUpperBound(),
+      loop.getStep(), [&](OpBuilder &nb, Location, ValueRange ivs) {
+        IRMapping map;
+        map.map(loop.getInductionVars(), ivs);
+        for (Operation &op : loop.getBody()->without_terminator())
+          nb.clone(op, map);
+      });
+  loop.erase();
+  return success();
 }
 
 /// Launches `loop` with one thread per iteration.
@@ -185,10 +208,213 @@ bool joinsGroup(Operation &op) {
                        [](Type t) { return isa<ShapedType>(t); });
 }
 
+//===----------------------------------------------------------------------===//
+// Reductions: one warp per output element
+//===----------------------------------------------------------------------===//
+
+/// The combiner of a reduction over the innermost loop (`out = comb(out,
+/// f(inputs))`) whose warp-parallel form this pass builds, with its
+/// identity; null when `op` is not one.
+struct Reduction {
+  Operation *combiner = nullptr;
+  TypedAttr identity;
+};
+
+Reduction matchWarpReduction(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() < 1 || op.getNumReductionLoops() != 1 ||
+      !linalg::isReductionIterator(op.getIteratorTypesArray().back()))
+    return {};
+  Block &body = op.getRegion().front();
+  BlockArgument out = op.getRegionOutputArgs()[0];
+  auto floatTy = dyn_cast<FloatType>(out.getType());
+  if (!floatTy || !out.hasOneUse())
+    return {};
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  Operation *comb = yield.getValues()[0].getDefiningOp();
+  if (!comb || comb->getBlock() != &body || comb->getNumOperands() != 2 ||
+      !llvm::is_contained(comb->getOperands(), out))
+    return {};
+  auto inf = [&](bool negative) {
+    return FloatAttr::get(floatTy,
+                          APFloat::getInf(floatTy.getFloatSemantics(),
+                                          negative));
+  };
+  TypedAttr identity =
+      llvm::TypeSwitch<Operation *, TypedAttr>(comb)
+          .Case<arith::AddFOp>(
+              [&](auto) { return FloatAttr::get(floatTy, 0.0); })
+          .Case<arith::MulFOp>(
+              [&](auto) { return FloatAttr::get(floatTy, 1.0); })
+          .Case<arith::MaxNumFOp, arith::MaximumFOp>(
+              [&](auto) { return inf(true); })
+          .Case<arith::MinNumFOp, arith::MinimumFOp>(
+              [&](auto) { return inf(false); })
+          .Default([](Operation *) { return TypedAttr(); });
+  if (!identity)
+    return {};
+  // The output's map must not use the reduction dimension.
+  AffineMap outMap = op.getIndexingMapsArray().back();
+  if (outMap.isFunctionOfDim(op.getNumLoops() - 1))
+    return {};
+  return {comb, identity};
+}
+
+/// `comb` (an arith op on two floats) applied to `a` and `b`.
+Value combine(OpBuilder &b, Location loc, Operation *comb, Value a, Value x) {
+  OperationState state(loc, comb->getName());
+  state.addOperands({a, x});
+  state.addTypes(a.getType());
+  state.addAttributes(comb->getAttrs());
+  return b.create(state)->getResult(0);
+}
+
+/// Launches `op` (a reduction of `red`'s form) with one warp per output
+/// element: each lane folds every 32nd element of the reduced dimension,
+/// in order, then the warp combines the lanes' partial results with
+/// butterfly shuffles and lane 0 folds them into the output. A warp reads
+/// 32 consecutive elements of a row at a time, where one thread per row
+/// would read the rows' elements 32 rows apart.
+void launchWarpReduction(linalg::GenericOp op, const Reduction &red) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Index ix{b, loc};
+  constexpr int64_t kWarp = 32, kWarps = kThreads / kWarp;
+  SmallVector<Range> ranges =
+      cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
+  int64_t numLoops = ranges.size();
+  SmallVector<Value> sizes;
+  Value rows = ix.c(1);
+  for (int64_t d = 0; d < numLoops; ++d) {
+    Value size = getValueOrCreateConstantIndexOp(b, loc, ranges[d].size);
+    sizes.push_back(size);
+    if (d < numLoops - 1)
+      rows = ix.mul(rows, size);
+  }
+  Value one = ix.c(1);
+  Value blocks = ix.max(ix.ceilDiv(rows, ix.c(kWarps)), one);
+  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one,
+                                      ix.c(kThreads), one, one);
+  Block &kernel = launch.getBody().front();
+  b.setInsertionPointToStart(&kernel);
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&kernel);
+  Value tid = launch.getThreadIds().x;
+  Value warp = arith::DivUIOp::create(b, loc, tid, ix.c(kWarp));
+  Value lane = arith::RemUIOp::create(b, loc, tid, ix.c(kWarp));
+  Value row = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, launch.getBlockIds().x,
+                                    ix.c(kWarps)),
+      warp);
+  // A whole warp is in or out: the shuffles see all 32 lanes.
+  Value inside =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row, rows);
+  auto guard = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(guard.thenBlock());
+  SmallVector<Value> ivs(numLoops);
+  Value rest = row;
+  for (int64_t d = numLoops - 2; d >= 0; --d) {
+    Value idx = rest;
+    if (d > 0) {
+      idx = arith::RemUIOp::create(b, loc, rest, sizes[d]);
+      rest = arith::DivUIOp::create(b, loc, rest, sizes[d]);
+    }
+    ivs[d] = idx;
+  }
+  Block &body = op.getRegion().front();
+  BlockArgument outArg = op.getRegionOutputArgs()[0];
+  Type elemTy = outArg.getType();
+  auto indicesOf = [&](OpBuilder &nb, AffineMap map, ArrayRef<Value> at) {
+    SmallVector<Value> idx;
+    for (AffineExpr e : map.getResults())
+      idx.push_back(affine::AffineApplyOp::create(
+          nb, loc, AffineMap::get(map.getNumDims(), 0, e), at));
+    return idx;
+  };
+  Value identity = arith::ConstantOp::create(b, loc, red.identity);
+  auto loop = scf::ForOp::create(
+      b, loc, lane, sizes.back(), ix.c(kWarp), ValueRange{identity},
+      [&](OpBuilder &nb, Location nloc, Value k, ValueRange iters) {
+        SmallVector<Value> at(ivs.begin(), ivs.end() - 1);
+        at.push_back(k);
+        IRMapping map;
+        for (OpOperand *input : op.getDpsInputOperands()) {
+          AffineMap m = op.getMatchingIndexingMap(input);
+          Value v = memref::LoadOp::create(nb, nloc, input->get(),
+                                           indicesOf(nb, m, at));
+          map.map(op.getMatchingBlockArgument(input), v);
+        }
+        for (Operation &bodyOp : body.without_terminator()) {
+          if (&bodyOp == red.combiner)
+            continue;
+          if (auto index = dyn_cast<linalg::IndexOp>(bodyOp)) {
+            map.map(index.getResult(), at[index.getDim()]);
+            continue;
+          }
+          nb.clone(bodyOp, map);
+        }
+        Value contribution =
+            red.combiner->getOperand(0) == outArg
+                ? map.lookupOrDefault(red.combiner->getOperand(1))
+                : map.lookupOrDefault(red.combiner->getOperand(0));
+        scf::YieldOp::create(
+            nb, nloc,
+            combine(nb, nloc, red.combiner, iters[0], contribution));
+      });
+  Value acc = loop.getResult(0);
+  for (int32_t offset = kWarp / 2; offset > 0; offset /= 2) {
+    Value other = gpu::ShuffleOp::create(b, loc, acc, offset, kWarp,
+                                         gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    acc = combine(b, loc, red.combiner, acc, other);
+  }
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                      ix.c(0));
+  auto store = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(store.thenBlock());
+  OpOperand *init = op.getDpsInitOperand(0);
+  SmallVector<Value> at(ivs.begin(), ivs.end() - 1);
+  at.push_back(ix.c(0));
+  SmallVector<Value> outIdx =
+      indicesOf(b, op.getMatchingIndexingMap(init), at);
+  Value old = memref::LoadOp::create(b, loc, init->get(), outIdx);
+  memref::StoreOp::create(b, loc, combine(b, loc, red.combiner, old, acc),
+                          init->get(), outIdx);
+  (void)elemTy;
+  op.erase();
+}
+
 struct LoopsToGPUPass final
     : masformer::impl::LoopsToGPUBase<LoopsToGPUPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    // Linalg ops: reductions over the innermost loop one warp per output
+    // element, the others parallel loops, mapped below.
+    SmallVector<linalg::LinalgOp> linalgOps;
+    for (Block &block : func.getBody())
+      for (auto op : block.getOps<linalg::LinalgOp>())
+        linalgOps.push_back(op);
+    IRRewriter rewriter(&getContext());
+    for (linalg::LinalgOp op : linalgOps) {
+      if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation())) {
+        Reduction red = matchWarpReduction(generic);
+        if (red.combiner) {
+          launchWarpReduction(generic, red);
+          continue;
+        }
+      }
+      if (!op.hasPureBufferSemantics()) {
+        op->emitError() << "masformer-loops-to-gpu runs on buffers: "
+                           "bufferize first";
+        return signalPassFailure();
+      }
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::linalgOpToParallelLoops(rewriter, op))) {
+        op->emitError() << "cannot be lowered to parallel loops";
+        return signalPassFailure();
+      }
+      rewriter.eraseOp(op);
+    }
     SmallVector<Operation *> work;
     SmallVector<SmallVector<Operation *>> groups;
     for (Block &block : func.getBody()) {
@@ -245,6 +471,16 @@ struct LoopsToGPUPass final
       }
       launchParallel(loop);
     }
+    // A thread's own parallel loops run in sequence (innermost first: the
+    // walk is post-order, and an outer loop's body is cloned).
+    SmallVector<scf::ParallelOp> nested;
+    func.walk([&](scf::ParallelOp loop) {
+      if (loop->getParentOfType<gpu::LaunchOp>())
+        nested.push_back(loop);
+    });
+    for (scf::ParallelOp loop : nested)
+      if (failed(sequentialize(loop)))
+        return signalPassFailure();
   }
 };
 

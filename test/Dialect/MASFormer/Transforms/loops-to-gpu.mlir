@@ -109,3 +109,69 @@ func.func @scalar(%a: memref<8xf32>, %r: memref<f32>) {
   memref.store %y, %r[] : memref<f32>
   return
 }
+
+// -----
+
+// A reduction over the innermost loop: one warp per output element (4 per
+// block). Each lane folds every 32nd element from its own, the warp
+// combines the lanes' results with butterfly shuffles, and lane 0 folds
+// them into the output's initial value.
+// CHECK-LABEL: func.func @sumsq(
+// CHECK:       %[[ROWS:.+]] = memref.dim %arg0, %c0
+// CHECK:       %[[NB:.+]] = arith.ceildivsi %[[ROWS]], %c4
+// CHECK:       %[[G:.+]] = arith.maxsi %[[NB]], %c1
+// CHECK:       gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[G]], {{.*}} threads(%[[TX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %c128,
+// CHECK:         %[[W:.+]] = arith.divui %[[TX]], %c32
+// CHECK:         %[[LANE:.+]] = arith.remui %[[TX]], %c32
+// CHECK:         %[[B:.+]] = arith.muli %[[BX]], %c4
+// CHECK:         %[[ROW:.+]] = arith.addi %[[B]], %[[W]]
+// CHECK:         %[[IN:.+]] = arith.cmpi ult, %[[ROW]], %[[ROWS]]
+// CHECK:         scf.if %[[IN]] {
+// CHECK:           %[[P:.+]] = scf.for %[[K:.+]] = %[[LANE]] to %c70 step %c32 iter_args(%[[ACC:.+]] = %cst) -> (f32) {
+// CHECK:             %[[X:.+]] = memref.load %arg0[%[[ROW]], %[[K]]]
+// CHECK:             %[[SQ:.+]] = arith.mulf %[[X]], %[[X]]
+// CHECK:             %[[S:.+]] = arith.addf %[[ACC]], %[[SQ]]
+// CHECK:             scf.yield %[[S]]
+// CHECK:           %[[R16:.+]], %{{.+}} = gpu.shuffle xor %[[P]], %c16_i32, %c32_i32
+// CHECK:           %[[A16:.+]] = arith.addf %[[P]], %[[R16]]
+// CHECK-COUNT-4:   gpu.shuffle xor
+// CHECK:           %[[FIRST:.+]] = arith.cmpi eq, %[[LANE]], %c0
+// CHECK:           scf.if %[[FIRST]] {
+// CHECK:             %[[OLD:.+]] = memref.load %arg1[%[[ROW]]]
+// CHECK:             %[[NEW:.+]] = arith.addf %[[OLD]], %{{.+}}
+// CHECK:             memref.store %[[NEW]], %arg1[%[[ROW]]]
+// CHECK-NOT:   linalg.generic
+#in = affine_map<(d0, d1) -> (d0, d1)>
+#out = affine_map<(d0, d1) -> (d0)>
+func.func @sumsq(%x: memref<?x70xf32>, %o: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]} ins(%x : memref<?x70xf32>) outs(%o : memref<?xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.mulf %in, %in : f32
+    %a = arith.addf %s, %out : f32
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Other linalg ops become parallel loops first, then one thread per
+// element; a reduction over a middle dimension is a sequential loop in the
+// thread, with the inner parallel dimension a loop too.
+// CHECK-LABEL: func.func @middle(
+// CHECK:       gpu.launch
+// CHECK:         scf.if
+// CHECK:           scf.for
+// CHECK:             scf.for
+// CHECK-NOT:   scf.parallel
+// CHECK-NOT:   linalg.generic
+#in3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#out3 = affine_map<(d0, d1, d2) -> (d0, d2)>
+func.func @middle(%x: memref<?x5x70xf32>, %o: memref<?x70xf32>) {
+  linalg.generic {indexing_maps = [#in3, #out3], iterator_types = ["parallel", "reduction", "parallel"]} ins(%x : memref<?x5x70xf32>) outs(%o : memref<?x70xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %out : f32
+    linalg.yield %a : f32
+  }
+  return
+}

@@ -326,22 +326,29 @@ def CheckGPUHost : Pass<"masformer-check-gpu-host", "::mlir::ModuleOp"> {
 }
 
 def LoopsToGPU : Pass<"masformer-loops-to-gpu", "::mlir::func::FuncOp"> {
-  let summary = "Top-level parallel loops on buffers as GPU kernels";
+  let summary = "A bufferized function's linalg ops and loops as GPU kernels";
   let description = [{
-    Every `scf.parallel` directly in the function (as
-    `convert-linalg-to-parallel-loops` makes of an element-wise op, a
-    normalization, a reduction, a copy) becomes a `gpu.launch` with one
-    thread per iteration: the iteration space is linearized, 128 threads per
-    block along it (the innermost dimension fastest, so that neighbouring
-    threads touch neighbouring elements), as many blocks as it takes, and
-    each thread delinearizes its index and runs the loop body once. Loops
-    nested in the body (the reduction dimensions) stay sequential in the
-    thread. A `memref.copy` (bufferization's copies of slices,
-    concatenations and pads) becomes such a loop first. A top-level
-    `scf.for` that touches memory (a reduction to a
-    scalar), and the loads, arithmetic and stores of an op without loops
-    (rank 0), run as one thread. `gpu-kernel-outlining` then makes kernels of
-    the launches.
+    Every top-level `linalg` op on buffers becomes a `gpu.launch`:
+
+    - a reduction over its innermost loop whose body folds into the output
+      with `addf`, `mulf`, `maxnumf`, `maximumf`, `minnumf` or `minimumf`
+      (a norm's mean and variance, a softmax's max and sum): one warp per
+      output element, 4 per block. Each lane folds every 32nd element from
+      its own, so that a warp reads 32 consecutive elements at a time, then
+      butterfly shuffles combine the lanes and lane 0 folds the result into
+      the output's initial value;
+    - any other op: its parallel loops (`linalg::linalgOpToParallelLoops`)
+      with one thread per iteration, over the linearized iteration space,
+      128 threads per block along it, the innermost dimension fastest (so
+      that neighbouring threads touch neighbouring elements); loops nested
+      in the body (the reduction dimensions) run in sequence in the thread.
+
+    Top-level `scf.parallel` loops get the second form too, and a
+    `memref.copy` (bufferization's copies of slices, concatenations and
+    pads) becomes such a loop first. A top-level `scf.for` that touches
+    memory, and the loads, arithmetic and stores of an op without loops
+    (rank 0), run as one thread. `gpu-kernel-outlining` then makes kernels
+    of the launches.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -349,6 +356,21 @@ def LoopsToGPU : Pass<"masformer-loops-to-gpu", "::mlir::func::FuncOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect"
   ];
+}
+
+def MergeKernelModules : Pass<"masformer-merge-kernel-modules", "::mlir::ModuleOp"> {
+  let summary = "All gpu.modules of a module as one";
+  let description = [{
+    `gpu-kernel-outlining` puts each kernel in a `gpu.module` of its own: a
+    whole model gets hundreds, each compiled by its own `ptxas` run,
+    embedded as its own cubin and loaded by its own `cuModuleLoadData` when
+    the library is opened. This pass moves every kernel (and any other
+    symbol) of the module's `gpu.module`s into the first one, renaming
+    those whose names collide (an outlined kernel takes its module's name),
+    and updates the `gpu.launch_func`s: one module, one cubin, one load.
+    The `gpu.module`s must not have targets yet (run it before
+    `nvvm-attach-target`).
+  }];
 }
 
 def BuffersToDevice : Pass<"masformer-buffers-to-device", "::mlir::ModuleOp"> {

@@ -1,0 +1,79 @@
+//===- MergeKernelModules.cpp - All gpu.modules as one -----------*- C++ -*-===//
+//
+// gpu-kernel-outlining makes one gpu.module per kernel: for a whole model,
+// hundreds of ptxas runs at compile time and of module loads when the
+// library is opened. Their kernels move into the first gpu.module; an
+// outlined kernel, always called after its launch's function
+// (@main_kernel in @main_kernel_7), takes its module's name (unique in the
+// enclosing module) when its own collides.
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::masformer {
+#define GEN_PASS_DEF_MERGEKERNELMODULES
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"
+} // namespace mlir::masformer
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+struct MergeKernelModulesPass final
+    : masformer::impl::MergeKernelModulesBase<MergeKernelModulesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto gpuModules = llvm::to_vector(module.getOps<gpu::GPUModuleOp>());
+    if (gpuModules.size() < 2)
+      return;
+    for (gpu::GPUModuleOp m : gpuModules)
+      if (m.getTargetsAttr() && !m.getTargetsAttr().empty()) {
+        m.emitError() << "masformer-merge-kernel-modules runs before "
+                         "targets are attached (nvvm-attach-target)";
+        return signalPassFailure();
+      }
+    gpu::GPUModuleOp into = gpuModules.front();
+    SymbolTable intoSymbols(into);
+    // (old module, old symbol) -> new symbol in `into`.
+    DenseMap<std::pair<StringAttr, StringAttr>, StringAttr> moved;
+    for (gpu::GPUModuleOp from : llvm::drop_begin(gpuModules)) {
+      for (Operation &op :
+           llvm::make_early_inc_range(from.getBody()->getOperations())) {
+        auto sym = dyn_cast<SymbolOpInterface>(op);
+        if (!sym)
+          continue;
+        StringAttr oldName = sym.getNameAttr();
+        op.remove();
+        // Prefer the module's name (unique among the enclosing module's
+        // symbols); SymbolTable::insert renames on a collision.
+        if (intoSymbols.lookup(oldName))
+          sym.setName(from.getNameAttr());
+        StringAttr newName = intoSymbols.insert(&op);
+        moved[{from.getNameAttr(), oldName}] = newName;
+      }
+    }
+    // The launches, to the kernels' new homes.
+    module.walk([&](gpu::LaunchFuncOp launch) {
+      SymbolRefAttr ref = launch.getKernel();
+      auto it = moved.find({ref.getRootReference(), ref.getLeafReference()});
+      if (it != moved.end())
+        launch.setKernelAttr(SymbolRefAttr::get(
+            into.getNameAttr(), {FlatSymbolRefAttr::get(it->second)}));
+    });
+    for (gpu::GPUModuleOp from : llvm::drop_begin(gpuModules)) {
+      if (!from.getBody()->empty()) {
+        from.emitError() << "masformer-merge-kernel-modules: '"
+                         << from.getName()
+                         << "' keeps ops that are not symbols";
+        return signalPassFailure();
+      }
+      from.erase();
+    }
+  }
+};
+
+} // namespace
