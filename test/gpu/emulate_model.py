@@ -139,6 +139,16 @@ BINARY = {
 
 
 class ModelBlock(E.Block):
+    def __init__(self, kernel, args, block_id, late, smem_bytes=None,
+                 threads=L):
+        super().__init__(kernel, args, block_id, late, smem_bytes)
+        self.threads = threads
+
+    def run(self):
+        # A launch of fewer threads (one, for a reduction to a scalar): the
+        # other lanes stay masked off.
+        self.exec_region(self.kernel.regions[0], [], self.lane < self.threads)
+
     def exec_op(self, op, mask):
         n = op.name
         if n in UNARY or n in BINARY:
@@ -171,6 +181,16 @@ class ModelBlock(E.Block):
             return
         if n == 'scf.for':
             return self.divergent_for(op, mask)
+        if n == 'memref.load' and len(op.operands) == 1:  # rank 0
+            mem = self.v(op.operands[0])
+            self.env[op.results[0]] = np.full(L, mem.arr[()])
+            return
+        if n == 'memref.store' and len(op.operands) == 2:  # rank 0
+            val, mem = self.v(op.operands[0]), self.v(op.operands[1])
+            if mask.any():
+                mem.arr[()] = round_to(np.broadcast_to(val, (L,))[mask][-1],
+                                       mem.elem)
+            return
         super().exec_op(op, mask)
 
     def divergent_for(self, op, mask):
@@ -345,9 +365,10 @@ class ModelHost(E.Host):
                                   op.attrs).groups()
         kernel = self.kernels_by_module[(module, kname)]
         known = E.int_array_attr(kernel, 'known_block_size')
-        if block != [L, 1, 1] or known != [L, 1, 1]:
-            raise E.EmulationError('%s launched with block %s, known %s' % (
-                name, block, known))
+        if block[1:] != [1, 1] or not 1 <= block[0] <= L or known != block:
+            raise E.EmulationError('%s launched with block %s, known %s; '
+                                   'the emulator runs up to %d threads' % (
+                                       name, block, known, L))
         first = sum(seg[:11])
         types = op.in_types[first:first + len(operands)]
         args = []
@@ -361,7 +382,7 @@ class ModelHost(E.Host):
             for by in range(grid[1]):
                 for bx in range(grid[0]):
                     ModelBlock(kernel, args, (bx, by, bz), self.late,
-                               smem).run()
+                               smem, block[0]).run()
         return None
 
 

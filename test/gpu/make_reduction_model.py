@@ -9,6 +9,7 @@ output element (--masformer-loops-to-gpu) and its other reductions:
   sm = Softmax(y[batch, s, 45], axis=-1)
   mn = ReduceMean(x, axes=[1], keepdims=0)        (not the innermost axis)
   tiny = ReduceSum(z[batch, 7], axes=[-1], keepdims=1)
+  total = ReduceSum(z, keepdims=0)                 (to a scalar: one thread)
 
   make_reduction_model.py OUT.onnx
 """
@@ -37,6 +38,7 @@ nodes = [
                 keepdims=0),
     h.make_node("ReduceSum", ["z", "axes_last"], ["tiny"], name="tiny",
                 keepdims=1),
+    h.make_node("ReduceSum", ["z"], ["total"], name="total", keepdims=0),
 ]
 graph = h.make_graph(
     nodes, "reductions",
@@ -48,7 +50,8 @@ graph = h.make_graph(
      h.make_tensor_value_info("ln", T.FLOAT, ["batch", "s", 70]),
      h.make_tensor_value_info("sm", T.FLOAT, ["batch", "s", 45]),
      h.make_tensor_value_info("mn", T.FLOAT, ["batch", 70]),
-     h.make_tensor_value_info("tiny", T.FLOAT, ["batch", 1])],
+     h.make_tensor_value_info("tiny", T.FLOAT, ["batch", 1]),
+     h.make_tensor_value_info("total", T.FLOAT, [])],
     [nh.from_array(rng.standard_normal(70).astype(np.float32), "scale"),
      nh.from_array(rng.standard_normal(70).astype(np.float32), "bias"),
      axes_last, axes_one])
