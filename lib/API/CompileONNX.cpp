@@ -303,8 +303,8 @@ FailureOr<SmallVector<DeviceConstant>> deviceConstants(ModuleOp module,
 /// interface of @main with the input descriptors and the results' struct),
 /// the signature and the ABI version; everything else becomes internal.
 /// With device constants, masformer_run first uploads them (once: their
-/// device pointers stay in `masformer_device_constants`) and passes their
-/// descriptors after the inputs.
+/// device pointers stay in `masformer_device_constants` until the library
+/// is unloaded) and passes their descriptors after the inputs.
 LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
                                   StringRef signature, bool device,
                                   ArrayRef<DeviceConstant> constants,
@@ -538,12 +538,17 @@ _mlir_memref_to_llvm_free(void *ptr) {
 void masformer_free(void *ptr) { _mlir_memref_to_llvm_free(ptr); }
 
 #ifdef MF_CUDA
-/* The model's weights on the device (masformer_run uploads them) and the
-   shim's cache of device blocks. */
+/* The model's weights on the device: masformer_run uploads them, and they
+   live as long as the library is loaded (every handle of it shares them). */
 extern void *masformer_device_constants[];
 extern const int64_t masformer_num_device_constants;
 void masformer_cuda_free_constants(void **slots, int64_t n);
 void masformer_cuda_release_memory(void);
+
+__attribute__((destructor)) static void mf_free_device_constants(void) {
+  masformer_cuda_free_constants(masformer_device_constants,
+                                masformer_num_device_constants);
+}
 #endif
 
 void masformer_release_memory(void) {
@@ -553,8 +558,7 @@ void masformer_release_memory(void) {
   mf_cached = 0;
   pthread_mutex_unlock(&mf_lock);
 #ifdef MF_CUDA
-  masformer_cuda_free_constants(masformer_device_constants,
-                                masformer_num_device_constants);
+  /* The shim's cached free device blocks (the weights stay). */
   masformer_cuda_release_memory();
 #endif
 }

@@ -24,7 +24,8 @@
 // and by any other once that stream has been synchronized;
 // masformer_cuda_release_memory() returns the blocks to the driver.
 // Streams are pooled the same way. A compiled model's weights are uploaded
-// once (masformer_cuda_upload_constants) and freed with the model.
+// once (masformer_cuda_upload_constants) and freed when the library is
+// unloaded (masformer_cuda_free_constants, from its destructor).
 //
 //===----------------------------------------------------------------------===//
 

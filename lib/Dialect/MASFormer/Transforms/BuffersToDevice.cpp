@@ -121,7 +121,7 @@ struct BuffersToDevicePass final
     if (!asArguments && constants != "copy")
       return func.emitError() << "masformer-buffers-to-device: constants="
                               << constants << ": expected copy or arguments";
-    if (asArguments && !func.isPrivate() &&
+    if (asArguments &&
         !SymbolTable::symbolKnownUseEmpty(func, func->getParentOp()))
       return func.emitError()
              << "constants=arguments changes the signature of @"

@@ -167,6 +167,7 @@ scf::ParallelOp copyAsLoop(memref::CopyOp copy) {
   Location loc = copy.getLoc();
   Value src = copy.getSource(), dst = copy.getTarget();
   auto ty = cast<MemRefType>(dst.getType());
+  assert(ty.getRank() > 0 && "a rank-0 copy is a load and a store");
   SmallVector<Value> lbs, ubs, steps;
   for (int64_t d = 0; d < ty.getRank(); ++d) {
     lbs.push_back(arith::ConstantIndexOp::create(b, loc, 0));
@@ -323,7 +324,6 @@ void launchWarpReduction(linalg::GenericOp op, const Reduction &red) {
   }
   Block &body = op.getRegion().front();
   BlockArgument outArg = op.getRegionOutputArgs()[0];
-  Type elemTy = outArg.getType();
   auto indicesOf = [&](OpBuilder &nb, AffineMap map, ArrayRef<Value> at) {
     SmallVector<Value> idx;
     for (AffineExpr e : map.getResults())
@@ -380,7 +380,6 @@ void launchWarpReduction(linalg::GenericOp op, const Reduction &red) {
   Value old = memref::LoadOp::create(b, loc, init->get(), outIdx);
   memref::StoreOp::create(b, loc, combine(b, loc, red.combiner, old, acc),
                           init->get(), outIdx);
-  (void)elemTy;
   op.erase();
 }
 
@@ -454,6 +453,16 @@ struct LoopsToGPUPass final
       launchSingleThread(group);
     for (Operation *op : work) {
       if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+        if (cast<MemRefType>(copy.getTarget().getType()).getRank() == 0) {
+          OpBuilder b(copy);
+          Value v = memref::LoadOp::create(b, copy.getLoc(),
+                                           copy.getSource(), ValueRange{});
+          auto store = memref::StoreOp::create(b, copy.getLoc(), v,
+                                               copy.getTarget(), ValueRange{});
+          copy.erase();
+          launchSingleThread({v.getDefiningOp(), store});
+          continue;
+        }
         launchParallel(copyAsLoop(copy));
         continue;
       }

@@ -27,3 +27,4 @@ func.func @strided(%x: memref<4xf32, strided<[2]>>) {
   %v = memref.subview %x[0] [2] [1] : memref<4xf32, strided<[2]>> to memref<2xf32, strided<[2]>>
   return
 }
+

@@ -175,3 +175,16 @@ func.func @middle(%x: memref<?x5x70xf32>, %o: memref<?x70xf32>) {
   }
   return
 }
+
+// -----
+
+// A copy of a rank-0 buffer: a load and a store in one thread.
+// CHECK-LABEL: func.func @copy_scalar(
+// CHECK:       gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %c1, {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c1, {{.*}} = %c1, {{.*}} = %c1)
+// CHECK-NEXT:    %[[V:.+]] = memref.load %arg0[]
+// CHECK-NEXT:    memref.store %[[V]], %arg1[]
+// CHECK-NOT:   memref.copy
+func.func @copy_scalar(%a: memref<f32>, %b: memref<f32>) {
+  memref.copy %a, %b : memref<f32> to memref<f32>
+  return
+}
