@@ -1,15 +1,19 @@
-//===- LoopsToGPU.cpp - Top-level parallel loops as GPU kernels ---*- C++ -*-===//
+//===- LoopsToGPU.cpp - Linalg ops and loops as GPU kernels -------*- C++ -*-===//
 //
 // Once the matrix products and attention are tensor-core kernels, a model's
 // other ops (element-wise chains, normalizations, reductions, copies) are
-// loops on buffers: `convert-linalg-to-parallel-loops` makes one
-// scf.parallel of each op's parallel dimensions, with its reduction
-// dimensions as scf.for inside. This pass launches each such loop with one
-// thread per iteration, over a linearized iteration space: neighbouring
-// threads take neighbouring iterations of the innermost dimension, so that
-// a warp's loads and stores of a row-major buffer are coalesced, whatever
-// the loop's rank (upstream's gpu-map-parallel-loops puts the threads on
-// the first dimension, often a batch of one).
+// linalg ops on buffers. This pass launches each of them:
+//
+//   - a reduction over the innermost loop (a norm's mean and variance, a
+//     softmax's max and sum) with one warp per output element: lanes
+//     stride the row, so a warp reads 32 consecutive elements at a time,
+//     and butterfly shuffles combine them;
+//   - anything else as its parallel loops with one thread per iteration,
+//     over a linearized iteration space: neighbouring threads take
+//     neighbouring iterations of the innermost dimension, so a warp's loads
+//     and stores of a row-major buffer are coalesced whatever the loop's
+//     rank (upstream's gpu-map-parallel-loops puts the threads on the first
+//     dimension, often a batch of one).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +24,8 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::masformer {
 #define GEN_PASS_DEF_LOOPSTOGPU
@@ -43,11 +47,6 @@ struct Index {
   OpBuilder &b;
   Location loc;
   Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value fold(Value v) {
-    if (std::optional<int64_t> k = getConstantIntValue(v))
-      return c(*k);
-    return v;
-  }
   Value add(Value x, Value y) {
     if (isConstantIntValue(y, 0))
       return x;

@@ -5,13 +5,15 @@
 // library is opened. Their kernels move into the first gpu.module; an
 // outlined kernel, always called after its launch's function
 // (@main_kernel in @main_kernel_7), takes its module's name (unique in the
-// enclosing module) when its own collides.
+// enclosing module) when its own collides. Identical kernels (the same
+// element-wise op in every layer of a model) are then kept once.
 //
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::masformer {
 #define GEN_PASS_DEF_MERGEKERNELMODULES
@@ -57,13 +59,40 @@ struct MergeKernelModulesPass final
       }
     }
     // The launches, to the kernels' new homes.
+    // Identical kernels: the first of each kind stays. The key is the
+    // kernel printed under a fixed name.
+    llvm::StringMap<StringAttr> firstOfKind;
+    DenseMap<StringAttr, StringAttr> sameAs;
+    SmallVector<gpu::GPUFuncOp> duplicates;
+    StringAttr placeholder = StringAttr::get(&getContext(), "__kernel");
+    for (auto func : into.getOps<gpu::GPUFuncOp>()) {
+      StringAttr name = func.getNameAttr();
+      func.setName(placeholder);
+      std::string key;
+      llvm::raw_string_ostream os(key);
+      func->print(os, OpPrintingFlags().printGenericOpForm().useLocalScope());
+      func.setName(name);
+      auto [it, inserted] = firstOfKind.try_emplace(key, name);
+      if (!inserted) {
+        sameAs[name] = it->second;
+        duplicates.push_back(func);
+      }
+    }
     module.walk([&](gpu::LaunchFuncOp launch) {
       SymbolRefAttr ref = launch.getKernel();
-      auto it = moved.find({ref.getRootReference(), ref.getLeafReference()});
+      StringAttr leaf = ref.getLeafReference();
+      auto it = moved.find({ref.getRootReference(), leaf});
       if (it != moved.end())
-        launch.setKernelAttr(SymbolRefAttr::get(
-            into.getNameAttr(), {FlatSymbolRefAttr::get(it->second)}));
+        leaf = it->second;
+      else if (ref.getRootReference() != into.getNameAttr())
+        return;
+      if (StringAttr first = sameAs.lookup(leaf))
+        leaf = first;
+      launch.setKernelAttr(SymbolRefAttr::get(into.getNameAttr(),
+                                              {FlatSymbolRefAttr::get(leaf)}));
     });
+    for (gpu::GPUFuncOp func : duplicates)
+      func.erase();
     for (gpu::GPUModuleOp from : llvm::drop_begin(gpuModules)) {
       if (!from.getBody()->empty()) {
         from.emitError() << "masformer-merge-kernel-modules: '"

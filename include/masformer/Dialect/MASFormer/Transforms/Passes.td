@@ -368,6 +368,8 @@ def MergeKernelModules : Pass<"masformer-merge-kernel-modules", "::mlir::ModuleO
     symbol) of the module's `gpu.module`s into the first one, renaming
     those whose names collide (an outlined kernel takes its module's name),
     and updates the `gpu.launch_func`s: one module, one cubin, one load.
+    Identical kernels (the same element-wise op in every layer) are kept
+    once.
     The `gpu.module`s must not have targets yet (run it before
     `nvvm-attach-target`).
   }];
