@@ -209,6 +209,7 @@ api::RewriteResult api::compile(const CompileRequest &request) {
           MLIRContext *context) {
         CompileONNXOptions options;
         options.target = request.target;
+        options.chip = request.chip;
         options.cpu = request.cpu;
         options.rewrite.spans = request.spans;
         options.rewrite.reportSeqLen = request.seqLen;

@@ -251,12 +251,14 @@ NB_MODULE(_masformer, m) {
   m.def(
       "compile",
       [](const std::string &src, const std::string &dst,
-         const std::string &target, const std::string &cpu,
-         const std::string &spans, int64_t seqLen, const Shapes &inputShapes) {
+         const std::string &target, const std::string &chip,
+         const std::string &cpu, const std::string &spans, int64_t seqLen,
+         const Shapes &inputShapes) {
         api::CompileRequest request;
         request.src = src;
         request.dst = dst;
         request.target = target;
+        request.chip = chip;
         request.cpu = cpu;
         request.spans = spans;
         request.seqLen = seqLen;
@@ -268,8 +270,9 @@ NB_MODULE(_masformer, m) {
         }
         return resultDict(result);
       },
-      nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("cpu"),
-      nb::arg("spans"), nb::arg("seq_len"), nb::arg("input_shapes"),
+      nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("chip"),
+      nb::arg("cpu"), nb::arg("spans"), nb::arg("seq_len"),
+      nb::arg("input_shapes"),
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
       "shared library `dst`; returns the span report as a dict.");
   nb::class_<Session>(m, "Session")

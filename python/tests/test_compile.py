@@ -125,14 +125,20 @@ def test_compile_cuda(fixtures, tmp_path):
     GPU, running it raises the driver's reason."""
     lib = tmp_path / "gpt2-cuda.so"
     report = masformer.compile(fixtures / "gpt2.onnx", lib, target="cuda",
-                               span="block:4", num_full=1)
+                               chip="sm_80", span="block:4", num_full=1)
     assert report.fraction_of_full < 1.0
     sess = masformer.Session(lib)
     assert sess.target == "cuda"
     assert [i.name for i in sess.inputs] == ["input_ids", "attention_mask"]
     if not _has_cuda_gpu():
-        with pytest.raises(masformer.Error, match="on the GPU"):
+        with pytest.raises(masformer.Error, match=r"\(compiled for sm_80\) "
+                                                  "on the GPU"):
             sess.run(tokens(1, 8, seed=1))
+    with pytest.raises(ValueError, match="chip chooses the GPU"):
+        masformer.compile(fixtures / "gpt2.onnx", lib, chip="sm_90")
+    with pytest.raises(masformer.Error, match="--chip=sm_70: unsupported"):
+        masformer.compile(fixtures / "gpt2.onnx", tmp_path / "old.so",
+                          target="cuda", chip="sm_70")
 
 
 def _has_cuda_gpu():

@@ -40,6 +40,8 @@ struct CompileRequest {
   std::string src, dst;
   /// "cpu" or "cuda".
   std::string target = "cpu";
+  /// The GPU for "cuda" (sm_80 or newer).
+  std::string chip = "sm_90";
   /// The LLVM CPU ("native": this machine).
   std::string cpu = "native";
   /// The options of --masformer-rewrite-spans; empty: no rewrite.

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MicroKernels.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -41,38 +42,6 @@ namespace {
 /// sm_90 (32 blocks of 128 threads per SM) with few idle threads in the
 /// last block of a small op.
 constexpr int64_t kThreads = 128;
-
-/// Index arithmetic that folds constants as it builds.
-struct Index {
-  OpBuilder &b;
-  Location loc;
-  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) {
-    if (isConstantIntValue(y, 0))
-      return x;
-    if (isConstantIntValue(x, 0))
-      return y;
-    return arith::AddIOp::create(b, loc, x, y);
-  }
-  Value sub(Value x, Value y) {
-    if (isConstantIntValue(y, 0))
-      return x;
-    return arith::SubIOp::create(b, loc, x, y);
-  }
-  Value mul(Value x, Value y) {
-    if (isConstantIntValue(y, 1))
-      return x;
-    if (isConstantIntValue(x, 1))
-      return y;
-    return arith::MulIOp::create(b, loc, x, y);
-  }
-  Value ceilDiv(Value x, Value y) {
-    if (isConstantIntValue(y, 1))
-      return x;
-    return arith::CeilDivSIOp::create(b, loc, x, y);
-  }
-  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-};
 
 /// True when `op` (or an op nested in it) reads or writes memory.
 bool touchesMemory(Operation *op) {
@@ -113,19 +82,19 @@ LogicalResult sequentialize(scf::ParallelOp loop) {
 void launchParallel(scf::ParallelOp loop) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
-  Index ix{b, loc};
+  Idx ix{b, loc};
   // Trip counts (a negative one, an empty loop, counts as zero).
   SmallVector<Value> trips;
   Value total = ix.c(1);
   for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
                                        loop.getUpperBound(), loop.getStep())) {
-    Value trip = ix.max(ix.ceilDiv(ix.sub(ub, lb), step), ix.c(0));
+    Value trip = ix.max(ix.cdiv(ix.sub(ub, lb), step), ix.c(0));
     trips.push_back(trip);
     total = ix.mul(total, trip);
   }
   // An empty loop still launches one block (a grid of zero blocks is an
   // error for the driver), whose threads all fail the bound check.
-  Value blocks = ix.max(ix.ceilDiv(total, ix.c(kThreads)), ix.c(1));
+  Value blocks = ix.max(ix.cdiv(total, ix.c(kThreads)), ix.c(1));
   Value one = ix.c(1);
   auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one,
                                       ix.c(kThreads), one, one);
@@ -278,7 +247,7 @@ Value combine(OpBuilder &b, Location loc, Operation *comb, Value a, Value x) {
 void launchWarpReduction(linalg::GenericOp op, const Reduction &red) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Index ix{b, loc};
+  Idx ix{b, loc};
   constexpr int64_t kWarp = 32, kWarps = kThreads / kWarp;
   SmallVector<Range> ranges =
       cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
@@ -292,7 +261,7 @@ void launchWarpReduction(linalg::GenericOp op, const Reduction &red) {
       rows = ix.mul(rows, size);
   }
   Value one = ix.c(1);
-  Value blocks = ix.max(ix.ceilDiv(rows, ix.c(kWarps)), one);
+  Value blocks = ix.max(ix.cdiv(rows, ix.c(kWarps)), one);
   auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one,
                                       ix.c(kThreads), one, one);
   Block &kernel = launch.getBody().front();
