@@ -426,6 +426,12 @@ def main():
                     help='tolerance of float16 outputs (rounded to f16, '
                          'where onnxruntime keeps f32 inside MatMul)')
     ap.add_argument('--timing', default='late', choices=('late', 'eager'))
+    ap.add_argument('--constants', default='copy',
+                    choices=('copy', 'arguments'),
+                    help='arguments: the weights are trailing arguments of '
+                         '@main, passed in the order of its '
+                         'masformer.constants attribute, as masformer_run '
+                         'does for masformer-compile --target=cuda')
     a = ap.parse_args()
     # Lanes outside a branch's mask compute on garbage: no warnings.
     np.seterr(all='ignore')
@@ -434,7 +440,8 @@ def main():
     cmd += ['--input-shape=' + s for s in a.input_shape]
     if a.spans:
         cmd.append('--masformer-rewrite-spans=' + a.spans)
-    cmd += ['--masformer-model-to-nvvm=lower-kernels=false',
+    cmd += ['--masformer-model-to-nvvm=lower-kernels=false constants=' +
+            a.constants,
             '--lower-affine', '--canonicalize', '--cse',
             '--mlir-print-op-generic']
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -449,6 +456,14 @@ def main():
     names = [i.name for i in sess.get_inputs()]
     # @main's arguments are the graph inputs, in order.
     args = [to_emulated(feeds[n]) for n in names]
+    weights = []
+    if a.constants == 'arguments':
+        listed = re.search(r'masformer\.constants = \[([^\]]*)\]',
+                           main_fn.attrs)
+        for sym in re.findall(r'@(\w+)', listed.group(1) if listed else ''):
+            # A device copy, which every run shares: no kernel may write it.
+            weights.append((sym, host.globals[sym].copy()))
+            args.append(weights[-1][1])
     if len(args) != len(main_fn.regions[0].args):
         sys.exit('emulate_model.py: @main takes %d arguments, the model has '
                  '%d inputs' % (len(main_fn.regions[0].args), len(args)))
@@ -458,6 +473,10 @@ def main():
         print('FAIL emulation: %s' % e)
         return 1
     failed = False
+    for sym, dev in weights:
+        if not np.array_equal(dev, host.globals[sym], equal_nan=True):
+            print('FAIL: a kernel wrote the weight @%s' % sym)
+            failed = True
     for o, got, exp in zip(sess.get_outputs(), outs, want):
         got = np.asarray(got)
         atol, rtol = (a.f16_tol if exp.dtype == np.float16
