@@ -43,14 +43,19 @@ SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value v) {
   return sizes;
 }
 
-/// A device buffer shaped like `v` (identity layout) holding a copy of it.
-Value copyToDevice(OpBuilder &b, Location loc, Value v) {
+/// A device buffer shaped like `v` (identity layout) holding a copy of it;
+/// `uses` gets the ops that read `v` to make it.
+Value copyToDevice(OpBuilder &b, Location loc, Value v,
+                   llvm::SmallPtrSetImpl<Operation *> &uses) {
   auto ty = cast<MemRefType>(v.getType());
   auto devTy = MemRefType::get(ty.getShape(), ty.getElementType());
-  Value dev = gpu::AllocOp::create(b, loc, devTy, Type(), ValueRange{},
-                                   dynamicSizes(b, loc, v), ValueRange{})
+  SmallVector<Value> sizes = dynamicSizes(b, loc, v);
+  for (Value size : sizes)
+    uses.insert(size.getDefiningOp());
+  Value dev = gpu::AllocOp::create(b, loc, devTy, Type(), ValueRange{}, sizes,
+                                   ValueRange{})
                   .getMemref();
-  gpu::MemcpyOp::create(b, loc, Type(), ValueRange{}, dev, v);
+  uses.insert(gpu::MemcpyOp::create(b, loc, Type(), ValueRange{}, dev, v));
   return dev;
 }
 
@@ -67,7 +72,7 @@ struct BuffersToDevicePass final
   /// Fails (with an error on the op) when `op`, left on the host, reads or
   /// writes memory.
   LogicalResult checkHostOp(Operation *op) {
-    if (isa<gpu::GPUDialect>(op->getDialect()) ||
+    if (isa_and_nonnull<gpu::GPUDialect>(op->getDialect()) ||
         isa<func::ReturnOp, memref::GetGlobalOp>(op))
       return success();
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
@@ -107,20 +112,15 @@ struct BuffersToDevicePass final
                << "argument #" << arg.getArgNumber() << " has type " << ty
                << ": the GPU pipeline copies only contiguous (identity "
                   "layout) arguments to the device";
-      Value dev = copyToDevice(b, loc, arg);
+      llvm::SmallPtrSet<Operation *, 4> copying;
+      Value dev = copyToDevice(b, loc, arg, copying);
       arg.replaceUsesWithIf(dev, [&](OpOperand &use) {
-        Operation *user = use.getOwner();
-        return !isa<gpu::MemcpyOp>(user) &&
-               !(isa<memref::DimOp>(user) && user->isBeforeInBlock(
-                                                 dev.getDefiningOp()));
+        return !copying.contains(use.getOwner());
       });
     }
 
     // Constants: copied at entry, or arguments in device memory.
     bool asArguments = constants == "arguments";
-    if (!asArguments && constants != "copy")
-      return func.emitError() << "masformer-buffers-to-device: constants="
-                              << constants << ": expected copy or arguments";
     if (asArguments &&
         !SymbolTable::symbolKnownUseEmpty(func, func->getParentOp()))
       return func.emitError()
@@ -140,7 +140,8 @@ struct BuffersToDevicePass final
         dev = func.getArgument(index);
       } else {
         Value host = memref::GetGlobalOp::create(b, loc, ty, name);
-        dev = copyToDevice(b, loc, host);
+        llvm::SmallPtrSet<Operation *, 4> copying;
+        dev = copyToDevice(b, loc, host, copying);
       }
       for (memref::GetGlobalOp op : uses) {
         op.replaceAllUsesWith(dev);
@@ -223,6 +224,12 @@ struct BuffersToDevicePass final
   }
 
   void runOnOperation() override {
+    if (constants != "copy" && constants != "arguments") {
+      getOperation().emitError()
+          << "masformer-buffers-to-device: constants=" << constants
+          << ": expected copy or arguments";
+      return signalPassFailure();
+    }
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;

@@ -1,4 +1,6 @@
 // RUN: masformer-opt %s --masformer-buffers-to-device="constants=arguments" --verify-diagnostics
+// RUN: not masformer-opt %s --masformer-buffers-to-device="constants=bogus" 2>&1 | FileCheck %s --check-prefix=OPTION
+// OPTION: error: masformer-buffers-to-device: constants=bogus: expected copy or arguments
 
 // constants=arguments changes the signature: not for a called function.
 memref.global "private" constant @c : memref<2xf32> = dense<1.0>
