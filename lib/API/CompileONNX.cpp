@@ -744,6 +744,14 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
                           << ": expected cpu or cuda",
            failure();
   bool cuda = options.target == "cuda";
+  if (options.precision != "f32" && options.precision != "bf16")
+    return emitError(loc) << "--precision=" << options.precision
+                          << ": expected f32 or bf16",
+           failure();
+  if (!cuda && options.precision != "f32")
+    return emitError(loc) << "--precision=" << options.precision
+                          << " needs --target=cuda",
+           failure();
   std::string toolkit, runtimeDir;
   if (cuda) {
     std::string error;
@@ -794,6 +802,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
     lowering.toolkit = toolkit;
     lowering.format = "bin";
     lowering.constants = "arguments";
+    lowering.precision = options.precision;
     lowering.genericAllocation = true;
     buildModelToNVVMPipeline(pm, lowering);
   } else {

@@ -194,8 +194,14 @@ void mlir::masformer::buildModelToNVVMPipeline(
     llvm::report_fatal_error(
         llvm::Twine("--masformer-model-to-nvvm: constants=") +
         options.constants + ": expected copy or arguments");
+  if (options.precision != "f32" && options.precision != "bf16")
+    llvm::report_fatal_error(
+        llvm::Twine("--masformer-model-to-nvvm: precision=") +
+        options.precision + ": expected f32 or bf16");
   // As on the CPU: tied weights transposed once, the products first.
   pm.addPass(createFoldConstantTransposes());
+  if (options.precision == "bf16")
+    pm.addPass(createMixedPrecision());
   pm.addPass(createContractionsToGPU());
   pm.addPass(createAttentionToGPU());
   if (failed(parsePassPipeline("masformer-decompose-aggregates,"

@@ -182,6 +182,16 @@ class ModelBlock(E.Block):
             return
         if n == 'scf.for':
             return self.divergent_for(op, mask)
+        if n == 'memref.extract_strided_metadata':
+            # (A load through a reshaped view, folded to the buffer: only
+            # the sizes are read, to delinearize the index.)
+            mem = self.v(op.operands[0])
+            shape = mem.arr.shape
+            strides = [int(np.prod(shape[d + 1:])) for d in range(len(shape))]
+            vals = [mem, 0] + list(shape) + strides
+            for r, val in zip(op.results, vals):
+                self.env[r] = val if isinstance(val, E.Mem) else np.full(L, val)
+            return
         if n == 'memref.load' and len(op.operands) == 1:  # rank 0
             mem = self.v(op.operands[0])
             self.env[op.results[0]] = np.full(L, mem.arr[()])
@@ -426,6 +436,9 @@ def main():
                     help='tolerance of float16 outputs (rounded to f16, '
                          'where onnxruntime keeps f32 inside MatMul)')
     ap.add_argument('--timing', default='late', choices=('late', 'eager'))
+    ap.add_argument('--precision', default='f32', choices=('f32', 'bf16'),
+                    help='bf16: products and attention on bf16 operands, as '
+                         'masformer-compile --precision=bf16')
     ap.add_argument('--constants', default='copy',
                     choices=('copy', 'arguments'),
                     help='arguments: the weights are trailing arguments of '
@@ -440,8 +453,8 @@ def main():
     cmd += ['--input-shape=' + s for s in a.input_shape]
     if a.spans:
         cmd.append('--masformer-rewrite-spans=' + a.spans)
-    cmd += ['--masformer-model-to-nvvm=lower-kernels=false constants=' +
-            a.constants,
+    cmd += ['--masformer-model-to-nvvm=lower-kernels=false precision=%s '
+            'constants=%s' % (a.precision, a.constants),
             '--lower-affine', '--canonicalize', '--cse',
             '--mlir-print-op-generic']
     r = subprocess.run(cmd, capture_output=True, text=True)

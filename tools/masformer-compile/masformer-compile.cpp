@@ -44,6 +44,11 @@ int main(int argc, char **argv) {
       cl::desc("CUDA toolkit whose ptxas compiles the kernels (default: "
                "$CUDA_HOME, $CUDA_PATH or /usr/local/cuda)"),
       cl::init(""));
+  cl::opt<std::string> precision(
+      "precision",
+      cl::desc("For --target=cuda: f32 (default), or bf16: matrix products "
+               "and attention on bf16 operands with f32 accumulation"),
+      cl::init("f32"));
   cl::opt<std::string> cpu(
       "cpu",
       cl::desc("LLVM CPU to generate code for (default: native, this "
@@ -95,6 +100,7 @@ int main(int argc, char **argv) {
   if (!chip.empty())
     options.chip = chip;
   options.cudaToolkit = cudaToolkit;
+  options.precision = precision;
   options.cpu = cpu;
   options.output = emit;
   options.tileQ = tileQ;

@@ -34,6 +34,9 @@ struct CompileONNXOptions {
   std::string target = "cpu";
   /// The GPU for target "cuda" (sm_80 or newer).
   std::string chip = "sm_90";
+  /// For target "cuda": "f32", or "bf16" (products and attention on bf16
+  /// operands, --masformer-mixed-precision).
+  std::string precision = "f32";
   /// The CUDA toolkit whose ptxas makes the cubin (empty: $CUDA_HOME,
   /// $CUDA_PATH, or /usr/local/cuda).
   std::string cudaToolkit;

@@ -102,6 +102,12 @@ struct ModelToNVVMOptions : public NVVMTargetOptions<ModelToNVVMOptions> {
                      "the function, in device memory, which the caller "
                      "copies once (masformer-compile does)"),
       llvm::cl::init("copy")};
+  PassOptions::Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("f32: products and attention of an f32 model in f32 "
+                     "(3xTF32 on tensor cores); bf16: on bf16 operands with "
+                     "f32 accumulation (--masformer-mixed-precision)"),
+      llvm::cl::init("f32")};
   PassOptions::Option<bool> lowerKernels{
       *this, "lower-kernels",
       llvm::cl::desc("false: stop before NVVM, with the kernels in the gpu "

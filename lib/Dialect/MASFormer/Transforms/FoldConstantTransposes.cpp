@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ConstantData.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
@@ -23,21 +24,6 @@ namespace mlir::masformer {
 using namespace mlir;
 
 namespace {
-
-/// The bytes of a constant's elements (row-major), when it has them all:
-/// a dense_resource blob or a non-splat dense attribute.
-std::optional<ArrayRef<char>> rawBytes(Attribute value) {
-  if (auto res = dyn_cast<DenseResourceElementsAttr>(value)) {
-    AsmResourceBlob *blob = res.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    return blob->getData();
-  }
-  if (auto dense = dyn_cast<DenseIntOrFPElementsAttr>(value))
-    if (!dense.isSplat())
-      return dense.getRawData();
-  return std::nullopt;
-}
 
 struct FoldConstantTranspose final : OpRewritePattern<linalg::TransposeOp> {
   FoldConstantTranspose(MLIRContext *ctx, int64_t minElements)
@@ -56,7 +42,8 @@ struct FoldConstantTranspose final : OpRewritePattern<linalg::TransposeOp> {
     Type et = inTy.getElementType();
     if (!et.isIntOrFloat() || et.getIntOrFloatBitWidth() % 8)
       return rewriter.notifyMatchFailure(op, "not whole bytes");
-    std::optional<ArrayRef<char>> bytes = rawBytes(cst.getValue());
+    std::optional<ArrayRef<char>> bytes =
+        masformer::constantBytes(cst.getValue());
     int64_t esize = et.getIntOrFloatBitWidth() / 8;
     if (!bytes ||
         static_cast<int64_t>(bytes->size()) != inTy.getNumElements() * esize)

@@ -409,6 +409,27 @@ def BuffersToDevice : Pass<"masformer-buffers-to-device", "::mlir::ModuleOp"> {
   ];
 }
 
+def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Matrix products and attention on bf16 operands";
+  let description = [{
+    Every matrix product with f32 operands (the contractions that
+    `--masformer-contractions-to-gpu` recognizes) takes bf16 operands and
+    keeps its f32 result and accumulation; every `masformer.attention` on
+    f32 with a static head dimension that is a multiple of 16 runs on bf16
+    query, key and value, its result extended back to f32 (the mask stays
+    f32). Constant operands (weights) are converted at compile time,
+    rounding to nearest even; other operands get an element-wise `truncf`.
+    The rest of the model stays f32. On the GPU the products and attention
+    then run on bf16 tensor cores instead of 3xTF32 (about 1e-2 relative
+    instead of 1e-6).
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
+           "The operand type: bf16">
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
+}
+
 def ApproximateMath : Pass<"masformer-approximate-math"> {
   let summary = "exp, tanh and erf as polynomials; small constant powers as "
                 "multiplications";
