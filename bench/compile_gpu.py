@@ -2,10 +2,11 @@
 """masformer-compile --target=cuda on the GPT-2-small-shaped model of
 bench/make_gpt_model.py (12 layers, d_model 768, 12 heads, vocabulary
 50257, random weights): compile time and peak memory, all spans full and
-with a MASFormer rewrite, for each chip, and what the library holds (its
+with a MASFormer rewrite, for each chip and --precision, and what the
+library holds (its
 size, the embedded cubins, the kernels and launches of @main).
 
-  python3 bench/compile_gpu.py [--chips sm_90 sm_80]
+  python3 bench/compile_gpu.py [--chips sm_90 sm_80] [--precisions f32 bf16]
       [--spans "span=block:512 policy=top num-full=3"]
       [--work /tmp/masformer-bench]
 
@@ -41,6 +42,8 @@ def timed(cmd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chips", nargs="+", default=["sm_90"])
+    ap.add_argument("--precisions", nargs="+", default=["f32"],
+                    choices=["f32", "bf16"])
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
     ap.add_argument("--work", default="/tmp/masformer-bench")
     a = ap.parse_args()
@@ -52,34 +55,36 @@ def main():
                         "--layers", "12", "--d-model", "768", "--heads", "12",
                         "--out", model], check=True)
     compile_ = os.path.join(BIN, "masformer-compile")
-    print("| chip | attention | compile (s) | peak memory (GiB) | library "
-          "(MB) | cubins | kernels | launches per run |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for chip in a.chips:
-        for label, spans in (("full", ""), ("rewritten", a.spans)):
-            lib = os.path.join(a.work, f"gpt2-small-{chip}-{label}.so")
-            cmd = [compile_, model, "--target=cuda", f"--chip={chip}",
-                   "-o", lib]
-            if spans:
-                cmd.append(f"--spans={spans}")
-            seconds, peak = timed(cmd)
-            with open(lib, "rb") as f:
-                data = f.read()
-            # The kernels and launches, from the module before NVVM.
-            ir = subprocess.run(
-                [os.path.join(BIN, "masformer-opt"), model,
-                 *([f"--masformer-rewrite-spans={spans}"] if spans else []),
-                 "--masformer-model-to-nvvm=lower-kernels=false",
-                 "--mlir-elide-elementsattrs-if-larger=1",
-                 "--mlir-elide-resource-strings-if-larger=1"],
-                capture_output=True, text=True, check=True).stdout
-            kernels = len(re.findall(r"gpu\.func @", ir))
-            launches = len(re.findall(r"gpu\.launch_func", ir))
-            print(f"| {chip} | {label if not spans else spans} | "
-                  f"{seconds:.1f} | {peak:.1f} | {len(data) / 1e6:.0f} | "
-                  f"{len(cubins(data))} | {kernels} | {launches} |",
-                  flush=True)
-            os.remove(lib)
+    print("| chip | precision | attention | compile (s) | peak memory (GiB) | "
+          "library (MB) | cubins | kernels | launches per run |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    runs = [(c, p, s) for c in a.chips for p in a.precisions
+            for s in (("full", ""), ("rewritten", a.spans))]
+    for chip, precision, (label, spans) in runs:
+        lib = os.path.join(a.work, f"gpt2-small-{chip}-{label}.so")
+        cmd = [compile_, model, "--target=cuda", f"--chip={chip}",
+               f"--precision={precision}", "-o", lib]
+        if spans:
+            cmd.append(f"--spans={spans}")
+        seconds, peak = timed(cmd)
+        with open(lib, "rb") as f:
+            data = f.read()
+        # The kernels and launches, from the module before NVVM.
+        ir = subprocess.run(
+            [os.path.join(BIN, "masformer-opt"), model,
+             *([f"--masformer-rewrite-spans={spans}"] if spans else []),
+             "--masformer-model-to-nvvm=lower-kernels=false "
+             f"precision={precision}",
+             "--mlir-elide-elementsattrs-if-larger=1",
+             "--mlir-elide-resource-strings-if-larger=1"],
+            capture_output=True, text=True, check=True).stdout
+        kernels = len(re.findall(r"gpu\.func @", ir))
+        launches = len(re.findall(r"gpu\.launch_func", ir))
+        print(f"| {chip} | {precision} | {label if not spans else spans} | "
+              f"{seconds:.1f} | {peak:.1f} | {len(data) / 1e6:.0f} | "
+              f"{len(cubins(data))} | {kernels} | {launches} |",
+              flush=True)
+        os.remove(lib)
 
 
 if __name__ == "__main__":

@@ -210,6 +210,7 @@ api::RewriteResult api::compile(const CompileRequest &request) {
         CompileONNXOptions options;
         options.target = request.target;
         options.chip = request.chip;
+        options.precision = request.precision;
         options.cpu = request.cpu;
         options.rewrite.spans = request.spans;
         options.rewrite.reportSeqLen = request.seqLen;

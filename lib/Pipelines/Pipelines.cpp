@@ -204,8 +204,13 @@ void mlir::masformer::buildModelToNVVMPipeline(
     pm.addPass(createMixedPrecision());
   pm.addPass(createContractionsToGPU());
   pm.addPass(createAttentionToGPU());
+  // (Named ops, transposes and broadcasts, as generics fuse too; the sizes
+  // of an op's result read through tensor.dim would count as a second use
+  // and block its fusion: they are taken from its operands.)
   if (failed(parsePassPipeline("masformer-decompose-aggregates,"
                                "convert-elementwise-to-linalg,"
+                               "linalg-generalize-named-ops,"
+                               "resolve-ranked-shaped-type-result-dims,"
                                "linalg-fuse-elementwise-ops",
                                pm)))
     llvm::report_fatal_error("masformer: the model GPU pipeline names a "

@@ -13,15 +13,17 @@ from ._rewrite import _run_checks, _shapes, _spans_option, _warn
 _TARGETS = ("cpu", "cuda")
 
 
-def compile(src, dst, *, target="cpu", chip=None, cpu="native", span=None,
-            full_layers=None, policy=None, num_full=None, seq_len=2048,
-            input_shapes=None) -> SpanReport:
+def compile(src, dst, *, target="cpu", chip=None, precision="f32",
+            cpu="native", span=None, full_layers=None, policy=None,
+            num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
     Every op of the model is lowered (matrix products and attention as
     tiled vector kernels, the rest as parallel loops) for `cpu` ("native":
     this machine), or with target="cuda" to GPU kernels for `chip`
-    ("sm_90" by default; host code for `cpu` and an embedded cubin). With `span` ("block:B" or "window:W") the MASFormer
+    ("sm_90" by default; host code for `cpu` and an embedded cubin);
+    precision="bf16" then runs the products and attention on bf16
+    operands with f32 accumulation. With `span` ("block:B" or "window:W") the MASFormer
     rewrite is applied first, choosing the full layers as masformer.rewrite
     does (`full_layers`, or `policy` and `num_full`). Without
     `input_shapes` ({input name: [dims]}) dynamic dimensions stay dynamic
@@ -35,6 +37,11 @@ def compile(src, dst, *, target="cpu", chip=None, cpu="native", span=None,
     if chip is not None and not isinstance(chip, str):
         raise ValueError(f"chip must be a string such as 'sm_90', got "
                          f"{chip!r}")
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"precision must be 'f32' or 'bf16', got "
+                         f"{precision!r}")
+    if precision != "f32" and target != "cuda":
+        raise ValueError("precision='bf16' needs target='cuda'")
     if not isinstance(cpu, str) or not cpu:
         raise ValueError(f"cpu must be an LLVM CPU name or 'native', got "
                          f"{cpu!r}")
@@ -51,7 +58,8 @@ def compile(src, dst, *, target="cpu", chip=None, cpu="native", span=None,
                          f"got {dst!r}")
     src = _run_checks(src, seq_len)
     d = _masformer.compile(src, os.fspath(dst), target, chip or "sm_90",
-                           cpu, spans, seq_len, _shapes(input_shapes))
+                           precision, cpu, spans, seq_len,
+                           _shapes(input_shapes))
     report = SpanReport.from_dict(d)
     _warn(report)
     return report

@@ -252,13 +252,15 @@ NB_MODULE(_masformer, m) {
       "compile",
       [](const std::string &src, const std::string &dst,
          const std::string &target, const std::string &chip,
-         const std::string &cpu, const std::string &spans, int64_t seqLen,
+         const std::string &precision, const std::string &cpu,
+         const std::string &spans, int64_t seqLen,
          const Shapes &inputShapes) {
         api::CompileRequest request;
         request.src = src;
         request.dst = dst;
         request.target = target;
         request.chip = chip;
+        request.precision = precision;
         request.cpu = cpu;
         request.spans = spans;
         request.seqLen = seqLen;
@@ -271,7 +273,8 @@ NB_MODULE(_masformer, m) {
         return resultDict(result);
       },
       nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("chip"),
-      nb::arg("cpu"), nb::arg("spans"), nb::arg("seq_len"),
+      nb::arg("precision"), nb::arg("cpu"), nb::arg("spans"),
+      nb::arg("seq_len"),
       nb::arg("input_shapes"),
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
       "shared library `dst`; returns the span report as a dict.");

@@ -134,6 +134,12 @@ def test_compile_cuda(fixtures, tmp_path):
         with pytest.raises(masformer.Error, match=r"\(compiled for sm_80\) "
                                                   "on the GPU"):
             sess.run(tokens(1, 8, seed=1))
+    lib16 = tmp_path / "gpt2-bf16.so"
+    masformer.compile(fixtures / "gpt2.onnx", lib16, target="cuda",
+                      precision="bf16")
+    assert masformer.Session(lib16).target == "cuda"
+    with pytest.raises(ValueError, match="needs target='cuda'"):
+        masformer.compile(fixtures / "gpt2.onnx", lib16, precision="bf16")
     with pytest.raises(ValueError, match="chip chooses the GPU"):
         masformer.compile(fixtures / "gpt2.onnx", lib, chip="sm_90")
     with pytest.raises(masformer.Error, match="--chip=sm_70: unsupported"):

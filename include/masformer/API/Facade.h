@@ -42,6 +42,8 @@ struct CompileRequest {
   std::string target = "cpu";
   /// The GPU for "cuda" (sm_80 or newer).
   std::string chip = "sm_90";
+  /// For "cuda": "f32" or "bf16" (products and attention on bf16 operands).
+  std::string precision = "f32";
   /// The LLVM CPU ("native": this machine).
   std::string cpu = "native";
   /// The options of --masformer-rewrite-spans; empty: no rewrite.

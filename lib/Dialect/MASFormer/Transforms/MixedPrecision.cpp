@@ -4,8 +4,8 @@
 // accumulated in f32: on the GPU they then run on full-rate bf16 tensor
 // cores instead of three TF32 products each. Weights are converted at
 // compile time (half the bytes to upload and to read); activations by an
-// element-wise truncf, which the element-wise fusion puts into the kernel
-// that produces them. Everything else (norms, softmax outside attention,
+// element-wise truncf, placed before their reshapes so that the
+// element-wise fusion puts it into the kernel that produces them. Everything else (norms, softmax outside attention,
 // residuals, the products' results) stays f32.
 //
 //===----------------------------------------------------------------------===//
@@ -55,6 +55,33 @@ struct MixedPrecisionPass final
       return done;
     auto ty = cast<RankedTensorType>(v.getType());
     auto lowTy = ty.clone(b.getBF16Type());
+    // A bf16 value extended (an attention's result feeding the output
+    // projection): the value itself.
+    if (auto ext = v.getDefiningOp<arith::ExtFOp>())
+      if (ext.getIn().getType() == lowTy)
+        return ext.getIn();
+    // A reshape (the batch dimensions of an activation collapsed for a
+    // product): the reshape of the converted source, so that the truncf
+    // meets the op that produces the source, and fuses into it.
+    if (auto c = v.getDefiningOp<tensor::CollapseShapeOp>()) {
+      Value src = toLow(c.getSrc(), b);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(c);
+      Value low = tensor::CollapseShapeOp::create(
+          b, c.getLoc(), lowTy, src, c.getReassociationIndices());
+      converted[v] = low;
+      return low;
+    }
+    if (auto e = v.getDefiningOp<tensor::ExpandShapeOp>()) {
+      Value src = toLow(e.getSrc(), b);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(e);
+      Value low = tensor::ExpandShapeOp::create(
+          b, e.getLoc(), lowTy, src, e.getReassociationIndices(),
+          e.getMixedOutputShape());
+      converted[v] = low;
+      return low;
+    }
     Value low;
     OpBuilder::InsertionGuard guard(b);
     if (Operation *def = v.getDefiningOp())
@@ -159,10 +186,11 @@ struct MixedPrecisionPass final
           attentions.push_back(attn);
       }
     });
-    for (linalg::GenericOp op : products)
-      convertMatmul(op, b);
+    // Attention first: a product of its result then reads the bf16 result.
     for (AttentionOp op : attentions)
       convertAttention(op, b);
+    for (linalg::GenericOp op : products)
+      convertMatmul(op, b);
     // Weights now used only in bf16.
     SmallVector<Operation *> dead;
     for (auto &[from, to] : converted)

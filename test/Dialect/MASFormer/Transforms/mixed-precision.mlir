@@ -31,6 +31,30 @@ func.func @product(%x: tensor<4x2xf32>, %c: tensor<4x2xf32>) -> tensor<4x2xf32> 
 
 // -----
 
+// An attention's result feeding a product: the product reads the bf16
+// result, with no truncf of its extension.
+// CHECK-LABEL: func.func @attention_then_product(
+// CHECK:       %[[O:.+]] = masformer.attention {{.*}} -> tensor<1x2x8x16xbf16>
+// CHECK:       %[[C:.+]] = tensor.collapse_shape %[[O]]
+// CHECK-NOT:   arith.truncf %{{.*}} : tensor<16x16xf32>
+// CHECK:       linalg.generic {{.*}} ins(%[[C]], %{{.+}} : tensor<16x16xbf16>, tensor<16x16xbf16>)
+#a2 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b2 = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c2 = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @attention_then_product(%q: tensor<1x2x8x16xf32>, %w: tensor<16x16xf32>, %c: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %o = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
+  %f = tensor.collapse_shape %o [[0, 1, 2], [3]] : tensor<1x2x8x16xf32> into tensor<16x16xf32>
+  %r = linalg.generic {indexing_maps = [#a2, #b2, #c2], iterator_types = ["parallel", "parallel", "reduction"]} ins(%f, %w : tensor<16x16xf32>, tensor<16x16xf32>) outs(%c : tensor<16x16xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %m = arith.mulf %in, %in2 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<16x16xf32>
+  return %r : tensor<16x16xf32>
+}
+
+// -----
+
 // Attention with head_dim 16: bf16 query, key and value (one truncf each),
 // the f32 mask as it is, the result extended back to f32. With head_dim 8
 // (not a multiple of the bf16 kernel's 16) it stays f32.
