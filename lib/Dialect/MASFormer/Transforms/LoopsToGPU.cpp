@@ -43,6 +43,20 @@ namespace {
 /// last block of a small op.
 constexpr int64_t kThreads = 128;
 
+/// A 1-D `gpu.launch` of `blocks` x `threads` at `b`, which is left at the
+/// start of its body (before the terminator).
+gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, Value blocks,
+                           Value threads) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto launch =
+      gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one);
+  Block &body = launch.getBody().front();
+  b.setInsertionPointToStart(&body);
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&body);
+  return launch;
+}
+
 /// True when `op` (or an op nested in it) reads or writes memory.
 bool touchesMemory(Operation *op) {
   WalkResult r = op->walk([](Operation *nested) {
@@ -95,13 +109,7 @@ void launchParallel(scf::ParallelOp loop) {
   // An empty loop still launches one block (a grid of zero blocks is an
   // error for the driver), whose threads all fail the bound check.
   Value blocks = ix.max(ix.cdiv(total, ix.c(kThreads)), ix.c(1));
-  Value one = ix.c(1);
-  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one,
-                                      ix.c(kThreads), one, one);
-  Block &body = launch.getBody().front();
-  b.setInsertionPointToStart(&body);
-  gpu::TerminatorOp::create(b, loc);
-  b.setInsertionPointToStart(&body);
+  gpu::LaunchOp launch = createLaunch(b, loc, blocks, ix.c(kThreads));
   Value linear =
       arith::AddIOp::create(
           b, loc,
@@ -159,12 +167,9 @@ void launchSingleThread(ArrayRef<Operation *> ops) {
   OpBuilder b(ops.front());
   Location loc = ops.front()->getLoc();
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  auto launch = gpu::LaunchOp::create(b, loc, one, one, one, one, one, one);
-  Block &body = launch.getBody().front();
-  b.setInsertionPointToStart(&body);
-  gpu::TerminatorOp::create(b, loc);
+  gpu::LaunchOp launch = createLaunch(b, loc, one, one);
   for (Operation *op : ops)
-    op->moveBefore(body.getTerminator());
+    op->moveBefore(launch.getBody().front().getTerminator());
 }
 
 /// True for ops that may join a single-thread group: memory accesses, and
@@ -260,14 +265,8 @@ void launchWarpReduction(linalg::GenericOp op, const Reduction &red) {
     if (d < numLoops - 1)
       rows = ix.mul(rows, size);
   }
-  Value one = ix.c(1);
-  Value blocks = ix.max(ix.cdiv(rows, ix.c(kWarps)), one);
-  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one,
-                                      ix.c(kThreads), one, one);
-  Block &kernel = launch.getBody().front();
-  b.setInsertionPointToStart(&kernel);
-  gpu::TerminatorOp::create(b, loc);
-  b.setInsertionPointToStart(&kernel);
+  Value blocks = ix.max(ix.cdiv(rows, ix.c(kWarps)), ix.c(1));
+  gpu::LaunchOp launch = createLaunch(b, loc, blocks, ix.c(kThreads));
   Value tid = launch.getThreadIds().x;
   Value warp = arith::DivUIOp::create(b, loc, tid, ix.c(kWarp));
   Value lane = arith::RemUIOp::create(b, loc, tid, ix.c(kWarp));
