@@ -316,6 +316,7 @@ class ModelHost(E.Host):
     def __init__(self, module, late, globals_):
         super().__init__(module, late)
         self.globals = globals_
+        self.kernels_by_module = index_kernels(module)
         self.launches = 0
 
     def exec(self, op, o):
@@ -371,9 +372,9 @@ class ModelHost(E.Host):
         block = [int(v[0]) for v in vals[4:7]]
         smem = int(vals[10][0]) if vals[10] else 0
         operands = vals[11]
-        name = re.search(r'kernel = @\w+::@(\w+)', op.attrs).group(0)
         module, kname = re.search(r'kernel = @(\w+)::@(\w+)',
                                   op.attrs).groups()
+        name = '@%s::@%s' % (module, kname)
         kernel = self.kernels_by_module[(module, kname)]
         known = E.int_array_attr(kernel, 'known_block_size')
         if block[1:] != [1, 1] or not 1 <= block[0] <= L or known != block:
@@ -462,7 +463,6 @@ def main():
         sys.exit('emulate_model.py: masformer-opt failed:\n' + r.stderr)
     module = E.parse_module(r.stdout)
     host = ModelHost(module, a.timing == 'late', parse_globals(r.stdout))
-    host.kernels_by_module = index_kernels(module)
 
     sess, feeds, want = reference(a.ort_model or a.model, a.shape)
     main_fn = host.funcs['main']

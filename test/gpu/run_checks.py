@@ -17,14 +17,13 @@ import argparse
 import datetime
 import math
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from masformer_gpu import Kernels  # noqa: E402
+from timing import median_time  # noqa: E402
 
 TORCH_DTYPE = {'bf16': torch.bfloat16, 'f16': torch.float16,
                'f32': torch.float32}
@@ -170,18 +169,6 @@ def matmul_timing(kernels, reps, log):
         log('| %s | %d x %d x %d | %.3f | %.0f | %.3f | %.2f |' % (
             name, m, k, n, t * 1e3, 2.0 * m * k * n / t / 1e12,
             t_torch * 1e3, t_torch / t))
-
-
-def median_time(fn, reps):
-    """Median wall time of `fn` (which synchronizes), after 3 warm-ups."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def pairs(span, causal, s):

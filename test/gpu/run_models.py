@@ -20,13 +20,13 @@ import ctypes
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'python_utils'))
 from ort_inputs import mismatch, reference  # noqa: E402
+from timing import median_time  # noqa: E402
 
 DTYPES = ['f32', 'f16', 'bf16', 'f64', 'i64', 'i32', 'i16', 'i8', 'u8',
           'bool']
@@ -115,16 +115,6 @@ def load_runtime(path):
     return rt
 
 
-def median_time(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('dir')
@@ -164,8 +154,9 @@ def main():
                     err = max(err, float(np.abs(g.astype(np.float64) -
                                                 w).max()))
             failed |= bad is not None
-            ours = median_time(lambda: model.run(feeds), a.reps)
-            theirs = median_time(lambda: sess.run(None, feeds), a.reps)
+            ours = median_time(lambda: model.run(feeds), a.reps, warmups=1)
+            theirs = median_time(lambda: sess.run(None, feeds), a.reps,
+                                 warmups=1)
             log('| %s | %s | %.2e | %s | %.3f | %.3f |' % (
                 m['name'], ' '.join(m['shapes']), err,
                 'ok' if bad is None else 'FAIL: ' + bad, ours * 1e3,
