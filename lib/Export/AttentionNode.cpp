@@ -1,4 +1,4 @@
-//===- AttentionNode.cpp - Opset-23 Attention nodes in blocks ----*- C++ -*-===//
+//===- AttentionNode.cpp - Opset-23 Attention nodes in blocks ---*- C++ -*-===//
 //
 // A layer imported from an opset-23 Attention node, with a block span: the
 // node on blocks folded into the batch (causal), or blocked MatMul/Softmax

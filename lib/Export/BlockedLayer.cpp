@@ -1,4 +1,4 @@
-//===- BlockedLayer.cpp - Block and window spans as blocked ONNX --*- C++ -*-===//
+//===- BlockedLayer.cpp - Block and window spans as blocked ONN -*- C++ -*-===//
 //
 // A MatMul/Softmax attention layer with a block span (or a causal window,
 // which also sees the previous block) as padded, blocked standard ONNX ops,

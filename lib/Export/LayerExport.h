@@ -1,4 +1,4 @@
-//===- LayerExport.h - One attention layer back into ONNX --------*- C++ -*-===//
+//===- LayerExport.h - One attention layer back into ONNX -------*- C++ -*-===//
 //
 // Private to lib/Export: the node emitter and the per-layer exporter shared
 // by ONNXExporter.cpp (finding the layer, the driver), BlockedLayer.cpp

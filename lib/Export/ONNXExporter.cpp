@@ -1,4 +1,4 @@
-//===- ONNXExporter.cpp - Rewritten spans back into ONNX ---------*- C++ -*-===//
+//===- ONNXExporter.cpp - Rewritten spans back into ONNX --------*- C++ -*-===//
 //
 // For each masformer.attention whose span is not full, finds the layer's
 // nodes in the original graph (Q*K^T MatMul, the chain of scale/mask/cast

@@ -1,4 +1,4 @@
-//===- ContractionOps.cpp - ONNX contractions, norms, reductions -*- C++ -*-===//
+//===- ContractionOps.cpp - ONNX contractions, norms, reduction -*- C++ -*-===//
 //
 // MatMul, Gemm and Einsum as linalg.generic contractions (batch dimensions
 // broadcast through the indexing maps), Softmax as linalg.softmax,

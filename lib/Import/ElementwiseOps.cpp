@@ -1,4 +1,4 @@
-//===- ElementwiseOps.cpp - ONNX elementwise ops -----------------*- C++ -*-===//
+//===- ElementwiseOps.cpp - ONNX elementwise ops ----------------*- C++ -*-===//
 //
 // Unary, binary (numpy broadcasting), Where and Cast. Each becomes one
 // linalg.generic whose body is the scalar op, or a HostTensor when its

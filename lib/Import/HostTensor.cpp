@@ -1,4 +1,4 @@
-//===- HostTensor.cpp - Small constant tensors evaluated at import -------===//
+//===- HostTensor.cpp - Small constant tensors evaluated at imp -*- C++ -*-===//
 //
 // Storage and conversions of HostTensor.
 //

@@ -1,4 +1,4 @@
-//===- HostTensor.h - Small constant tensors evaluated at import -*- C++ -*-===//
+//===- HostTensor.h - Small constant tensors evaluated at impor -*- C++ -*-===//
 //
 // The importer evaluates shape subgraphs (Shape -> Gather -> Concat ->
 // Reshape and friends) on the host. A HostTensor holds such a value: a static

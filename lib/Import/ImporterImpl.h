@@ -1,4 +1,4 @@
-//===- ImporterImpl.h - Private ONNX importer state --------------*- C++ -*-===//
+//===- ImporterImpl.h - Private ONNX importer state -------------*- C++ -*-===//
 //
 // The importer's implementation class, shared by the per-op handler files
 // (ElementwiseOps.cpp, TensorOps.cpp, ContractionOps.cpp). A handler imports

@@ -1,4 +1,4 @@
-//===- IndexingOps.cpp - ONNX slicing, gathering and scattering --*- C++ -*-===//
+//===- IndexingOps.cpp - ONNX slicing, gathering and scattering -*- C++ -*-===//
 //
 // Slice, Split, Concat, Gather and ScatterND: host evaluation when the
 // inputs are known at import time, tensor.extract_slice / concat /

@@ -1,4 +1,4 @@
-//===- ONNXImporter.cpp - ONNX models into MLIR ------------------*- C++ -*-===//
+//===- ONNXImporter.cpp - ONNX models into MLIR -----------------*- C++ -*-===//
 //
 // The driver: reads the ModelProto, creates @main with one argument per
 // graph input, imports initializers lazily (weights as dense_resource blobs
@@ -812,11 +812,14 @@ mlir::masformer::importONNXFile(StringRef path, MLIRContext *context,
       readONNXModel(path, context);
   if (failed(model))
     return failure();
-  SmallString<256> dir(path);
+  return importONNXModel(**model, modelDirectory(path), path, context,
+                         options);
+}
+
+std::string mlir::masformer::modelDirectory(StringRef modelPath) {
+  SmallString<256> dir(modelPath);
   llvm::sys::path::remove_filename(dir);
-  if (dir.empty())
-    dir = ".";
-  return importONNXModel(**model, dir, path, context, options);
+  return dir.empty() ? std::string(".") : std::string(dir);
 }
 
 void mlir::masformer::registerONNXImportDialects(DialectRegistry &registry) {

@@ -1,4 +1,4 @@
-//===- TensorOps.cpp - ONNX data-movement and shape ops ----------*- C++ -*-===//
+//===- TensorOps.cpp - ONNX data-movement and shape ops ---------*- C++ -*-===//
 //
 // Shape, Constant, ConstantOfShape, Range, Identity, Reshape, Squeeze,
 // Unsqueeze, Flatten, Transpose, Expand and Trilu (slicing and gathering

@@ -1,4 +1,4 @@
-//===- Tensors.cpp - Reading ONNX tensors -------------------------*- C++ -*-===//
+//===- Tensors.cpp - Reading ONNX tensors -----------------------*- C++ -*-===//
 //
 // Element types, raw and typed tensor data, and external data files (checked
 // to stay inside the model's directory and within the file) for the ONNX

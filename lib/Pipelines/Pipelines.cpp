@@ -1,17 +1,53 @@
-//===- Pipelines.cpp - masformer pass pipelines ------------------*- C++ -*-===//
+//===- Pipelines.cpp - masformer pass pipelines -----------------*- C++ -*-===//
 //
 // The reference pipeline to the LLVM dialect.
 //
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Pipelines/Pipelines.h"
-#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/InitAllPasses.h"
 
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/Support/ErrorHandling.h"
 
 using namespace mlir;
 using namespace mlir::masformer;
+
+namespace {
+
+/// Stands for a pipeline that cannot be built (an option value the user
+/// gave is out of range): running it reports `message` as an error on the
+/// operation and fails, so that a bad option is a diagnostic with a
+/// non-zero exit, never an LLVM fatal error.
+struct PipelineErrorPass final
+    : PassWrapper<PipelineErrorPass, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PipelineErrorPass)
+  explicit PipelineErrorPass(std::string message)
+      : message(std::move(message)) {}
+  StringRef getArgument() const override { return "masformer-pipeline-error"; }
+  void runOnOperation() override {
+    getOperation()->emitError(message);
+    signalPassFailure();
+  }
+  std::string message;
+};
+
+/// Replaces whatever `pm` holds by the pass that reports `message`.
+void addPipelineError(OpPassManager &pm, const Twine &message) {
+  pm.clear();
+  pm.addPass(std::make_unique<PipelineErrorPass>(message.str()));
+}
+
+/// Adds the textual `pipeline` to `pm`; a pass it names that is not
+/// registered is reported when the pipeline runs.
+void addTextualPipeline(OpPassManager &pm, StringRef pipeline, StringRef name) {
+  std::string error;
+  llvm::raw_string_ostream os(error);
+  if (failed(parsePassPipeline(pipeline, pm, os)))
+    addPipelineError(pm, "internal error: the " + name +
+                             " pipeline cannot be parsed: " + error);
+}
+
+} // namespace
 
 void mlir::masformer::buildReferenceToLLVMPipeline(
     OpPassManager &pm, const ReferenceToLLVMOptions &options) {
@@ -32,12 +68,11 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
       "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
       "canonicalize,"
       "expand-strided-metadata,lower-affine,"
-      "convert-scf-to-cf,arith-expand,convert-math-to-llvm,convert-math-to-libm,"
+      "convert-scf-to-cf,arith-expand,convert-math-to-llvm,convert-math-to-"
+      "libm,"
       "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
       "convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts";
-  if (failed(parsePassPipeline(kLowering, pm)))
-    llvm::report_fatal_error("masformer: the reference lowering pipeline "
-                             "names a pass that is not registered");
+  addTextualPipeline(pm, kLowering, "reference lowering");
 }
 
 void mlir::masformer::buildLowerToCPUPipeline(
@@ -61,12 +96,11 @@ void mlir::masformer::buildLowerToCPUPipeline(
   // op. After the contractions are tiled (an element-wise producer fused
   // into a product would hide it from the kernel) and before the attention
   // is (fused ops inside its tile loops defeat in-place bufferization).
-  if (failed(parsePassPipeline("masformer-decompose-aggregates,"
-                               "convert-elementwise-to-linalg,"
-                               "linalg-fuse-elementwise-ops",
-                               pm)))
-    llvm::report_fatal_error("masformer: the CPU lowering pipeline names a "
-                             "pass that is not registered");
+  addTextualPipeline(pm,
+                     "masformer-decompose-aggregates,"
+                     "convert-elementwise-to-linalg,"
+                     "linalg-fuse-elementwise-ops",
+                     "CPU lowering");
   pm.addPass(createTileAttention(tiling));
   std::string lowering =
       // The rest of a model's ops share the cores too.
@@ -109,9 +143,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
               "convert-index-to-llvm,convert-cf-to-llvm,"
               "convert-openmp-to-llvm,convert-func-to-llvm,"
               "reconcile-unrealized-casts";
-  if (failed(parsePassPipeline(lowering, pm)))
-    llvm::report_fatal_error("masformer: the CPU lowering pipeline names a "
-                             "pass that is not registered");
+  addTextualPipeline(pm, lowering, "CPU lowering");
 }
 
 LogicalResult mlir::masformer::checkNVVMChip(StringRef chip,
@@ -138,20 +170,19 @@ static void addNVVMTail(OpPassManager &pm, const Options &options,
       // stream, synchronized once at the end.
       "func.func(gpu-async-region)";
   if (!lowerKernels) {
-    if (failed(parsePassPipeline(lowering, pm)))
-      llvm::report_fatal_error("masformer: the NVVM lowering pipeline names "
-                               "a pass that is not registered");
+    addTextualPipeline(pm, lowering, "NVVM lowering");
     return;
   }
   lowering +=
-      ",nvvm-attach-target{chip=" + options.chip + " features=" +
-      options.features + " O=3},"
+      ",nvvm-attach-target{chip=" + options.chip +
+      " features=" + options.features +
+      " O=3},"
       // The kernels: their unrolled index arithmetic folded, then NVVM.
       "gpu.module(canonicalize,cse,expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-vector-to-llvm,"
       "convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
-      "gpu-module-to-binary{format=" + options.format + " toolkit=" +
-      options.toolkit + "}";
+      "gpu-module-to-binary{format=" +
+      options.format + " toolkit=" + options.toolkit + "}";
   if (options.hostToLLVM) {
     lowering += ",expand-strided-metadata,lower-affine,convert-scf-to-cf,"
                 "gpu-to-llvm,finalize-memref-to-llvm";
@@ -161,22 +192,25 @@ static void addNVVMTail(OpPassManager &pm, const Options &options,
                 "convert-cf-to-llvm,convert-func-to-llvm,"
                 "reconcile-unrealized-casts";
   }
-  if (failed(parsePassPipeline(lowering, pm)))
-    llvm::report_fatal_error("masformer: the NVVM lowering pipeline names a "
-                             "pass that is not registered");
+  addTextualPipeline(pm, lowering, "NVVM lowering");
 }
 
+/// Whether `options.chip` is one the kernels support; else `pm` reports it.
 template <typename Options>
-static void checkChip(StringRef pipeline, const Options &options) {
+static bool checkChip(OpPassManager &pm, StringRef pipeline,
+                      const Options &options) {
   std::string error;
-  if (failed(checkNVVMChip(options.chip, error)))
-    llvm::report_fatal_error(llvm::Twine("--") + pipeline + ": chip=" +
-                             options.chip + ": " + error);
+  if (succeeded(checkNVVMChip(options.chip, error)))
+    return true;
+  addPipelineError(pm,
+                   "--" + pipeline + ": chip=" + options.chip + ": " + error);
+  return false;
 }
 
 void mlir::masformer::buildLowerToNVVMPipeline(
     OpPassManager &pm, const LowerToNVVMOptions &options) {
-  checkChip("masformer-lower-to-nvvm", options);
+  if (!checkChip(pm, "masformer-lower-to-nvvm", options))
+    return;
   pm.addPass(createContractionsToGPU());
   pm.addPass(createAttentionToGPU());
   // Whatever is left would compute on device memory on the host.
@@ -189,15 +223,16 @@ void mlir::masformer::buildLowerToNVVMPipeline(
 
 void mlir::masformer::buildModelToNVVMPipeline(
     OpPassManager &pm, const ModelToNVVMOptions &options) {
-  checkChip("masformer-model-to-nvvm", options);
+  if (!checkChip(pm, "masformer-model-to-nvvm", options))
+    return;
   if (options.constants != "copy" && options.constants != "arguments")
-    llvm::report_fatal_error(
-        llvm::Twine("--masformer-model-to-nvvm: constants=") +
-        options.constants + ": expected copy or arguments");
+    return addPipelineError(
+        pm, "--masformer-model-to-nvvm: constants=" + options.constants +
+                ": expected copy or arguments");
   if (options.precision != "f32" && options.precision != "bf16")
-    llvm::report_fatal_error(
-        llvm::Twine("--masformer-model-to-nvvm: precision=") +
-        options.precision + ": expected f32 or bf16");
+    return addPipelineError(
+        pm, "--masformer-model-to-nvvm: precision=" + options.precision +
+                ": expected f32 or bf16");
   // As on the CPU: tied weights transposed once, the products first.
   pm.addPass(createFoldConstantTransposes());
   if (options.precision == "bf16")
@@ -207,31 +242,29 @@ void mlir::masformer::buildModelToNVVMPipeline(
   // (Named ops, transposes and broadcasts, as generics fuse too; the sizes
   // of an op's result read through tensor.dim would count as a second use
   // and block its fusion: they are taken from its operands.)
-  if (failed(parsePassPipeline("masformer-decompose-aggregates,"
-                               "convert-elementwise-to-linalg,"
-                               "linalg-generalize-named-ops,"
-                               "resolve-ranked-shaped-type-result-dims,"
-                               "linalg-fuse-elementwise-ops",
-                               pm)))
-    llvm::report_fatal_error("masformer: the model GPU pipeline names a "
-                             "pass that is not registered");
-  addNVVMTail(
-      pm, options,
-      "one-shot-bufferize{bufferize-function-boundaries "
-      "function-boundary-type-conversion=identity-layout-map}",
-      // Every other op a kernel, one thread per element; then the host
-      // function's memory on the device.
-      "func.func(masformer-loops-to-gpu),"
-      // The kernels' loads and stores through views (a slice of the fused
-      // QKV product, reshaped) go to the underlying buffers: the host keeps
-      // no reshaped strided view, which expand-strided-metadata of LLVM 22
-      // crashes on.
-      "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
-      // One gpu.module: one ptxas run, one cubin, one load.
-      "gpu-kernel-outlining,masformer-merge-kernel-modules,"
-      "masformer-buffers-to-device{constants=" +
-          options.constants + "},canonicalize,cse,",
-      options.lowerKernels);
+  addTextualPipeline(pm,
+                     "masformer-decompose-aggregates,"
+                     "convert-elementwise-to-linalg,"
+                     "linalg-generalize-named-ops,"
+                     "resolve-ranked-shaped-type-result-dims,"
+                     "linalg-fuse-elementwise-ops",
+                     "model GPU");
+  addNVVMTail(pm, options,
+              "one-shot-bufferize{bufferize-function-boundaries "
+              "function-boundary-type-conversion=identity-layout-map}",
+              // Every other op a kernel, one thread per element; then the host
+              // function's memory on the device.
+              "func.func(masformer-loops-to-gpu),"
+              // The kernels' loads and stores through views (a slice of the
+              // fused QKV product, reshaped) go to the underlying buffers: the
+              // host keeps no reshaped strided view, which
+              // expand-strided-metadata of LLVM 22 crashes on.
+              "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
+              // One gpu.module: one ptxas run, one cubin, one load.
+              "gpu-kernel-outlining,masformer-merge-kernel-modules,"
+              "masformer-buffers-to-device{constants=" +
+                  options.constants + "},canonicalize,cse,",
+              options.lowerKernels);
 }
 
 void mlir::masformer::registerMASFormerPipelines() {

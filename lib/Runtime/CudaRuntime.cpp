@@ -1,4 +1,4 @@
-//===- CudaRuntime.cpp - The mgpu* functions on the CUDA driver API -------===//
+//===- CudaRuntime.cpp - The mgpu* functions on the CUDA driver -*- C++ -*-===//
 //
 // The functions that MLIR's GPU host code calls (gpu-to-llvm and the
 // gpu.binary translation emit calls to mgpuModuleLoad, mgpuLaunchKernel,

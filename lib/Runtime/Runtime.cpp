@@ -1,4 +1,4 @@
-//===- Runtime.cpp - Load and run a compiled masformer model ------*- C++ -*-===//
+//===- Runtime.cpp - Load and run a compiled masformer model ----*- C++ -*-===//
 //
 // A compiled library exports three symbols (lib/API/CompileONNX.cpp):
 //   masformer_abi_version  int32, the interface version;
@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Runtime/Runtime.h"
+#include "masformer/Runtime/ABI.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -35,7 +36,6 @@
 
 namespace {
 
-constexpr int kABIVersion = 1;
 
 thread_local std::string lastError;
 
@@ -44,15 +44,10 @@ int fail(std::string message) {
   return 1;
 }
 
-struct DtypeInfo {
-  const char *name;
-  size_t size;
-};
-constexpr DtypeInfo kDtypes[] = {
-    {"f32", 4}, {"f16", 2}, {"bf16", 2}, {"f64", 8}, {"i64", 8},
-    {"i32", 4}, {"i16", 2}, {"i8", 1},   {"u8", 1},  {"bool", 1},
-};
-constexpr int kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
+constexpr auto &kDtypes = mf_abi_dtypes;
+constexpr int kNumDtypes = MF_ABI_NUM_DTYPES;
+static_assert(MF_BOOL + 1 == MF_ABI_NUM_DTYPES,
+              "mf_dtype and the ABI's dtype table disagree");
 
 bool validDtype(mf_dtype d) {
   return static_cast<int>(d) >= 0 && static_cast<int>(d) < kNumDtypes;
@@ -185,7 +180,8 @@ struct mf_model {
 
 bool mf_model::parseSignature(const char *text) {
   std::vector<std::string> lines = split(text, '\n');
-  if (lines.empty() || lines[0] != "masformer-model\t1")
+  if (lines.empty() || lines[0] != std::string(MF_ABI_SIGNATURE_MAGIC "\t") +
+                               std::to_string(MF_ABI_VERSION))
     return false;
   for (size_t l = 1; l < lines.size(); ++l) {
     if (lines[l].empty())
@@ -274,15 +270,15 @@ mf_model *mf_model_load(const char *path) {
   model->path = path;
   model->handle = handle;
   auto *version =
-      static_cast<const int32_t *>(dlsym(handle, "masformer_abi_version"));
+      static_cast<const int32_t *>(dlsym(handle, MF_ABI_SYM_VERSION));
   auto *signature =
-      static_cast<const char *>(dlsym(handle, "masformer_signature"));
+      static_cast<const char *>(dlsym(handle, MF_ABI_SYM_SIGNATURE));
   model->run = reinterpret_cast<void (*)(void **, void *)>(
-      dlsym(handle, "masformer_run"));
+      dlsym(handle, MF_ABI_SYM_RUN));
   model->freeBuffer =
-      reinterpret_cast<void (*)(void *)>(dlsym(handle, "masformer_free"));
+      reinterpret_cast<void (*)(void *)>(dlsym(handle, MF_ABI_SYM_FREE));
   model->releaseMemory = reinterpret_cast<void (*)()>(
-      dlsym(handle, "masformer_release_memory"));
+      dlsym(handle, MF_ABI_SYM_RELEASE));
   if (!version || !signature || !model->run || !model->freeBuffer ||
       !model->releaseMemory) {
     fail(std::string("'") + path +
@@ -290,10 +286,10 @@ mf_model *mf_model_load(const char *path) {
     delete model;
     return nullptr;
   }
-  if (*version != kABIVersion) {
+  if (*version != MF_ABI_VERSION) {
     fail(std::string("'") + path + "' was compiled for runtime interface " +
          std::to_string(*version) + ", this runtime has " +
-         std::to_string(kABIVersion) + ": compile it again");
+         std::to_string(MF_ABI_VERSION) + ": compile it again");
     delete model;
     return nullptr;
   }

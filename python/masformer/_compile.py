@@ -10,9 +10,6 @@ from . import _masformer
 from ._report import SpanReport
 from ._rewrite import _run_checks, _shapes, _spans_option, _warn
 
-_TARGETS = ("cpu", "cuda")
-
-
 def compile(src, dst, *, target="cpu", chip=None, precision="f32",
             cpu="native", span=None, full_layers=None, policy=None,
             num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
@@ -30,18 +27,14 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     and the library runs at every size. Returns the span report of the
     compiled model at `seq_len`; load the library with masformer.Session.
     """
-    if target not in _TARGETS:
-        raise ValueError(f"target must be one of {_TARGETS}, got {target!r}")
-    if chip is not None and target != "cuda":
-        raise ValueError("chip chooses the GPU of target='cuda'")
+    # Which targets, chips and precisions exist (and go together) is the
+    # compiler's to say (masformer.Error naming the option); here only types.
+    for name, value in (("target", target), ("precision", precision)):
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string, got {value!r}")
     if chip is not None and not isinstance(chip, str):
         raise ValueError(f"chip must be a string such as 'sm_90', got "
                          f"{chip!r}")
-    if precision not in ("f32", "bf16"):
-        raise ValueError(f"precision must be 'f32' or 'bf16', got "
-                         f"{precision!r}")
-    if precision != "f32" and target != "cuda":
-        raise ValueError("precision='bf16' needs target='cuda'")
     if not isinstance(cpu, str) or not cpu:
         raise ValueError(f"cpu must be an LLVM CPU name or 'native', got "
                          f"{cpu!r}")
@@ -57,7 +50,7 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
         raise ValueError(f"dst must be the path of the library to write, "
                          f"got {dst!r}")
     src = _run_checks(src, seq_len)
-    d = _masformer.compile(src, os.fspath(dst), target, chip or "sm_90",
+    d = _masformer.compile(src, os.fspath(dst), target, chip or "",
                            precision, cpu, spans, seq_len,
                            _shapes(input_shapes))
     report = SpanReport.from_dict(d)

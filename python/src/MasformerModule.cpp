@@ -1,4 +1,4 @@
-//===- MasformerModule.cpp - The masformer Python extension --------------===//
+//===- MasformerModule.cpp - The masformer Python extension --- -*- C++ -*-===//
 //
 // masformer._masformer: the rewrite and compile API
 // (include/masformer/API/Facade.h) and the runtime of compiled models

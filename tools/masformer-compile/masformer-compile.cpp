@@ -1,4 +1,4 @@
-//===- masformer-compile.cpp - ONNX to a runnable library --------*- C++ -*-===//
+//===- masformer-compile.cpp - ONNX to a runnable library -------*- C++ -*-===//
 //
 //   masformer-compile model.onnx --target=cpu \
 //     --spans="span=block:256 policy=top num-full=2" -o model.so
@@ -28,66 +28,68 @@ namespace cl = llvm::cl;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::OptionCategory category("masformer-compile options");
   cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
-                             cl::Required);
+                             cl::Required, cl::cat(category));
   cl::opt<std::string> output("o", cl::desc("Output file"),
-                              cl::value_desc("model.so"), cl::Required);
+                              cl::value_desc("model.so"), cl::Required,
+                              cl::cat(category));
   cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
-                              cl::init("cpu"));
+                              cl::init("cpu"), cl::cat(category));
   cl::opt<std::string> chip(
       "chip",
       cl::desc("GPU architecture for --target=cuda: sm_80, sm_86, sm_89, "
                "sm_90 (default), ..."),
-      cl::init(""));
+      cl::init(""), cl::cat(category));
   cl::opt<std::string> cudaToolkit(
       "cuda-toolkit",
       cl::desc("CUDA toolkit whose ptxas compiles the kernels (default: "
                "$CUDA_HOME, $CUDA_PATH or /usr/local/cuda)"),
-      cl::init(""));
+      cl::init(""), cl::cat(category));
   cl::opt<std::string> precision(
       "precision",
       cl::desc("For --target=cuda: f32 (default), or bf16: matrix products "
                "and attention on bf16 operands with f32 accumulation"),
-      cl::init("f32"));
+      cl::init("f32"), cl::cat(category));
   cl::opt<std::string> cpu(
       "cpu",
       cl::desc("LLVM CPU to generate code for (default: native, this "
                "machine's CPU and features)"),
-      cl::init("native"));
+      cl::init("native"), cl::cat(category));
   cl::list<std::string> inputShapes(
       "input-shape",
       cl::desc("Static shape of a graph input: name=d0xd1x... (repeatable; "
                "dimensions stay dynamic otherwise)"),
-      cl::ZeroOrMore);
+      cl::ZeroOrMore, cl::cat(category));
   cl::opt<std::string> spans(
       "spans",
       cl::desc("The MASFormer rewrite: the options of "
                "--masformer-rewrite-spans, e.g. \"span=block:256 "
                "policy=top num-full=2\" (default: no rewrite)"),
-      cl::init(""));
+      cl::init(""), cl::cat(category));
   cl::opt<CompileOutput> emit(
       "emit", cl::desc("What to write"), cl::init(CompileOutput::Library),
-      cl::values(
-          clEnumValN(CompileOutput::Library, "library",
-                     "A shared library for the runtime (default)"),
-          clEnumValN(CompileOutput::Object, "object", "The object file"),
-          clEnumValN(CompileOutput::LLVMIR, "llvm", "Optimized LLVM IR"),
-          clEnumValN(CompileOutput::MLIR, "mlir",
-                     "The module lowered to the LLVM dialect")));
-  cl::opt<bool> report(
-      "report", cl::desc("Print the span report of the compiled model"),
-      cl::init(false));
+      cl::values(clEnumValN(CompileOutput::Library, "library",
+                            "A shared library for the runtime (default)"),
+                 clEnumValN(CompileOutput::Object, "object", "The object file"),
+                 clEnumValN(CompileOutput::LLVMIR, "llvm", "Optimized LLVM IR"),
+                 clEnumValN(CompileOutput::MLIR, "mlir",
+                            "The module lowered to the LLVM dialect")),
+      cl::cat(category));
+  cl::opt<bool> report("report",
+                       cl::desc("Print the span report of the compiled model"),
+                       cl::init(false), cl::cat(category));
   cl::opt<int64_t> reportSeqLen(
       "report-seq-len",
       cl::desc("Sequence length of the span report (default 2048)"),
-      cl::init(2048));
+      cl::init(2048), cl::cat(category));
   cl::opt<int64_t> tileQ("tile-q", cl::desc("Query rows per attention tile"),
-                         cl::init(64));
+                         cl::init(64), cl::cat(category));
   cl::opt<int64_t> tileKV("tile-kv", cl::desc("Keys per attention tile"),
-                          cl::init(64));
+                          cl::init(64), cl::cat(category));
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
-      argc, argv,
-      "masformer-compile: an ONNX model to a runnable library\n");
+      argc, argv, "masformer-compile: an ONNX model to a runnable library\n");
 
   MLIRContext context(MLIRContext::Threading::DISABLED);
   llvm::SourceMgr sourceMgr;
@@ -97,8 +99,7 @@ int main(int argc, char **argv) {
 
   CompileONNXOptions options;
   options.target = target;
-  if (!chip.empty())
-    options.chip = chip;
+  options.chip = chip;
   options.cudaToolkit = cudaToolkit;
   options.precision = precision;
   options.cpu = cpu;
@@ -107,20 +108,6 @@ int main(int argc, char **argv) {
   options.tileKV = tileKV;
   options.rewrite.spans = spans;
   options.rewrite.reportSeqLen = reportSeqLen;
-  if (!chip.empty() && target != "cuda") {
-    emitError(loc) << "--chip=" << chip << " needs --target=cuda";
-    return 1;
-  }
-  if (!cudaToolkit.empty() && target != "cuda") {
-    emitError(loc) << "--cuda-toolkit=" << cudaToolkit
-                   << " needs --target=cuda";
-    return 1;
-  }
-  if (reportSeqLen <= 0) {
-    emitError(loc) << "--report-seq-len must be positive, got "
-                   << static_cast<int64_t>(reportSeqLen);
-    return 1;
-  }
   ONNXImportOptions shapes;
   for (const std::string &spec : inputShapes) {
     std::string err = parseInputShapeOption(spec, shapes);

@@ -16,8 +16,9 @@
 
 #include "masformer/API/RewriteONNX.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
-#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/InitAllPasses.h"
 #include "masformer/Export/ONNXExporter.h"
+#include "masformer/Frontend/ONNXFrontend.h"
 #include "masformer/Import/ONNXImporter.h"
 #include "masformer/Pipelines/Pipelines.h"
 
@@ -35,7 +36,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -88,54 +88,44 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
   context.printOpOnDiagnostic(false);
   Location loc = FileLineColLoc::get(&context, inputFilename, 0, 0);
-  masformer::ONNXImportOptions options;
+  masformer::ONNXImportOptions shapes;
   for (const std::string &spec : inputShapes) {
-    std::string err = masformer::parseInputShapeOption(spec, options);
+    std::string err = masformer::parseInputShapeOption(spec, shapes);
     if (!err.empty()) {
       emitError(loc) << err;
       return 1;
     }
   }
-  llvm::StringMap<RankedTensorType> types;
-  options.valueTypes = &types;
-  FailureOr<std::unique_ptr<onnx::ModelProto>> model =
-      masformer::readONNXModel(inputFilename, &context);
-  if (failed(model))
-    return 1;
-  SmallString<256> dir(inputFilename);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty())
-    dir = ".";
-  FailureOr<OwningOpRef<ModuleOp>> module = masformer::importONNXModel(
-      **model, dir, inputFilename, &context, options);
-  if (failed(module))
-    return 1;
-
-  PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return 1;
-  // Every span pass works on masformer.attention: raise first.
-  pm.addNestedPass<func::FuncOp>(masformer::createRaiseAttention());
-  auto errorHandler = [&](const Twine &msg) {
-    emitError(loc) << msg;
-    return failure();
+  masformer::ONNXFrontendOptions options;
+  options.inputShapes = std::move(shapes.inputShapes);
+  // The IR is what the user asked to see: a pattern that cannot be raised
+  // stays as imported, with a warning naming it.
+  options.strictRaise = false;
+  options.extraPasses = [&](PassManager &pm) -> LogicalResult {
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    return passPipeline.addToPipeline(pm, [&](const Twine &msg) {
+      emitError(loc) << msg;
+      return failure();
+    });
   };
-  if (failed(passPipeline.addToPipeline(pm, errorHandler)))
+  FailureOr<masformer::ONNXFrontendResult> imported =
+      masformer::runONNXFrontend(inputFilename, options, &context);
+  if (failed(imported))
     return 1;
-  if (failed(pm.run(**module)))
-    return 1;
+  OwningOpRef<ModuleOp> &module = imported->module;
+  onnx::ModelProto &model = *imported->model;
 
   if (StringRef(outputFilename).ends_with(".onnx")) {
     // External data is referenced relative to the model file: the patched
     // model only finds it next to the original.
-    if (failed(masformer::checkExternalDataOutput(**model, inputFilename,
+    if (failed(masformer::checkExternalDataOutput(model, inputFilename,
                                                   outputFilename, loc)))
       return 1;
     masformer::ONNXExportOptions exportOptions;
-    exportOptions.valueTypes = &types;
-    if (failed(masformer::exportSpansToONNX(**module, **model,
-                                            exportOptions)) ||
-        failed(masformer::writeONNXFile(**model, outputFilename, &context)))
+    exportOptions.valueTypes = &imported->valueTypes;
+    if (failed(masformer::exportSpansToONNX(*module, model, exportOptions)) ||
+        failed(masformer::writeONNXFile(model, outputFilename, &context)))
       return 1;
     return 0;
   }
@@ -146,7 +136,7 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
     emitError(loc) << err;
     return 1;
   }
-  (*module)->print(out->os());
+  module->print(out->os());
   out->os() << "\n";
   out->keep();
   return 0;
@@ -161,8 +151,8 @@ int main(int argc, char **argv) {
   mlir::registerAllToLLVMIRTranslations(registry);
   mlir::registerAllPasses();
   registry.insert<mlir::masformer::MASFormerDialect>();
-  mlir::masformer::registerONNXImportDialects(registry);
-  mlir::masformer::registerMASFormerPasses();
+  mlir::masformer::registerONNXFrontendDialects(registry);
+  mlir::masformer::registerAllPasses();
   mlir::masformer::registerMASFormerPipelines();
   if (findInput(argc, argv).ends_with(".onnx"))
     return onnxMain(argc, argv, registry);

@@ -1,4 +1,4 @@
-//===- masformer-run.cpp - Run a compiled model on .npy files ----*- C++ -*-===//
+//===- masformer-run.cpp - Run a compiled model on .npy files ---*- C++ -*-===//
 //
 //   masformer-run model.so --input input_ids=ids.npy ... --output-dir out/
 //                 [--bench N] [--list]
@@ -13,6 +13,7 @@
 #include "masformer/Runtime/Runtime.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -223,11 +224,56 @@ std::string dimsString(const masformer::runtime::TensorInfo &t) {
   return s + "]";
 }
 
+constexpr const char *kUsage =
+    "usage: masformer-run model.so --input name=file.npy ... "
+    "--output-dir DIR [--bench N]\n"
+    "       masformer-run model.so --list\n";
+
 int usage() {
-  std::cerr << "usage: masformer-run model.so --input name=file.npy ... "
-               "--output-dir DIR [--bench N]\n"
-               "       masformer-run model.so --list\n";
+  std::cerr << kUsage;
   return 2;
+}
+
+int help() {
+  std::cout
+      << kUsage
+      << "\nRuns a library that masformer-compile wrote (CPU or GPU) on .npy "
+         "inputs.\n\n"
+         "  model.so                 the compiled library\n"
+         "  --input NAME=FILE.npy    the model input NAME (repeat for each "
+         "input; bf16\n"
+         "                           inputs are given as float32)\n"
+         "  --output-dir DIR         where each output is written as "
+         "DIR/<name>.npy\n"
+         "                           (created when it does not exist; "
+         "characters other\n"
+         "                           than letters, digits, '.', '-' and '_' "
+         "become '_')\n"
+         "  --bench N                run N more times and print the median "
+         "time\n"
+         "  --list                   print the inputs and outputs (name, "
+         "dtype, shape;\n"
+         "                           a named '?' dimension is dynamic) and "
+         "exit\n"
+         "  -h, --help               this text\n";
+  return 0;
+}
+
+/// Creates `dir` and its missing parents; an existing non-directory is an
+/// error.
+void makeDirectories(const std::string &dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      throw Error("--output-dir '" + dir + "' is not a directory");
+    return;
+  }
+  size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0)
+    makeDirectories(dir.substr(0, slash));
+  if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw Error("--output-dir '" + dir + "' cannot be created: " +
+                std::strerror(errno));
 }
 
 } // namespace
@@ -264,8 +310,7 @@ int main(int argc, char **argv) {
       } else if (a == "--list") {
         list = true;
       } else if (a == "-h" || a == "--help") {
-        usage();
-        return 0;
+        return help();
       } else if (!a.empty() && a[0] == '-') {
         throw Error("unknown option '" + a + "'");
       } else if (modelPath.empty()) {
@@ -294,7 +339,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     struct stat st;
-    if (stat(outDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    if (stat(outDir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
       throw Error("--output-dir '" + outDir + "' is not a directory");
     std::vector<NpyArray> arrays;
     arrays.reserve(inputs.size());
@@ -344,6 +389,8 @@ int main(int argc, char **argv) {
       std::printf("median of %ld runs: %.3f ms (min %.3f, max %.3f)\n",
                   bench, median, ms.front(), ms.back());
     }
+    // Created only now, so that a failed run leaves no empty directory.
+    makeDirectories(outDir);
     std::vector<masformer::runtime::TensorInfo> outs = model.outputs();
     for (size_t i = 0; i < outs.size(); ++i) {
       mf_tensor t = model.output(i);

@@ -1,52 +1,85 @@
 //===- masformer-translate.cpp - ONNX import driver -------------*- C++ -*-===//
 //
-// mlir-translate with the ONNX importer:
-//   masformer-translate --import-onnx model.onnx [--input-shape x=1x128] -o m.mlir
+//   masformer-translate --import-onnx model.onnx [--input-shape x=1x128] -o
+//   m.mlir
+//
+// Imports an ONNX model into upstream tensor-level dialects (docs/import.md).
+// Its own options come first in --help; LLVM's and MLIR's printing options
+// still work and are listed by --help-hidden.
 //
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Import/ONNXImporter.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
-#include "mlir/Tools/mlir-translate/Translation.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
+namespace cl = llvm::cl;
 
-static llvm::cl::list<std::string> clInputShapes(
-    "input-shape",
-    llvm::cl::desc("Static shape of a graph input: name=d0xd1x... "
-                   "(repeatable), e.g. --input-shape input_ids=1x2048"),
-    llvm::cl::ZeroOrMore);
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::OptionCategory category("masformer-translate options");
+  cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
+                             cl::Required, cl::cat(category));
+  cl::opt<bool> importONNX(
+      "import-onnx",
+      cl::desc("Import an ONNX model (.onnx) into MLIR (the only "
+               "translation; kept as a flag for mlir-translate habits)"),
+      cl::cat(category));
+  cl::opt<std::string> output("o", cl::desc("Output file (default: stdout)"),
+                              cl::value_desc("file.mlir"), cl::init("-"),
+                              cl::cat(category));
+  cl::list<std::string> inputShapes(
+      "input-shape",
+      cl::desc("Static shape of a graph input: name=d0xd1x... "
+               "(repeatable), e.g. --input-shape input_ids=1x2048"),
+      cl::ZeroOrMore, cl::cat(category));
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "masformer-translate: ONNX to MLIR\n");
 
-static OwningOpRef<Operation *> importONNX(llvm::SourceMgr &sourceMgr,
-                                           MLIRContext *context) {
-  const llvm::MemoryBuffer *buffer =
-      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
-  StringRef path = buffer->getBufferIdentifier();
+  DialectRegistry registry;
+  masformer::registerONNXImportDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  Location loc = FileLineColLoc::get(&context, input, 0, 0);
+  if (!importONNX) {
+    emitError(loc) << "no translation given: pass --import-onnx";
+    return 1;
+  }
   masformer::ONNXImportOptions options;
-  for (const std::string &spec : clInputShapes) {
+  for (const std::string &spec : inputShapes) {
     std::string err = masformer::parseInputShapeOption(spec, options);
     if (!err.empty()) {
-      emitError(UnknownLoc::get(context)) << err;
-      return nullptr;
+      emitError(loc) << err;
+      return 1;
     }
   }
   FailureOr<OwningOpRef<ModuleOp>> module =
-      masformer::importONNXFile(path, context, options);
+      masformer::importONNXFile(input, &context, options);
   if (failed(module))
-    return nullptr;
-  return OwningOpRef<Operation *>(module->release());
-}
-
-int main(int argc, char **argv) {
-  TranslateToMLIRRegistration importRegistration(
-      "import-onnx", "Import an ONNX model (.onnx) into MLIR", importONNX,
-      [](DialectRegistry &registry) {
-        masformer::registerONNXImportDialects(registry);
-      });
-  return failed(mlirTranslateMain(argc, argv, "masformer translation driver"));
+    return 1;
+  // The output is opened only once the import succeeded: a failure leaves
+  // an existing file as it was.
+  std::string err;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
+  if (!out) {
+    emitError(loc) << err;
+    return 1;
+  }
+  (*module)->print(out->os(), OpPrintingFlags());
+  out->os() << "\n";
+  out->keep();
+  return 0;
 }

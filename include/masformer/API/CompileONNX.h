@@ -1,4 +1,4 @@
-//===- CompileONNX.h - An ONNX model to a runnable library ----------*- C++ -*-===//
+//===- CompileONNX.h - An ONNX model to a runnable library ------*- C++ -*-===//
 //
 // The job of `masformer-compile`: import, raise, rewrite the spans, lower
 // every op of the model, and link one shared library that the runtime
@@ -32,8 +32,9 @@ struct CompileONNXOptions {
   RewriteONNXOptions rewrite;
   /// "cpu" (the host) or "cuda".
   std::string target = "cpu";
-  /// The GPU for target "cuda" (sm_80 or newer).
-  std::string chip = "sm_90";
+  /// The GPU for target "cuda" (sm_80 or newer); empty: sm_90. Only for
+  /// target "cuda".
+  std::string chip;
   /// For target "cuda": "f32", or "bf16" (products and attention on bf16
   /// operands, --masformer-mixed-precision).
   std::string precision = "f32";
@@ -49,6 +50,9 @@ struct CompileONNXOptions {
   /// Query rows and keys per attention tile.
   int64_t tileQ = 64, tileKV = 64;
   CompileOutput output = CompileOutput::Library;
+
+  /// The chip compiled for: `chip`, or sm_90.
+  std::string gpuChip() const { return chip.empty() ? "sm_90" : chip; }
 };
 
 /// Compiles the ONNX model `src` into `dst` (nothing is written on
@@ -59,9 +63,12 @@ FailureOr<SpanReport> compileONNXFile(llvm::StringRef src,
                                       const CompileONNXOptions &options,
                                       MLIRContext *context);
 
-/// The version of the interface between a compiled library and the
-/// runtime (the `masformer_abi_version` symbol of the library).
-constexpr int kCompiledModelABIVersion = 1;
+/// Checks the options as compileONNXFile does, before any work: the one
+/// place that knows which targets, chips and precisions exist and go
+/// together (the command line and Python pass their values through). The
+/// error message names the option.
+LogicalResult checkCompileTarget(const CompileONNXOptions &options,
+                                 std::string &error);
 
 } // namespace mlir::masformer
 

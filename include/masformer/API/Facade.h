@@ -1,4 +1,4 @@
-//===- Facade.h - The rewrite API in plain C++ types ----------------*- C++ -*-===//
+//===- Facade.h - The rewrite API in plain C++ types ------------*- C++ -*-===//
 //
 // rewriteONNXFile and compileONNXFile behind plain C++ types, with the diagnostics collected as
 // text: what language bindings (the Python extension, built with RTTI and
@@ -9,7 +9,7 @@
 #ifndef MASFORMER_API_FACADE_H
 #define MASFORMER_API_FACADE_H
 
-#include "masformer/API/SpanCost.h"
+#include "masformer/Dialect/MASFormer/Analysis/SpanCost.h"
 
 #include <cstdint>
 #include <string>
@@ -40,8 +40,8 @@ struct CompileRequest {
   std::string src, dst;
   /// "cpu" or "cuda".
   std::string target = "cpu";
-  /// The GPU for "cuda" (sm_80 or newer).
-  std::string chip = "sm_90";
+  /// The GPU for "cuda" (sm_80 or newer); empty: sm_90.
+  std::string chip;
   /// For "cuda": "f32" or "bf16" (products and attention on bf16 operands).
   std::string precision = "f32";
   /// The LLVM CPU ("native": this machine).

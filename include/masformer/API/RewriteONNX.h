@@ -1,4 +1,4 @@
-//===- RewriteONNX.h - The MASFormer rewrite of an ONNX file -------*- C++ -*-===//
+//===- RewriteONNX.h - The MASFormer rewrite of an ONNX file ----*- C++ -*-===//
 //
 // One call for the whole job of `masformer-opt model.onnx
 // --masformer-rewrite-spans=... -o out.onnx`: import, raise every attention
@@ -11,16 +11,13 @@
 #ifndef MASFORMER_API_REWRITEONNX_H
 #define MASFORMER_API_REWRITEONNX_H
 
-#include "masformer/Dialect/MASFormer/Transforms/SpanReport.h"
+#include "masformer/Dialect/MASFormer/Analysis/SpanReport.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/OwningOpRef.h"
-#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
-#include <memory>
 #include <string>
 
 namespace onnx {
@@ -41,30 +38,6 @@ struct RewriteONNXOptions {
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
 };
 
-/// An imported, raised and rewritten model, with what the export needs.
-struct ImportedONNXModel {
-  ImportedONNXModel();
-  ImportedONNXModel(ImportedONNXModel &&);
-  ~ImportedONNXModel();
-  std::unique_ptr<onnx::ModelProto> model;
-  OwningOpRef<ModuleOp> module;
-  /// The imported type of every ONNX value, by name.
-  llvm::StringMap<RankedTensorType> valueTypes;
-  /// Each layer's attention cost after the rewrite.
-  SpanReport report;
-};
-
-/// The first half of rewriteONNXFile (and of compileONNXFile): reads and
-/// imports `src`, raises every attention layer (an error if one cannot be
-/// raised), applies `options.spans` and computes the report.
-/// `validate`, when given, checks the read model before the (costly)
-/// import.
-FailureOr<ImportedONNXModel> importAndRewriteONNX(
-    llvm::StringRef src, const RewriteONNXOptions &options,
-    MLIRContext *context,
-    llvm::function_ref<LogicalResult(const onnx::ModelProto &)> validate =
-        nullptr);
-
 /// Imports `src`, raises its attention layers (an error if one cannot be
 /// raised), applies `options.spans`, and writes the patched model to `dst`
 /// (nothing is written on failure; `dst` empty: only the report). Errors go
@@ -73,9 +46,6 @@ FailureOr<SpanReport> rewriteONNXFile(llvm::StringRef src,
                                       llvm::StringRef dst,
                                       const RewriteONNXOptions &options,
                                       MLIRContext *context);
-
-/// A context with every dialect the import, the raise and the rewrite use.
-void registerRewriteONNXDialects(DialectRegistry &registry);
 
 /// An output .onnx must lie in the input's directory when the model keeps
 /// its weights in external data files (they are referenced relative to the

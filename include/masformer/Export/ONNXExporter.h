@@ -1,4 +1,4 @@
-//===- ONNXExporter.h - Rewritten spans back into ONNX ------------*- C++ -*-===//
+//===- ONNXExporter.h - Rewritten spans back into ONNX ----------*- C++ -*-===//
 //
 // Writes the MASFormer rewrite back into the ONNX model the module was
 // imported from, by patching that ModelProto: only the nodes of layers whose

@@ -1,4 +1,4 @@
-//===- ONNXImporter.h - ONNX models into MLIR --------------------*- C++ -*-===//
+//===- ONNXImporter.h - ONNX models into MLIR -------------------*- C++ -*-===//
 //
 // Imports an ONNX ModelProto into a module with one func.func (@main): one
 // group of upstream tensor-level ops (linalg, tensor, arith, math) per ONNX
@@ -46,6 +46,10 @@ struct ONNXImportOptions {
 /// error message, empty on success.
 std::string parseInputShapeOption(llvm::StringRef spec,
                                   ONNXImportOptions &options);
+
+/// The directory that the model at `modelPath` resolves its external data
+/// files against ("." for a bare file name).
+std::string modelDirectory(llvm::StringRef modelPath);
 
 /// Reads and parses the ONNX model at `path`; errors go to the context's
 /// diagnostic handler.

@@ -1,4 +1,4 @@
-//===- Pipelines.h - masformer pass pipelines ---------------------*- C++ -*-===//
+//===- Pipelines.h - masformer pass pipelines -------------------*- C++ -*-===//
 //
 // Named pipelines, registered once, for masformer-opt and library users.
 //

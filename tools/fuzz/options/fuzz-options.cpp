@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
-#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/InitAllPasses.h"
 #include "masformer/Import/ONNXImporter.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -51,7 +51,7 @@ func.func @f(%q: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
   if (!module)
     __builtin_trap();
   static bool registered = [] {
-    mlir::masformer::registerMASFormerPasses();
+    mlir::masformer::registerAllPasses();
     return true;
   }();
   (void)registered;

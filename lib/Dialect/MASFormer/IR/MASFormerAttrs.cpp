@@ -1,4 +1,4 @@
-//===- MASFormerAttrs.cpp - masformer attributes -----------------*- C++ -*-===//
+//===- MASFormerAttrs.cpp - masformer attributes ----------------*- C++ -*-===//
 //
 // The span attribute: verification and the span predicate shared by every
 // pass that needs to know which (query, key) pairs a span keeps.

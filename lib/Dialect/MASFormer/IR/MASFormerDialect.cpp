@@ -1,4 +1,4 @@
-//===- MASFormerDialect.cpp - masformer dialect ------------------*- C++ -*-===//
+//===- MASFormerDialect.cpp - masformer dialect -----------------*- C++ -*-===//
 //
 // Dialect registration.
 //

@@ -1,4 +1,4 @@
-//===- MASFormerOps.cpp - masformer operations -------------------*- C++ -*-===//
+//===- MASFormerOps.cpp - masformer operations ------------------*- C++ -*-===//
 //
 // Verification and canonicalization of masformer.attention.
 //

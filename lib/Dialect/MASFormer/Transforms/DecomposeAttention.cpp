@@ -1,4 +1,4 @@
-//===- DecomposeAttention.cpp - Reference lowering of attention --*- C++ -*-===//
+//===- DecomposeAttention.cpp - Reference lowering of attention -*- C++ -*-===//
 //
 // Rewrites masformer.attention into dense upstream tensor ops. This is the
 // semantic reference of the dialect: it computes every (query, key) pair and
@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "AttentionLowering.h"
+#include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 

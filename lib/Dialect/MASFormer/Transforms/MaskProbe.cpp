@@ -1,4 +1,4 @@
-//===- MaskProbe.cpp - Masks computed from dynamic sizes ----------*- C++ -*-===//
+//===- MaskProbe.cpp - Masks computed from dynamic sizes --------*- C++ -*-===//
 //
 // With dynamic batch and sequence sizes, the causal masks of exported
 // models are not constants: they are computed from the sizes at run time

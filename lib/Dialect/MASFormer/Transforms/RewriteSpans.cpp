@@ -1,11 +1,11 @@
-//===- RewriteSpans.cpp - The MASFormer rewrite ------------------*- C++ -*-===//
+//===- RewriteSpans.cpp - The MASFormer rewrite -----------------*- C++ -*-===//
 //
 // Chooses which attention layers keep full attention and gives the others a
 // block or window span.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Layers.h"
+#include "masformer/Dialect/MASFormer/Analysis/AttentionLayers.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "llvm/ADT/STLExtras.h"

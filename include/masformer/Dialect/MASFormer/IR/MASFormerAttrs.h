@@ -1,4 +1,4 @@
-//===- MASFormerAttrs.h - masformer attributes --------------------*- C++ -*-===//
+//===- MASFormerAttrs.h - masformer attributes ------------------*- C++ -*-===//
 //
 // The span attribute and its kind enum.
 //

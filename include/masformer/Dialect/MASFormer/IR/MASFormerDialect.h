@@ -1,4 +1,4 @@
-//===- MASFormerDialect.h - masformer dialect ---------------------*- C++ -*-===//
+//===- MASFormerDialect.h - masformer dialect -------------------*- C++ -*-===//
 //
 // The masformer dialect class.
 //

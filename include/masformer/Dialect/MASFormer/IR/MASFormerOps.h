@@ -1,4 +1,4 @@
-//===- MASFormerOps.h - masformer operations ----------------------*- C++ -*-===//
+//===- MASFormerOps.h - masformer operations --------------------*- C++ -*-===//
 //
 // The masformer op classes.
 //

@@ -1,6 +1,6 @@
-//===- Passes.h - masformer passes --------------------------------*- C++ -*-===//
+//===- Passes.h - masformer dialect passes ----------------------*- C++ -*-===//
 //
-// Declarations of the masformer passes and their pattern sets.
+// Raising, span rewriting, span report and the reference decomposition.
 //
 //===----------------------------------------------------------------------===//
 
@@ -8,19 +8,10 @@
 #define MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 
@@ -34,9 +25,6 @@ namespace masformer {
 /// Patterns that rewrite masformer.attention into upstream tensor ops (the
 /// reference decomposition).
 void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
-
-/// Patterns that decompose linalg aggregate ops (softmax) and tensor.concat.
-void populateDecomposeAggregatesPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h.inc"

@@ -1,0 +1,142 @@
+//===- Passes.td - CPU code generation ---------------------*- tablegen -*-===//
+//
+// CPU code generation: tiled attention and contractions on vector
+// micro-kernels, parallel loops, math approximations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_CODEGEN_CPU_PASSES_TD
+#define MASFORMER_CODEGEN_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TileAttention : Pass<"masformer-tile-attention"> {
+  let summary = "Span-aware tiled attention with online softmax";
+  let description = [{
+    Rewrites every `masformer.attention` (static or dynamic shapes) into
+    loops over batch, query head and query tiles of `tile-q` rows; for each
+    query tile, an inner loop visits only the key tiles of `tile-kv` keys
+    that meet the span and the causal triangle. Its bounds come from the span, not from a
+    mask: a block span visits the keys of the query tile's blocks, a window
+    the keys within W, causal attention the keys up to the tile's last
+    query. Inside, scores are computed in f32 and folded into a running
+    softmax (flash-attention style: row max, rescaled sums and accumulator).
+    Tiles entirely inside the span and the triangle run without any mask;
+    only boundary tiles evaluate the position mask.
+
+    With `vector-width=W`, tiles that are full (`tile-q` query rows and
+    `tile-kv` keys, head_dim a multiple of W) compute both contractions with
+    register-blocked micro-kernels in the vector dialect: `Q K^T` against a
+    transposed key tile as outer products (4 query rows x 4 vectors of W keys
+    of f32 accumulators per step of the head dimension), and `P V` with 4
+    output rows x 4 vectors of the head dimension held in registers across
+    the tile's keys. Partial tiles at the sequence ends take the linalg
+    path.
+
+    ```mlir
+    %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
+           : tensor<1x4x256x32xf32>, ... -> tensor<1x4x256x32xf32>
+    ```
+    becomes `scf.for` nests whose key-tile loop runs from
+    `floor(q0 / 64) * 64 / tile-kv` to the end of the last query's block.
+  }];
+  let options = [
+    Option<"tileQ", "tile-q", "int64_t", /*default=*/"64",
+           "Query rows per tile">,
+    Option<"tileKV", "tile-kv", "int64_t", /*default=*/"64",
+           "Keys per tile">,
+    Option<"printTileCounts", "print-tile-counts", "bool", /*default=*/"false",
+           "Instrumentation: print, per query tile, how many key tiles it "
+           "visits (printI64 of the MLIR runner utils)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2). "
+           "When set, full tiles compute Q K^T and P V with register-blocked "
+           "vector-dialect micro-kernels (4 rows x 4 vectors of "
+           "accumulators); 0 keeps linalg contractions everywhere">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+def TileContractions : Pass<"masformer-tile-contractions"> {
+  let summary = "Matrix products as parallel tiles with vector micro-kernels";
+  let description = [{
+    Rewrites every `linalg.generic` that is a matrix product with f32
+    results, `C[b..., m, n] += A[b'..., m, k] * B[b''..., k, n]` (or
+    `B[b''..., n, k]`; f32, f16 or bf16 operands extended to f32; operands
+    broadcast over some batch dimensions; a static `k`), as an `scf.forall`
+    over (batch..., tiles of `tile-m` rows, tiles of `tile-n` columns). A
+    full tile computes its `tile-m` x `tile-n` results with the
+    register-blocked micro-kernel of `--masformer-tile-attention` (4 rows x
+    4 vectors of `vector-width` f32 accumulators across `k`, in chunks of at
+    most 512 so that the panels of A and B stay in L2, accumulating into the
+    tile; a transposed `B` tile is packed first); partial tiles at the edges compute
+    the same product on their slices as a `linalg.generic`. This is what the
+    importer makes of `MatMul`, `Gemm` and `Einsum`; `--masformer-lower-to-cpu`
+    runs it before the attention is tiled.
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"64",
+           "Rows of C per tile (a multiple of 4)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"64",
+           "Columns of C per tile (a multiple of the kernel's vector step)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+           "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2)">,
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
+                           "scf::SCFDialect", "tensor::TensorDialect",
+                           "vector::VectorDialect"];
+}
+
+def Parallelize : Pass<"masformer-parallelize"> {
+  let summary = "Top-level linalg ops as parallel tiles (scf.forall)";
+  let description = [{
+    Tiles every linalg op on tensors whose parent is a function (the
+    element-wise ops, normalizations and reductions of an imported model;
+    not the ops inside the tiled attention or contractions) over its
+    parallel dimensions with `scf.forall`: each parallel loop but the
+    innermost is tiled by 1, the last of them by `grain`; the innermost loop
+    and reductions stay whole. Ops with fewer than `min-elements` iterations
+    (static shapes) are left alone. `--masformer-lower-to-cpu` runs the
+    `scf.forall` loops with OpenMP.
+  }];
+  let options = [
+    Option<"grain", "grain", "int64_t", /*default=*/"8",
+           "Rows of the last tiled loop per task">,
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"16384",
+           "Ops with fewer iterations (static shapes) stay serial">,
+  ];
+  let dependentDialects = ["scf::SCFDialect", "tensor::TensorDialect",
+                           "affine::AffineDialect", "arith::ArithDialect"];
+}
+
+def ApproximateMath : Pass<"masformer-approximate-math"> {
+  let summary = "exp, tanh and erf as polynomials; small constant powers as "
+                "multiplications";
+  let description = [{
+    Replaces f32 `math.exp`, `math.tanh` and `math.erf` with MLIR's
+    polynomial approximations (a few ulp; exp(-inf) = 0 exactly), built from
+    arithmetic that LLVM vectorizes together with the loop around it: a libm
+    call per element keeps a loop scalar (the softmax of the tiled
+    attention, a GELU). Scalar constant operands of `linalg.generic` ops are
+    inlined first, so that `math.powf` by a constant 2 or 3 (GELU's x^3)
+    becomes multiplications and by 0.5 a square root.
+
+    ```mlir
+    %e = math.exp %x : f32
+    ```
+    becomes `arith` and `math.fma` ops.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+#endif // MASFORMER_CODEGEN_CPU_PASSES_TD

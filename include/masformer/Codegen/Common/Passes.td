@@ -1,0 +1,105 @@
+//===- Passes.td - Code generation for every target --------*- tablegen -*-===//
+//
+// Code generation passes that both the CPU and the GPU pipelines run before
+// their target-specific lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_CODEGEN_COMMON_PASSES_TD
+#define MASFORMER_CODEGEN_COMMON_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DecomposeAggregates : Pass<"masformer-decompose-aggregates"> {
+  let summary = "Decompose linalg.softmax and tensor.concat into simpler ops";
+  let description = [{
+    The ONNX importer keeps `Softmax` as `linalg.softmax` and `Concat` as
+    `tensor.concat` so that passes such as `--masformer-raise-attention` can
+    recognize them. Upstream bufferization and loop lowering do not handle
+    these aggregate ops, so lowering pipelines run this pass first: softmax
+    becomes its max / exp / sum / divide generics, and concat an empty tensor
+    with one insert_slice per operand.
+
+    ```mlir
+    %1 = linalg.softmax dimension(1) ins(%0 : tensor<2x16xf32>)
+           outs(%init : tensor<2x16xf32>) -> tensor<2x16xf32>
+    ```
+    becomes four `linalg.generic`/`linalg.fill` ops.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
+  let summary = "Transpose weights at compile time";
+  let description = [{
+    Replaces a static `linalg.transpose` of an `arith.constant` (a
+    `dense_resource` blob or a non-splat `dense` attribute of whole-byte
+    elements) with the transposed constant, as a new `dense_resource` blob.
+    An ONNX `Transpose` of a weight (a tied LM head multiplies by the
+    transposed token embedding) then costs nothing at run time. Constants
+    of fewer than `min-elements` elements are left to the other folders.
+  }];
+  let options = [
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"1",
+           "Smallest constant to transpose">,
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
+}
+
+def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Matrix products and attention on bf16 operands";
+  let description = [{
+    Every matrix product with f32 operands (the contractions that
+    `--masformer-contractions-to-gpu` recognizes) takes bf16 operands and
+    keeps its f32 result and accumulation; every `masformer.attention` on
+    f32 with a static head dimension that is a multiple of 16 runs on bf16
+    query, key and value, its result extended back to f32 (the mask stays
+    f32). Constant operands (weights) are converted at compile time,
+    rounding to nearest even; other operands get an element-wise `truncf`.
+    The rest of the model stays f32. On the GPU the products and attention
+    then run on bf16 tensor cores instead of 3xTF32 (about 1e-2 relative
+    instead of 1e-6).
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
+           "The operand type: bf16">
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
+}
+
+def PrepareEntry : Pass<"masformer-prepare-entry", "::mlir::ModuleOp"> {
+  let summary = "Make a model's entry function callable by the runtime";
+  let description = [{
+    The runtime (include/masformer/Runtime) calls a compiled model's entry
+    through its C interface with the caller's input buffers, and frees every
+    result buffer it gets back. This pass makes the entry keep that
+    contract before bufferization:
+
+    - every argument is marked `bufferization.writable = false`, so that
+      the caller's buffers are never written;
+    - a result that is (through views) an argument, a constant, or a value
+      already returned is copied into a fresh tensor, so that each result is
+      a buffer of its own that the runtime may free;
+    - the function gets `llvm.emit_c_interface`.
+
+    ```mlir
+    func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+      return %x, %x : tensor<4xf32>, tensor<4xf32>
+    }
+    ```
+    returns two `linalg.copy` results instead.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"main\"",
+           "The entry function's name">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // MASFORMER_CODEGEN_COMMON_PASSES_TD

@@ -1,0 +1,43 @@
+//===- LLVMTarget.h - The host CPU as an LLVM target ------------*- C++ -*-===//
+//
+// The target machine for a compiled model's host code (this CPU, or the one
+// --cpu names), LLVM's O3 pipeline, and object emission.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_TARGET_LLVMTARGET_H
+#define MASFORMER_TARGET_LLVMTARGET_H
+
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <memory>
+
+namespace llvm {
+class Module;
+class raw_pwrite_stream;
+} // namespace llvm
+
+namespace mlir::masformer {
+
+struct HostTarget {
+  std::unique_ptr<llvm::TargetMachine> machine;
+  /// Whether the CPU has AVX-512 (the micro-kernels' vector width).
+  bool avx512 = false;
+};
+
+/// The target machine for `cpu` ("native": this machine's CPU and
+/// features); an unknown CPU is an error naming it.
+FailureOr<HostTarget> createHostTarget(StringRef cpu, Location loc);
+
+/// Runs LLVM's O3 pipeline (loop and SLP vectorization on) over `module`.
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine);
+
+/// Writes `module` as an object file to `os`.
+LogicalResult emitObjectFile(llvm::Module &module, llvm::TargetMachine &machine,
+                             llvm::raw_pwrite_stream &os, Location loc);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_TARGET_LLVMTARGET_H

@@ -1,0 +1,47 @@
+//===- RuntimeInterface.h - What a compiled library exports -----*- C++ -*-===//
+//
+// The symbols of include/masformer/Runtime/ABI.h added to a lowered model's
+// LLVM module: the run function over @main's C interface, the signature,
+// the ABI version and, for the GPU, the weights uploaded once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_TARGET_RUNTIMEINTERFACE_H
+#define MASFORMER_TARGET_RUNTIMEINTERFACE_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace llvm {
+class Module;
+} // namespace llvm
+
+namespace mlir::masformer {
+
+/// A weight that the GPU code takes as a trailing argument of @main: the
+/// global holding it on the host and its shape.
+struct DeviceConstant {
+  std::string global;
+  SmallVector<int64_t> shape;
+};
+
+/// The weights that --masformer-buffers-to-device made trailing arguments
+/// of @main (its `masformer.constants`), in order; empty for the CPU.
+FailureOr<SmallVector<DeviceConstant>> collectDeviceConstants(ModuleOp module,
+                                                              Location loc);
+
+/// Adds `masformer_run(void **inputs, void *results)` (calls the C
+/// interface of @main with the input descriptors and the results' struct),
+/// the signature and the ABI version; everything else becomes internal.
+/// With device constants, masformer_run first uploads them (once: their
+/// device pointers stay in `masformer_device_constants` until the library
+/// is unloaded) and passes their descriptors after the inputs.
+LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
+                                  StringRef signature, bool device,
+                                  ArrayRef<DeviceConstant> constants,
+                                  Location loc);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_TARGET_RUNTIMEINTERFACE_H

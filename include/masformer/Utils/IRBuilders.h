@@ -1,0 +1,76 @@
+//===- IRBuilders.h - Small IR builders the lowerings share -----*- C++ -*-===//
+//
+// Index arithmetic with short names, f32 constants and fills, affine maps
+// of loop dimensions: the vocabulary of every lowering that builds linalg,
+// vector or gpu code by hand (attention, contractions, loops).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_UTILS_IRBUILDERS_H
+#define MASFORMER_UTILS_IRBUILDERS_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::masformer {
+
+/// Index arithmetic with short names.
+struct Idx {
+  OpBuilder &b;
+  Location loc;
+  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value fdiv(Value x, Value y) {
+    return arith::FloorDivSIOp::create(b, loc, x, y);
+  }
+  Value cdiv(Value x, Value y) {
+    return arith::CeilDivSIOp::create(b, loc, x, y);
+  }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value andI(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+};
+
+using utils::IteratorType;
+constexpr IteratorType kPar = IteratorType::parallel;
+constexpr IteratorType kRed = IteratorType::reduction;
+
+/// An f32 constant.
+inline Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+/// A tensor.empty of f32 with `sizes` (static or dynamic) filled with
+/// `value`.
+inline Value filledF32(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                       float value) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  return linalg::FillOp::create(b, loc, f32Const(b, loc, value), empty)
+      .getResult(0);
+}
+
+/// The affine map from `n` loop dims to the dims `ds`.
+inline AffineMap dimsMap(MLIRContext *ctx, unsigned n, ArrayRef<unsigned> ds) {
+  SmallVector<AffineExpr> e;
+  for (unsigned d : ds)
+    e.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(n, 0, e, ctx);
+}
+
+/// Extends a float scalar to f32 (no-op for f32).
+inline Value toF32(OpBuilder &b, Location loc, Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_UTILS_IRBUILDERS_H

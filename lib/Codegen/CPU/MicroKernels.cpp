@@ -1,0 +1,88 @@
+//===- MicroKernels.cpp - Register-blocked vector micro-kernels -*- C++ -*-===//
+
+#include "MicroKernels.h"
+#include "masformer/Utils/IRBuilders.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+Value mlir::masformer::readF32(OpBuilder &b, Location loc, Value t, Value r,
+                               Value c, int64_t w) {
+  Type et = cast<RankedTensorType>(t.getType()).getElementType();
+  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(et));
+  auto vt = VectorType::get({w}, et);
+  Value v = vector::TransferReadOp::create(b, loc, vt, t, ValueRange{r, c}, pad,
+                                           ArrayRef<bool>{true});
+  if (et.isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, VectorType::get({w}, b.getF32Type()), v);
+}
+
+Value mlir::masformer::splatF32(OpBuilder &b, Location loc, Value t, Value r,
+                                Value c, int64_t w) {
+  Value x =
+      toF32(b, loc, tensor::ExtractOp::create(b, loc, t, ValueRange{r, c}));
+  return vector::BroadcastOp::create(b, loc,
+                                     VectorType::get({w}, b.getF32Type()), x);
+}
+
+Value mlir::masformer::writeVec(OpBuilder &b, Location loc, Value v, Value t,
+                                Value r, Value c) {
+  return vector::TransferWriteOp::create(b, loc, v, t, ValueRange{r, c},
+                                         ArrayRef<bool>{true})
+      .getResult();
+}
+
+Value mlir::masformer::buildBlockedMatmul(
+    OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
+    int64_t n, int64_t kLen, int64_t w,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
+    llvm::function_ref<Value(OpBuilder &, Value)> finish) {
+  Idx ix{b, loc};
+  int64_t vecs = std::min(kVecs, n / w);
+  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
+                                 ValueRange{out});
+  b.setInsertionPointToStart(rows.getBody());
+  Value i0 = rows.getInductionVar();
+  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(n), ix.c(vecs * w),
+                                 ValueRange{rows.getRegionIterArg(0)});
+  b.setInsertionPointToStart(cols.getBody());
+  Value j0 = cols.getInductionVar();
+  Value o = cols.getRegionIterArg(0);
+  auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
+  auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
+  SmallVector<Value> acc0;
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < vecs; ++c)
+      acc0.push_back(init(b, o, rowOf(r), colOf(c)));
+  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen), ix.c(1), acc0);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(red.getBody());
+    Value k = red.getInductionVar();
+    SmallVector<Value> bv;
+    for (int64_t c = 0; c < vecs; ++c)
+      bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
+    SmallVector<Value> next;
+    for (int64_t r = 0; r < kRows; ++r) {
+      Value av = splatF32(b, loc, a, rowOf(r), k, w);
+      for (int64_t c = 0; c < vecs; ++c)
+        next.push_back(vector::FMAOp::create(
+            b, loc, av, bv[c], red.getRegionIterArg(r * vecs + c)));
+    }
+    scf::YieldOp::create(b, loc, next);
+  }
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < vecs; ++c)
+      o = writeVec(b, loc, finish(b, red.getResult(r * vecs + c)), o, rowOf(r),
+                   colOf(c));
+  scf::YieldOp::create(b, loc, o);
+  b.setInsertionPointAfter(cols);
+  scf::YieldOp::create(b, loc, cols.getResult(0));
+  b.setInsertionPointAfter(rows);
+  return rows.getResult(0);
+}

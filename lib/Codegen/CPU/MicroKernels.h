@@ -1,0 +1,53 @@
+//===- MicroKernels.h - Register-blocked vector micro-kernels ---*- C++ -*-===//
+//
+// The register-blocked matrix product of full tiles, in the vector dialect on
+// tensors: shared by the tiled attention (Q K^T and P V) and the tiled
+// contractions (the model's matrix products).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_LIB_CODEGEN_CPU_MICROKERNELS_H
+#define MASFORMER_LIB_CODEGEN_CPU_MICROKERNELS_H
+
+#include "masformer/Utils/IRBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace mlir::masformer {
+
+/// Rows and vectors of accumulators of a micro-kernel step: 16 vector
+/// registers of accumulators, the operand vectors and a broadcast fit the 32
+/// registers of AVX-512 (with W = 8, the 16 of AVX2 hold 8 accumulators in
+/// halves of the same shape).
+constexpr int64_t kRows = 4;
+constexpr int64_t kVecs = 4;
+
+/// A vector<W x f32> read from a static 2-D tensor at (r, c), extended to
+/// f32.
+Value readF32(OpBuilder &b, Location loc, Value t, Value r, Value c, int64_t w);
+
+/// The f32 scalar t[r, c] broadcast to a vector<W x f32>.
+Value splatF32(OpBuilder &b, Location loc, Value t, Value r, Value c,
+               int64_t w);
+
+/// Writes the vector `v` into the 2-D tensor `t` at (r, c).
+Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
+
+/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bm[k, j]) over a static
+/// [tq, n] tile, register-blocked: each step of the (row block, column
+/// block) loops keeps kRows x vecs vectors of W results in registers while
+/// it runs over k (per k: vecs vector loads of bm, kRows broadcasts of a,
+/// kRows * vecs FMAs), then stores them into `out`. `init(out, row, col)`
+/// and `finish(acc)` work on one vector of W results. tq must be a multiple
+/// of kRows, n of min(kVecs, n / w) * w.
+Value buildBlockedMatmul(
+    OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
+    int64_t n, int64_t kLen, int64_t w,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
+    llvm::function_ref<Value(OpBuilder &, Value)> finish);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_LIB_CODEGEN_CPU_MICROKERNELS_H

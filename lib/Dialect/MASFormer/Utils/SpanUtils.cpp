@@ -1,0 +1,94 @@
+//===- SpanUtils.cpp - The span semantics as IR -----------------*- C++ -*-===//
+
+#include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+Value mlir::masformer::buildSpanAllowed(OpBuilder &b, Location loc,
+                                        SpanAttr span, bool causal, Value qPos,
+                                        Value j) {
+  Value allowed;
+  auto andWith = [&](Value cond) {
+    allowed = allowed ? arith::AndIOp::create(b, loc, allowed, cond).getResult()
+                      : cond;
+  };
+  if (causal)
+    andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, qPos));
+  switch (span.getKind()) {
+  case SpanKind::Full:
+    break;
+  case SpanKind::Block: {
+    Value size = arith::ConstantIndexOp::create(b, loc, span.getSize());
+    Value qBlock = arith::FloorDivSIOp::create(b, loc, qPos, size);
+    Value kBlock = arith::FloorDivSIOp::create(b, loc, j, size);
+    andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, qBlock,
+                                  kBlock));
+    break;
+  }
+  case SpanKind::Window: {
+    Value size = arith::ConstantIndexOp::create(b, loc, span.getSize());
+    Value dist = arith::SubIOp::create(b, loc, qPos, j);
+    andWith(
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, dist, size));
+    if (causal) {
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+      andWith(
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, dist, zero));
+    } else {
+      Value negSize = arith::ConstantIndexOp::create(b, loc, -span.getSize());
+      andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, dist,
+                                    negSize));
+    }
+    break;
+  }
+  }
+  return allowed;
+}
+
+std::pair<Value, Value>
+mlir::masformer::buildSpanKeyRange(Idx &ix, SpanAttr span, bool causal,
+                                   Value qPos0, Value qPosLast, Value skv) {
+  Value lo = ix.c(0), hi = skv;
+  if (causal)
+    hi = ix.min(hi, ix.add(qPosLast, ix.c(1)));
+  if (span.getKind() == SpanKind::Block) {
+    Value bs = ix.c(span.getSize());
+    lo = ix.max(lo, ix.mul(ix.fdiv(qPos0, bs), bs));
+    hi = ix.min(hi, ix.mul(ix.add(ix.fdiv(qPosLast, bs), ix.c(1)), bs));
+  } else if (span.getKind() == SpanKind::Window) {
+    Value w = ix.c(span.getSize());
+    lo = ix.max(lo, ix.add(ix.sub(qPos0, w), ix.c(1)));
+    if (!causal)
+      hi = ix.min(hi, ix.add(qPosLast, w));
+  }
+  return {lo, hi};
+}
+
+Value mlir::masformer::buildSpanTileInterior(Idx &ix, SpanAttr span,
+                                             bool causal, Value qPos0,
+                                             Value qPosLast, Value k0,
+                                             Value kLast) {
+  using P = arith::CmpIPredicate;
+  Value interior;
+  auto andWith = [&](Value c) {
+    interior = interior ? ix.andI(interior, c) : c;
+  };
+  if (causal)
+    andWith(ix.cmp(P::sle, kLast, qPos0));
+  if (span.getKind() == SpanKind::Block) {
+    Value bs = ix.c(span.getSize());
+    Value blk = ix.fdiv(qPos0, bs);
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(qPosLast, bs)));
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(k0, bs)));
+    andWith(ix.cmp(P::eq, blk, ix.fdiv(kLast, bs)));
+  } else if (span.getKind() == SpanKind::Window) {
+    Value w = ix.c(span.getSize());
+    andWith(ix.cmp(P::slt, ix.sub(qPosLast, k0), w));
+    if (causal)
+      andWith(ix.cmp(P::sge, ix.sub(qPos0, kLast), ix.c(0)));
+    else
+      andWith(ix.cmp(P::slt, ix.sub(kLast, qPos0), w));
+  }
+  return interior;
+}

@@ -1,0 +1,116 @@
+/*===- Allocator.c - The buffer allocator of every compiled model ---------===*
+ *
+ * Linked into every library that masformer-compile writes (compiled once by
+ * CMake, once for the CPU and once with MF_CUDA for the GPU, and embedded in
+ * the compiler): the allocator of its buffers, which
+ * finalize-memref-to-llvm with use-generic-functions calls. Blocks of 1 MiB
+ * or more are kept when freed and reused for a request of up to their size,
+ * so that a model's activations, freed and allocated again in every run, do
+ * not go back to the kernel (an mmap, page faults and zeroed pages per
+ * buffer and per run). masformer_free frees the results the runtime
+ * receives; masformer_release_memory empties the cache.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include "masformer/Runtime/ABI.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define MF_HEADER 64
+#define MF_BIG ((size_t)1 << 20)
+#define MF_SLOTS 64
+
+typedef struct { char *base; size_t size; } mf_block;
+static mf_block mf_cache[MF_SLOTS];
+static int mf_cached;
+static pthread_mutex_t mf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((visibility("hidden"))) void *
+_mlir_memref_to_llvm_alloc(uint64_t size) {
+  size_t total = (size_t)size + MF_HEADER;
+  if (total < size)
+    return NULL;
+  if (total >= MF_BIG) {
+    pthread_mutex_lock(&mf_lock);
+    int best = -1;
+    for (int i = 0; i < mf_cached; ++i)
+      if (mf_cache[i].size >= total && mf_cache[i].size - total <= total / 4 &&
+          (best < 0 || mf_cache[i].size < mf_cache[best].size))
+        best = i;
+    if (best >= 0) {
+      char *base = mf_cache[best].base;
+      mf_cache[best] = mf_cache[--mf_cached];
+      pthread_mutex_unlock(&mf_lock);
+      return base + MF_HEADER;
+    }
+    pthread_mutex_unlock(&mf_lock);
+  }
+  char *base = (char *)malloc(total);
+  if (!base)
+    return NULL;
+  *(size_t *)base = total;
+  return base + MF_HEADER;
+}
+
+__attribute__((visibility("hidden"))) void
+_mlir_memref_to_llvm_free(void *ptr) {
+  if (!ptr)
+    return;
+  char *base = (char *)ptr - MF_HEADER;
+  size_t total = *(size_t *)base;
+  if (total >= MF_BIG) {
+    pthread_mutex_lock(&mf_lock);
+    int slot = mf_cached < MF_SLOTS ? mf_cached++ : -1;
+    if (slot < 0) {
+      /* Full: this block replaces the smallest one if it is larger. */
+      int small = 0;
+      for (int i = 1; i < MF_SLOTS; ++i)
+        if (mf_cache[i].size < mf_cache[small].size)
+          small = i;
+      if (mf_cache[small].size < total) {
+        char *old = mf_cache[small].base;
+        mf_cache[small].base = base;
+        mf_cache[small].size = total;
+        base = old;
+      }
+    } else {
+      mf_cache[slot].base = base;
+      mf_cache[slot].size = total;
+      base = NULL;
+    }
+    pthread_mutex_unlock(&mf_lock);
+    if (!base)
+      return;
+  }
+  free(base);
+}
+
+void MF_ABI_ID_FREE(void *ptr) { _mlir_memref_to_llvm_free(ptr); }
+
+#ifdef MF_CUDA
+/* The model's weights on the device: masformer_run uploads them, and they
+   live as long as the library is loaded (every handle of it shares them). */
+extern void *MF_ABI_ID_DEVICE_CONSTANTS[];
+extern const int64_t MF_ABI_ID_NUM_DEVICE_CONSTANTS;
+void masformer_cuda_free_constants(void **slots, int64_t n);
+void masformer_cuda_release_memory(void);
+
+__attribute__((destructor)) static void mf_free_device_constants(void) {
+  masformer_cuda_free_constants(MF_ABI_ID_DEVICE_CONSTANTS,
+                                MF_ABI_ID_NUM_DEVICE_CONSTANTS);
+}
+#endif
+
+void MF_ABI_ID_RELEASE(void) {
+  pthread_mutex_lock(&mf_lock);
+  for (int i = 0; i < mf_cached; ++i)
+    free(mf_cache[i].base);
+  mf_cached = 0;
+  pthread_mutex_unlock(&mf_lock);
+#ifdef MF_CUDA
+  /* The shim's cached free device blocks (the weights stay). */
+  masformer_cuda_release_memory();
+#endif
+}
