@@ -113,7 +113,7 @@ LogicalResult LayerExporter::emitBlockedAttentionNode(int index) {
       d = qTy->getDimSize(2) / hq;
       dv = vTy->getDimSize(2) / hkv;
     }
-    float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    float scale = AttentionOp::getDefaultScale(d);
     for (const onnx::AttributeProto &a : att.attribute())
       if (a.name() == "scale")
         scale = a.f();

@@ -21,6 +21,7 @@
 #include "masformer/Frontend/ONNXFrontend.h"
 #include "masformer/Import/ONNXImporter.h"
 #include "masformer/Pipelines/Pipelines.h"
+#include "TestPasses.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -154,6 +155,7 @@ int main(int argc, char **argv) {
   mlir::masformer::registerONNXFrontendDialects(registry);
   mlir::masformer::registerAllPasses();
   mlir::masformer::registerMASFormerPipelines();
+  mlir::masformer::test::registerTestPasses();
   if (findInput(argc, argv).ends_with(".onnx"))
     return onnxMain(argc, argv, registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(

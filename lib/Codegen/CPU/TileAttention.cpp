@@ -218,19 +218,11 @@ TileAttentionPattern::matchAndRewrite(AttentionOp op,
   Type elemTy = qTy.getElementType();
   SpanAttr span = op.getSpan();
   bool causal = op.getCausal();
-  Value scaleV;
-  float scale = 0.0f;
-  if (op.getScale()) {
-    scale = op.getScale()->convertToFloat();
-  } else if (auto ds = stat(d)) {
-    scale = 1.0f / std::sqrt(static_cast<float>(*ds));
-  } else {
-    // 1/sqrt(head_dim) at run time.
-    Value di = arith::IndexCastOp::create(b, loc, b.getI64Type(), val(d));
-    Value df = arith::SIToFPOp::create(b, loc, b.getF32Type(), di);
-    scaleV = arith::DivFOp::create(b, loc, f32Const(b, loc, 1.0f),
-                                   math::SqrtOp::create(b, loc, df));
-  }
+  // A static scale is a constant inside the tiles' bodies; a run-time one
+  // (dynamic head_dim) is computed once here.
+  std::optional<float> staticScale = op.getStaticScale();
+  float scale = staticScale.value_or(0.0f);
+  Value scaleV = staticScale ? Value() : op.buildScale(b, loc);
   float negInf = -std::numeric_limits<float>::infinity();
 
   // Full tiles use the micro-kernels when the head dimension is a static
@@ -644,29 +636,6 @@ struct TileAttentionPass final
     : masformer::impl::TileAttentionBase<TileAttentionPass> {
   using TileAttentionBase::TileAttentionBase;
 
-  /// The runner-utils functions the instrumentation calls.
-  LogicalResult declarePrinters() {
-    Operation *root = getOperation();
-    auto module = dyn_cast<ModuleOp>(root);
-    if (!module)
-      module = root->getParentOfType<ModuleOp>();
-    if (!module)
-      return emitError(root->getLoc())
-             << "print-tile-counts needs to run inside a module";
-    OpBuilder b(module.getBodyRegion());
-    MLIRContext *ctx = &getContext();
-    auto declare = [&](StringRef name, TypeRange args) {
-      if (module.lookupSymbol(name))
-        return;
-      auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                    FunctionType::get(ctx, args, {}));
-      f.setPrivate();
-    };
-    declare("printI64", {b.getI64Type()});
-    declare("printNewline", {});
-    return success();
-  }
-
   void runOnOperation() override {
     if (tileQ <= 0 || tileKV <= 0) {
       emitError(getOperation()->getLoc())
@@ -681,13 +650,21 @@ struct TileAttentionPass final
           << static_cast<int64_t>(vectorWidth);
       return signalPassFailure();
     }
-    if (printTileCounts && failed(declarePrinters()))
-      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileAttentionPattern>(&getContext(), tileQ, tileKV,
-                                       printTileCounts, vectorWidth);
+    TileAttentionPatternOptions options;
+    options.tileQ = tileQ;
+    options.tileKV = tileKV;
+    options.vectorWidth = vectorWidth;
+    populateTileAttentionPatterns(patterns, options);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };
 
 } // namespace
+
+void mlir::masformer::populateTileAttentionPatterns(
+    RewritePatternSet &patterns, const TileAttentionPatternOptions &options) {
+  patterns.add<TileAttentionPattern>(
+      patterns.getContext(), options.tileQ, options.tileKV,
+      options.printTileCountsForTesting, options.vectorWidth);
+}

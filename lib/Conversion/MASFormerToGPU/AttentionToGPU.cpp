@@ -108,7 +108,7 @@ struct KernelConfig {
     if (maskTy)
       os << "_mask" << maskTy;
     // The scale is part of the code; name non-default ones by their bits.
-    if (scale != 1.0f / std::sqrt(static_cast<float>(headDim)))
+    if (scale != AttentionOp::getDefaultScale(headDim))
       os << "_s" << llvm::format_hex_no_prefix(llvm::bit_cast<uint32_t>(scale),
                                                8);
     return s;
@@ -591,8 +591,7 @@ struct AttentionToGPUPass final
     if (op.getKeyType().getDimSize(3) != d ||
         op.getValueType().getDimSize(3) != d)
       return fail("value's head dimension must equal the query's");
-    float scale = op.getScale() ? op.getScale()->convertToFloat()
-                                : 1.0f / std::sqrt(static_cast<float>(d));
+    float scale = *op.getStaticScale();
     KernelConfig cfg{elemTy, d, op.getSpan(), op.getCausal(), scale, maskTy};
 
     if (!kernels)

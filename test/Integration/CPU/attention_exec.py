@@ -211,8 +211,7 @@ def main():
     ap.add_argument("--dump", help="write the generated module here")
     ap.add_argument("--expect-tiles", metavar="TQ,TK",
                     help="the pipeline prints the key tiles each query tile "
-                         "visits (--masformer-tile-attention "
-                         "print-tile-counts): check them against the "
+                         "visits (--masformer-test-tile-counts): check them against the "
                          "smallest cover of the span")
     a = ap.parse_args()
 

@@ -24,6 +24,22 @@ namespace masformer {
 #define GEN_PASS_DECL
 #include "masformer/Codegen/CPU/Passes.h.inc"
 
+struct TileAttentionPatternOptions {
+  /// Query rows and keys per tile.
+  int64_t tileQ = 64, tileKV = 64;
+  /// f32 lanes of the micro-kernels' vectors; 0: linalg contractions only.
+  int64_t vectorWidth = 0;
+  /// Testing only (--masformer-test-tile-counts): each query tile prints how
+  /// many key tiles it visits, through the runner utils' printI64 and
+  /// printNewline, which the module must declare.
+  bool printTileCountsForTesting = false;
+};
+
+/// The span-aware tiling of masformer.attention that
+/// --masformer-tile-attention applies.
+void populateTileAttentionPatterns(RewritePatternSet &patterns,
+                                   const TileAttentionPatternOptions &options);
+
 #define GEN_PASS_REGISTRATION
 #include "masformer/Codegen/CPU/Passes.h.inc"
 

@@ -45,9 +45,6 @@ def TileAttention : Pass<"masformer-tile-attention"> {
            "Query rows per tile">,
     Option<"tileKV", "tile-kv", "int64_t", /*default=*/"64",
            "Keys per tile">,
-    Option<"printTileCounts", "print-tile-counts", "bool", /*default=*/"false",
-           "Instrumentation: print, per query tile, how many key tiles it "
-           "visits (printI64 of the MLIR runner utils)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2). "
            "When set, full tiles compute Q K^T and P V with register-blocked "

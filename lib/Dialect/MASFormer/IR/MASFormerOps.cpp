@@ -6,6 +6,9 @@
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -157,4 +160,28 @@ LogicalResult AttentionOp::canonicalize(AttentionOp op,
     op.setSpanAttr(SpanAttr::get(op.getContext(), SpanKind::Full));
   });
   return success();
+}
+
+float AttentionOp::getDefaultScale(int64_t headDim) {
+  return 1.0f / std::sqrt(static_cast<float>(headDim));
+}
+
+std::optional<float> AttentionOp::getStaticScale() {
+  if (std::optional<APFloat> s = getScale())
+    return s->convertToFloat();
+  int64_t headDim = getQueryType().getDimSize(3);
+  if (ShapedType::isDynamic(headDim))
+    return std::nullopt;
+  return getDefaultScale(headDim);
+}
+
+Value AttentionOp::buildScale(OpBuilder &b, Location loc) {
+  Type f32 = b.getF32Type();
+  if (std::optional<float> s = getStaticScale())
+    return arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(*s));
+  Value d = tensor::DimOp::create(b, loc, getQuery(), 3);
+  Value di = arith::IndexCastOp::create(b, loc, b.getI64Type(), d);
+  Value df = arith::SIToFPOp::create(b, loc, f32, di);
+  Value one = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(1.0f));
+  return arith::DivFOp::create(b, loc, one, math::SqrtOp::create(b, loc, df));
 }

@@ -95,25 +95,6 @@ AffineMap maskMap(MLIRContext *ctx, RankedTensorType maskTy) {
   return AffineMap::get(4, 0, exprs, ctx);
 }
 
-/// The scale as an f32 value: the attribute, or 1/sqrt(head_dim) computed
-/// statically when head_dim is static and at run time otherwise.
-Value buildScale(OpBuilder &b, Location loc, AttentionOp op) {
-  Type f32 = b.getF32Type();
-  if (std::optional<APFloat> s = op.getScale())
-    return arith::ConstantOp::create(b, loc, f32,
-                                     b.getF32FloatAttr(s->convertToFloat()));
-  int64_t headDim = op.getQueryType().getDimSize(3);
-  if (ShapedType::isStatic(headDim))
-    return arith::ConstantOp::create(
-        b, loc, f32,
-        b.getF32FloatAttr(1.0f / std::sqrt(static_cast<float>(headDim))));
-  Value d = tensor::DimOp::create(b, loc, op.getQuery(), 3);
-  Value di = arith::IndexCastOp::create(b, loc, b.getI64Type(), d);
-  Value df = arith::SIToFPOp::create(b, loc, f32, di);
-  Value one = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(1.0f));
-  return arith::DivFOp::create(b, loc, one, math::SqrtOp::create(b, loc, df));
-}
-
 struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -160,7 +141,7 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
             .getResult(0);
 
     // L[b,h,i,j] = allowed(i + kv_seq - q_seq, j) ? scale * S + mask : -inf.
-    Value scale = buildScale(b, loc, op);
+    Value scale = op.buildScale(b, loc);
     Value qSeq = getValueOrCreateConstantIndexOp(b, loc, qSizes[2]);
     Value offset = arith::SubIOp::create(
         b, loc, getValueOrCreateConstantIndexOp(b, loc, kvSeq), qSeq);

@@ -69,6 +69,15 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     RankedTensorType getValueType() { return getValue().getType(); }
     /// The number of query heads sharing one key/value head, if static.
     std::optional<int64_t> getStaticGroupSize();
+    /// The scale of the scores when `scale` is absent: 1/sqrt(head_dim),
+    /// the one rule every lowering and the ONNX export follow.
+    static float getDefaultScale(int64_t headDim);
+    /// The scale of the scores: `scale`, or the default of a static
+    /// head_dim; none when it is only known at run time.
+    std::optional<float> getStaticScale();
+    /// The scale as an f32 value built at `b` (1/sqrt of the run-time
+    /// head_dim when it is dynamic).
+    ::mlir::Value buildScale(::mlir::OpBuilder &b, ::mlir::Location loc);
   }];
 }
 
