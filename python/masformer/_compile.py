@@ -69,11 +69,6 @@ class TensorInfo:
     shape: Tuple[Union[int, str, None], ...]
 
 
-_NUMPY = {"f32": "float32", "f16": "float16", "bf16": "float32",
-          "f64": "float64", "i64": "int64", "i32": "int32", "i16": "int16",
-          "i8": "int8", "u8": "uint8", "bool": "bool"}
-
-
 class Session:
     """A model compiled by masformer.compile (or masformer-compile).
 
@@ -101,7 +96,7 @@ class Session:
 
     @staticmethod
     def _infos(raw):
-        return [TensorInfo(d["name"], _NUMPY[d["dtype"]], tuple(d["shape"]))
+        return [TensorInfo(d["name"], d["numpy_dtype"], tuple(d["shape"]))
                 for d in raw]
 
     @property

@@ -120,6 +120,22 @@ nb::dlpack::dtype fromMF(mf_dtype t) {
   return make(C::Float, 32);
 }
 
+/// The numpy name of the array type that carries `t` across (bf16 as
+/// float32), derived from its DLPack code and width.
+std::string numpyName(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  switch (static_cast<C>(t.code)) {
+  case C::Bool:
+    return "bool";
+  case C::Float:
+    return "float" + std::to_string(t.bits);
+  case C::UInt:
+    return "uint" + std::to_string(t.bits);
+  default:
+    return "int" + std::to_string(t.bits);
+  }
+}
+
 /// A loaded compiled model (the runtime's C API).
 class Session {
 public:
@@ -156,6 +172,7 @@ public:
       nb::dict d;
       d["name"] = info.name;
       d["dtype"] = mf_dtype_name(info.dtype);
+      d["numpy_dtype"] = numpyName(fromMF(info.dtype));
       d["shape"] = shape;
       list.append(d);
     }

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/API/CompileONNX.h"
+#include "masformer/Utils/CommandLine.h"
 #include "masformer/Import/ONNXImporter.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -87,7 +88,7 @@ int main(int argc, char **argv) {
                          cl::init(64), cl::cat(category));
   cl::opt<int64_t> tileKV("tile-kv", cl::desc("Keys per attention tile"),
                           cl::init(64), cl::cat(category));
-  cl::HideUnrelatedOptions(category);
+  masformer::hideOptionsOutside(category);
   cl::ParseCommandLineOptions(
       argc, argv, "masformer-compile: an ONNX model to a runnable library\n");
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Import/ONNXImporter.h"
+#include "masformer/Utils/CommandLine.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -44,7 +45,7 @@ int main(int argc, char **argv) {
       cl::ZeroOrMore, cl::cat(category));
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
-  cl::HideUnrelatedOptions(category);
+  masformer::hideOptionsOutside(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "masformer-translate: ONNX to MLIR\n");
 
