@@ -114,6 +114,168 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
   });
 }
 
+void LayerExporter::emitBlockCount(const std::string &b1) {
+  pad = emit.node("Mod",
+                  {emit.node("Sub", {b1, emit.node("Mod", {seq1, b1})}), b1});
+  nb = emit.node("Div", {emit.node("Add", {seq1, pad}), b1});
+}
+
+std::string LayerExporter::emitCopy(onnx::NodeProto copy) {
+  std::string out = emit.node(copy.op_type(), {}, {});
+  onnx::NodeProto &placed = emit.nodes.back();
+  std::string name = placed.name();
+  placed = std::move(copy);
+  placed.set_name(name);
+  placed.clear_output();
+  placed.add_output(out);
+  return out;
+}
+
+LayerExporter::BlockedInputs
+LayerExporter::blockInputs(const std::string &q, const std::string &kt,
+                           const std::string &v, int64_t d, int64_t dv) {
+  auto padsFor = [&](ArrayRef<int64_t> beginsAndFixedEnds, bool padLast) {
+    SmallVector<std::string> parts = {emit.constI64(beginsAndFixedEnds)};
+    parts.push_back(pad);
+    if (!padLast)
+      parts.push_back(emit.constI64({0}));
+    return emit.node("Concat", parts, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", 0);
+    });
+  };
+  // [B, H, S, D] -> [B, H, nb, b, D].
+  std::string seqPads = padsFor({0, 0, 0, 0, 0, 0}, false);
+  std::string qb = emit.node("Reshape", {emit.node("Pad", {q, seqPads}),
+                                         emit.constI64({0, 0, -1, block, d})});
+  std::string vb = emit.node("Reshape", {emit.node("Pad", {v, seqPads}),
+                                         emit.constI64({0, 0, -1, block, dv})});
+  // [B, H, D, S] -> [B, H, D, nb, b] -> [B, H, nb, D, b].
+  std::string ktb = emit.node(
+      "Reshape", {emit.node("Pad", {kt, padsFor({0, 0, 0, 0, 0, 0, 0}, true)}),
+                  emit.constI64({0, 0, d, -1, block})});
+  ktb = emit.node("Transpose", {ktb}, [](onnx::NodeProto &n) {
+    Emitter::intsAttr(n, "perm", {0, 1, 3, 2, 4});
+  });
+  if (windowed) {
+    ktb = emit.node("Concat", {previousBlock(ktb, 2, 5), ktb},
+                    [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
+    vb = emit.node("Concat", {previousBlock(vb, 2, 5), vb},
+                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 3); });
+  }
+  return {qb, ktb, vb};
+}
+
+FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores) {
+  for (auto [idx, k] : layer.chain) {
+    const onnx::NodeProto &orig = graph.node(idx);
+    onnx::NodeProto copy = orig;
+    for (int i = 0; i < copy.input_size(); ++i) {
+      if (i == k) {
+        copy.set_input(i, scores);
+        continue;
+      }
+      FailureOr<std::string> blocked = blockOperand(orig.input(i));
+      if (failed(blocked))
+        return failure();
+      copy.set_input(i, *blocked);
+    }
+    scores = emitCopy(std::move(copy));
+  }
+  return scores;
+}
+
+std::string LayerExporter::maskBlockScores(const std::string &scores,
+                                           const std::string &padded,
+                                           const MaskConstants &c) {
+  std::string positions =
+      emit.node("Range", {emit.constI64({0}, true),
+                          emit.node("Squeeze", {padded, c.axis0}),
+                          emit.constI64({1}, true)});
+  std::string real = emit.node("Less", {positions, seq1});
+  std::string keyMask = emit.node("Where", {real, c.zero, c.ninf});
+  keyMask = emit.node("Reshape", {keyMask, emit.constI64({-1, 1, block})});
+  std::string masked = emit.node("Add", {scores, keyMask});
+  if (!op.getCausal())
+    return masked;
+  // The op's causal flag, exactly: -inf above the diagonal of each (square)
+  // block, also where the model's own mask only adds float-min there.
+  std::string one = emit.constI64({1}, true);
+  std::string idx = emit.node(
+      "Range", {emit.constI64({0}, true), emit.constI64({block}, true), one});
+  std::string above =
+      emit.node("Greater", {emit.node("Unsqueeze", {idx, c.axis0}),
+                            emit.node("Unsqueeze", {idx, emit.constI64({1})})});
+  return emit.node("Add",
+                   {masked, emit.node("Where", {above, c.ninf, c.zero})});
+}
+
+std::string LayerExporter::maskWindowScores(const std::string &scores,
+                                            const MaskConstants &c) {
+  // Key j of query block k sits at (k - 1) * W + j: it must exist
+  // (0 <= pos < S) and lie in the causal window, W + i - j in [0, W).
+  std::string one = emit.constI64({1}, true);
+  std::string blocks =
+      emit.node("Range", {emit.constI64({0}, true),
+                          emit.node("Squeeze", {nb, c.axis0}), one});
+  std::string cols =
+      emit.node("Range", {emit.constI64({0}, true),
+                          emit.constI64({2 * block}, true), one});
+  std::string keyPos = emit.node(
+      "Add",
+      {emit.node("Mul",
+                 {emit.node("Sub", {emit.node("Unsqueeze",
+                                              {blocks, emit.constI64({1})}),
+                                    one}),
+                  emit.constI64({block}, true)}),
+       emit.node("Unsqueeze", {cols, c.axis0})});
+  std::string exists = emit.node(
+      "And", {emit.node("GreaterOrEqual", {keyPos, emit.constI64({0}, true)}),
+              emit.node("Less", {keyPos, seq1})});
+  std::string keyMask = emit.node("Where", {exists, c.zero, c.ninf});
+  keyMask = emit.node("Unsqueeze", {keyMask, emit.constI64({1})});
+  std::string rows = emit.node(
+      "Range", {emit.constI64({0}, true), emit.constI64({block}, true), one});
+  std::string dist = emit.node(
+      "Sub",
+      {emit.node("Add", {emit.node("Unsqueeze", {rows, emit.constI64({1})}),
+                         emit.constI64({block}, true)}),
+       emit.node("Unsqueeze", {cols, c.axis0})});
+  std::string inWindow = emit.node(
+      "And", {emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)}),
+              emit.node("Less", {dist, emit.constI64({block}, true)})});
+  std::string windowMask = emit.node("Where", {inWindow, c.zero, c.ninf});
+  return emit.node("Add", {emit.node("Add", {scores, keyMask}), windowMask});
+}
+
+FailureOr<std::string> LayerExporter::maskScores(const std::string &scores) {
+  FailureOr<RankedTensorType> sTy = typeOf(graph.node(layer.softmax).input(0));
+  if (failed(sTy))
+    return failure();
+  int32_t et = onnxFloatType(sTy->getElementType());
+  if (!et)
+    return error() << "unsupported score type " << sTy->getElementType(),
+           failure();
+  // Emitted for both forms though only the blocked one reads it: dropping
+  // it would renumber every node after it.
+  std::string padded = emit.node("Add", {seq1, pad});
+  MaskConstants c;
+  c.axis0 = emit.constI64({0});
+  c.zero = emit.constFloat(0.0, et);
+  c.ninf = emit.constFloat(-std::numeric_limits<double>::infinity(), et);
+  if (!windowed)
+    return maskBlockScores(scores, padded, c);
+  return maskWindowScores(scores, c);
+}
+
+std::string LayerExporter::applyPostCasts(std::string probs) {
+  for (int idx : layer.post) {
+    onnx::NodeProto copy = graph.node(idx);
+    copy.set_input(0, probs);
+    probs = emitCopy(std::move(copy));
+  }
+  return probs;
+}
+
 LogicalResult LayerExporter::emitBlocked() {
   const onnx::NodeProto &qk = graph.node(layer.qk);
   const onnx::NodeProto &pv = graph.node(layer.pv);
@@ -132,153 +294,21 @@ LogicalResult LayerExporter::emitBlocked() {
   std::string b1 = emit.constI64({block});
   seq1 = emit.node("Gather", {emit.node("Shape", {q}), emit.constI64({2})},
                    [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
-  pad = emit.node("Mod",
-                  {emit.node("Sub", {b1, emit.node("Mod", {seq1, b1})}), b1});
-  nb = emit.node("Div", {emit.node("Add", {seq1, pad}), b1});
-  auto padsFor = [&](ArrayRef<int64_t> beginsAndFixedEnds, bool padLast) {
-    SmallVector<std::string> parts = {emit.constI64(beginsAndFixedEnds)};
-    parts.push_back(pad);
-    if (!padLast)
-      parts.push_back(emit.constI64({0}));
-    return emit.node("Concat", parts, [](onnx::NodeProto &n) {
-      Emitter::intAttr(n, "axis", 0);
-    });
-  };
-  // [B, H, S, D] -> [B, H, nb, b, D].
-  std::string seqPads = padsFor({0, 0, 0, 0, 0, 0}, false);
-  std::string qb = emit.node(
-      "Reshape", {emit.node("Pad", {q, seqPads}),
-                  emit.constI64({0, 0, -1, block, d})});
-  std::string vb = emit.node(
-      "Reshape", {emit.node("Pad", {v, seqPads}),
-                  emit.constI64({0, 0, -1, block, dv})});
-  // [B, H, D, S] -> [B, H, D, nb, b] -> [B, H, nb, D, b].
-  std::string ktb = emit.node(
-      "Reshape", {emit.node("Pad", {kt, padsFor({0, 0, 0, 0, 0, 0, 0}, true)}),
-                  emit.constI64({0, 0, d, -1, block})});
-  ktb = emit.node("Transpose", {ktb}, [](onnx::NodeProto &n) {
-    Emitter::intsAttr(n, "perm", {0, 1, 3, 2, 4});
-  });
-  if (windowed) {
-    ktb = emit.node("Concat", {previousBlock(ktb, 2, 5), ktb},
-                    [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
-    vb = emit.node("Concat", {previousBlock(vb, 2, 5), vb},
-                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 3); });
-  }
-  std::string scores = emit.node("MatMul", {qb, ktb});
-
+  emitBlockCount(b1);
+  BlockedInputs in = blockInputs(q, kt, v, d, dv);
   // The layer's own scale / mask / cast chain, on blocked operands.
-  for (auto [idx, k] : layer.chain) {
-    const onnx::NodeProto &orig = graph.node(idx);
-    onnx::NodeProto copy = orig;
-    for (int i = 0; i < copy.input_size(); ++i) {
-      if (i == k) {
-        copy.set_input(i, scores);
-        continue;
-      }
-      FailureOr<std::string> blocked = blockOperand(orig.input(i));
-      if (failed(blocked))
-        return failure();
-      copy.set_input(i, *blocked);
-    }
-    std::string out = emit.node(orig.op_type(), {}, {});
-    onnx::NodeProto &placed = emit.nodes.back();
-    std::string name = placed.name();
-    placed = copy;
-    placed.set_name(name);
-    placed.clear_output();
-    placed.add_output(out);
-    scores = out;
-  }
-  // Keys past the sequence (the padding) get -inf: they must lose even
-  // against keys the model masked with float-min (rows of padded tokens).
-  FailureOr<RankedTensorType> sTy =
-      typeOf(graph.node(layer.softmax).input(0));
-  if (failed(sTy))
+  FailureOr<std::string> scores =
+      applyScoreChain(emit.node("MatMul", {in.q, in.kt}));
+  if (failed(scores))
     return failure();
-  int32_t et = onnxFloatType(sTy->getElementType());
-  if (!et)
-    return error() << "unsupported score type " << sTy->getElementType();
-  std::string padded = emit.node("Add", {seq1, pad});
-  std::string axis0 = emit.constI64({0});
-  std::string zero = emit.constFloat(0.0, et);
-  std::string ninf =
-      emit.constFloat(-std::numeric_limits<double>::infinity(), et);
-  if (!windowed) {
-    std::string positions = emit.node(
-        "Range", {emit.constI64({0}, true),
-                  emit.node("Squeeze", {padded, axis0}),
-                  emit.constI64({1}, true)});
-    std::string real = emit.node("Less", {positions, seq1});
-    std::string keyMask = emit.node("Where", {real, zero, ninf});
-    keyMask = emit.node("Reshape", {keyMask, emit.constI64({-1, 1, block})});
-    scores = emit.node("Add", {scores, keyMask});
-    if (op.getCausal()) {
-      // The op's causal flag, exactly: -inf above the diagonal of each
-      // (square) block, also where the model's own mask only adds
-      // float-min there.
-      std::string one = emit.constI64({1}, true);
-      std::string idx = emit.node(
-          "Range", {emit.constI64({0}, true), emit.constI64({block}, true),
-                    one});
-      std::string above = emit.node(
-          "Greater", {emit.node("Unsqueeze", {idx, axis0}),
-                      emit.node("Unsqueeze", {idx, emit.constI64({1})})});
-      scores = emit.node("Add",
-                         {scores, emit.node("Where", {above, ninf, zero})});
-    }
-  } else {
-    // Key j of query block k sits at (k - 1) * W + j: it must exist
-    // (0 <= pos < S) and lie in the causal window, W + i - j in [0, W).
-    std::string one = emit.constI64({1}, true);
-    std::string blocks = emit.node(
-        "Range", {emit.constI64({0}, true),
-                  emit.node("Squeeze", {nb, axis0}), one});
-    std::string cols = emit.node(
-        "Range", {emit.constI64({0}, true), emit.constI64({2 * block}, true),
-                  one});
-    std::string keyPos = emit.node(
-        "Add",
-        {emit.node("Mul", {emit.node("Sub", {emit.node("Unsqueeze",
-                                                       {blocks, emit.constI64({1})}),
-                                             one}),
-                           emit.constI64({block}, true)}),
-         emit.node("Unsqueeze", {cols, axis0})});
-    std::string exists = emit.node(
-        "And", {emit.node("GreaterOrEqual", {keyPos, emit.constI64({0}, true)}),
-                emit.node("Less", {keyPos, seq1})});
-    std::string keyMask = emit.node("Where", {exists, zero, ninf});
-    keyMask = emit.node("Unsqueeze", {keyMask, emit.constI64({1})});
-    std::string rows = emit.node(
-        "Range", {emit.constI64({0}, true), emit.constI64({block}, true), one});
-    std::string dist = emit.node(
-        "Sub", {emit.node("Add", {emit.node("Unsqueeze",
-                                            {rows, emit.constI64({1})}),
-                                  emit.constI64({block}, true)}),
-                emit.node("Unsqueeze", {cols, axis0})});
-    std::string inWindow = emit.node(
-        "And", {emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)}),
-                emit.node("Less", {dist, emit.constI64({block}, true)})});
-    std::string windowMask = emit.node("Where", {inWindow, zero, ninf});
-    scores = emit.node("Add", {emit.node("Add", {scores, keyMask}),
-                               windowMask});
-  }
-  std::string probs = emit.node("Softmax", {scores}, [](onnx::NodeProto &n) {
+  scores = maskScores(*scores);
+  if (failed(scores))
+    return failure();
+  std::string probs = emit.node("Softmax", {*scores}, [](onnx::NodeProto &n) {
     Emitter::intAttr(n, "axis", -1);
   });
-  for (int idx : layer.post) {
-    onnx::NodeProto copy = graph.node(idx);
-    std::string out = emit.node("Cast", {probs});
-    onnx::NodeProto &placed = emit.nodes.back();
-    std::string name = placed.name();
-    copy.set_input(0, probs);
-    placed = copy;
-    placed.set_name(name);
-    placed.clear_output();
-    placed.add_output(out);
-    probs = out;
-  }
-  std::string ob = emit.node("MatMul", {probs, vb});
+  probs = applyPostCasts(probs);
+  std::string ob = emit.node("MatMul", {probs, in.v});
   std::string o = emit.node("Reshape", {ob, emit.constI64({0, 0, -1, dv})});
   // Back to the sequence length, under the original output's name.
   o = emit.node("Slice", {o, emit.constI64({0}), seq1, emit.constI64({2})});

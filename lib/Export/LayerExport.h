@@ -172,6 +172,38 @@ private:
   /// x[.., nb, ...] -> the same with block i holding block i-1 (block 0 gets
   /// padding), along `axis`.
   std::string previousBlock(const std::string &x, int64_t axis, int64_t rank);
+  /// Q, K^T and V in the blocked layout.
+  struct BlockedInputs {
+    std::string q, kt, v;
+  };
+  /// The constants both score masks are built from.
+  struct MaskConstants {
+    std::string axis0, zero, ninf;
+  };
+  /// Sets `pad` and `nb` from `seq1` and `b1`, the block size as [1] int64.
+  void emitBlockCount(const std::string &b1);
+  /// Emits `copy` (a copy of an original node, inputs already rewired) under
+  /// a fresh name and output, which it returns.
+  std::string emitCopy(onnx::NodeProto copy);
+  /// Q [B, H, S, D] and V as [B, H, nb, b, D], K^T [B, H, D, S] as
+  /// [B, H, nb, D, b]; a window puts the previous block before each block
+  /// of K^T and V.
+  BlockedInputs blockInputs(const std::string &q, const std::string &kt,
+                            const std::string &v, int64_t d, int64_t dv);
+  /// The layer's scale / mask / cast chain re-applied to blocked `scores`.
+  FailureOr<std::string> applyScoreChain(std::string scores);
+  /// `scores` with -inf for padded keys and, when causal, above each
+  /// block's diagonal.
+  std::string maskBlockScores(const std::string &scores,
+                              const std::string &padded,
+                              const MaskConstants &c);
+  /// `scores` with -inf for keys outside the sequence or the causal window.
+  std::string maskWindowScores(const std::string &scores,
+                               const MaskConstants &c);
+  /// The export's own mask on the scores, blocked or windowed.
+  FailureOr<std::string> maskScores(const std::string &scores);
+  /// The layer's Casts between Softmax and P*V re-applied to `probs`.
+  std::string applyPostCasts(std::string probs);
   LogicalResult emitBlocked();
   LogicalResult emitWindowMask();
   /// A layer imported from an opset-23 Attention node: the same node on

@@ -46,6 +46,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -170,9 +171,60 @@ private:
   /// Issues the asynchronous copies of key tile `kt` of K and V into buffer
   /// `buf`, and commits them as one group. Rows past the sequence are zero.
   void loadTile(Value kt, Value buf);
+
+  /// Per n8 chunk of keys, an mma.sync accumulator of 4 f32.
+  using Accumulators = SmallVector<SmallVector<Value>>;
+
+  // The kernel's prologue, in order.
+  /// Binds the kernel's arguments and its shared-memory tiles.
+  void bindArguments(gpu::GPUFuncOp func);
+  /// Sets the thread's, lane's and block's coordinates and the sizes they
+  /// are checked against; returns whether the block has work (empty inputs
+  /// launch one block that does nothing).
+  Value buildCoordinates();
+  /// The range [ktLo, ktHi) of key tiles that meet the span and the causal
+  /// triangle for this block's queries: the CPU tiling's bounds.
+  void buildKeyTileRange();
+  /// Q's fragments, once, from global memory.
+  void loadQueryFragments();
+
+  // The loop over key tiles.
+  /// The double-buffered loop over [ktLo, ktHi), the first tile already in
+  /// flight before it; returns the final state (m, l, accumulators).
+  ValueRange buildKeyLoop();
+  /// The body of `loop`: waits for its tile, prefetches the next one, and
+  /// runs the masked or the unmasked step.
+  void buildKeyLoopBody(scf::ForOp loop);
+  /// Whether every (query, key) pair of key tile `kt` passes the position
+  /// mask. Block-uniform.
+  Value isInteriorTile(Value kt);
   /// One key tile: scores, online softmax, P V. `masked` evaluates the
   /// position mask. Returns the new state (m, l, accumulators).
   SmallVector<Value> step(Value kt, Value buf, ValueRange state, bool masked);
+
+  // The steps of one key tile.
+  /// S = Q K^T for the key tile in buffer `buf`.
+  Accumulators computeScores(Value buf);
+  /// Turns S into logits in place: scaled, the additive mask added, and
+  /// with `masked`, -inf outside the span and past the keys. `k0` is the
+  /// tile's first key.
+  void toLogits(Accumulators &s, Value k0, bool masked);
+  /// The additive mask at element `e` of chunk `nc`, clamped into bounds.
+  Value loadMask(int64_t nc, int64_t e, Value k0);
+  /// Whether element `e` of chunk `nc` is a real key inside the span.
+  Value isAllowed(int64_t nc, int64_t e, Value k0);
+  /// The online-softmax update: turns the logits `s` into P, writes the new
+  /// row max m and partial sum l into `next`, and returns the factor alpha
+  /// that rescales each row's old accumulators.
+  std::array<Value, 2> updateSoftmax(Accumulators &s, ValueRange state,
+                                     MutableArrayRef<Value> next);
+  /// O = alpha O + P V, for P in `p` and V's tile in buffer `buf`.
+  Accumulators accumulatePV(const Accumulators &p, Value buf, ValueRange state,
+                            ArrayRef<Value> alpha);
+
+  /// O = acc / l, stored for the rows inside the sequence; rows with no
+  /// allowed key are zero.
+  void storeOutput(ValueRange fin);
 
   OpBuilder &b;
   Location loc;
@@ -187,6 +239,11 @@ private:
   Value kS, vS;
   Value bi, hi, kvh, tid, lane, g, t, warp;
   Value sq, skv, offset, rowBase;
+  /// The block's first query row, and the positions of its first and last
+  /// queries among the keys.
+  Value q0, qPos0, qPosLast;
+  /// The key tiles the block visits.
+  Value ktLo, ktHi;
   SmallVector<SmallVector<Value>> qFrag;              // f16/bf16
   SmallVector<SmallVector<Value>> qFrag32; // f32, split per use
   Value scaleLog2;
@@ -214,17 +271,10 @@ void KernelBuilder::loadTile(Value kt, Value buf) {
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
-SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
-                                       bool masked) {
+KernelBuilder::Accumulators KernelBuilder::computeScores(Value buf) {
   int64_t d = cfg.headDim;
   int64_t nChunks = kTileKV / 8; // n8 chunks of keys
-  int64_t dChunks = d / 8;       // n8 chunks of the head dimension
-  float negInf = -std::numeric_limits<float>::infinity();
-  Value k0 = ix.mul(kt, ix.c(kTileKV));
-
-  // S = Q K^T: nChunks accumulators of 4 f32.
-  SmallVector<SmallVector<Value>> s(nChunks,
-                                    SmallVector<Value>(4, f32(0.0f)));
+  Accumulators s(nChunks, SmallVector<Value>(4, f32(0.0f)));
   if (!cfg.isF32()) {
     for (int64_t kc = 0; kc < d / 16; ++kc) {
       for (int64_t np = 0; np < nChunks / 2; ++np) {
@@ -237,65 +287,81 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
         }
       }
     }
-  } else {
-    for (int64_t kc = 0; kc < d / 8; ++kc) {
-      // Split here rather than held split: Q's fragments alone would take
-      // 128 registers at head_dim 128.
-      SmallVector<std::pair<Value, Value>> aFrag;
-      for (Value x : qFrag32[kc])
-        aFrag.push_back(splitTF32(x));
-      for (int64_t nc = 0; nc < nChunks; ++nc) {
-        // b0 = K[key g][d t], b1 = K[key g][d t + 4].
-        Value row = ix.add(ix.c(nc * 8), g);
-        std::pair<Value, Value> bFrag[2];
-        for (int64_t r = 0; r < 2; ++r) {
-          Value col = ix.add(ix.c(kc * 8 + 4 * r), t);
-          Value x = memref::LoadOp::create(b, loc, kS, ValueRange{buf, row, col});
-          bFrag[r] = splitTF32(x);
-        }
-        s[nc] = mma3(aFrag, bFrag, s[nc]);
+    return s;
+  }
+  for (int64_t kc = 0; kc < d / 8; ++kc) {
+    // Split here rather than held split: Q's fragments alone would take
+    // 128 registers at head_dim 128.
+    SmallVector<std::pair<Value, Value>> aFrag;
+    for (Value x : qFrag32[kc])
+      aFrag.push_back(splitTF32(x));
+    for (int64_t nc = 0; nc < nChunks; ++nc) {
+      // b0 = K[key g][d t], b1 = K[key g][d t + 4].
+      Value row = ix.add(ix.c(nc * 8), g);
+      std::pair<Value, Value> bFrag[2];
+      for (int64_t r = 0; r < 2; ++r) {
+        Value col = ix.add(ix.c(kc * 8 + 4 * r), t);
+        Value x = memref::LoadOp::create(b, loc, kS, ValueRange{buf, row, col});
+        bFrag[r] = splitTF32(x);
       }
+      s[nc] = mma3(aFrag, bFrag, s[nc]);
     }
   }
+  return s;
+}
 
-  // Logits, in the log2 domain without a mask (scale * log2(e) folded into
-  // one multiply); with one, in natural units, so that a large finite
-  // mask (-3.4e38) stays finite: the exponent is scaled after the
-  // subtraction of the row max. -inf outside the span and past the keys.
-  for (int64_t nc = 0; nc < nChunks; ++nc) {
+Value KernelBuilder::loadMask(int64_t nc, int64_t e, Value k0) {
+  Value row = ix.min(ix.add(rowBase, ix.add(g, ix.c(8 * (e / 2)))),
+                     ix.sub(sq, ix.c(1)));
+  Value key =
+      ix.min(ix.add(k0, ix.add(ix.c(nc * 8 + (e % 2)), ix.mul(t, ix.c(2)))),
+             ix.sub(skv, ix.c(1)));
+  Value pos[4] = {bi, hi, row, key};
+  SmallVector<Value> idx;
+  for (int64_t i = 0; i < 4; ++i)
+    idx.push_back(select(maskBcast[i], ix.c(0), pos[i]));
+  return memref::LoadOp::create(b, loc, mask, idx);
+}
+
+Value KernelBuilder::isAllowed(int64_t nc, int64_t e, Value k0) {
+  Value row = ix.add(rowBase, ix.add(g, ix.c(8 * (e / 2))));
+  Value qPos = ix.add(row, offset);
+  Value key = ix.add(k0, ix.add(ix.c(nc * 8 + (e % 2)), ix.mul(t, ix.c(2))));
+  Value ok = ix.cmp(arith::CmpIPredicate::slt, key, skv);
+  if (Value span = buildSpanAllowed(b, loc, cfg.span, cfg.causal, qPos, key))
+    ok = ix.andI(ok, span);
+  return ok;
+}
+
+void KernelBuilder::toLogits(Accumulators &s, Value k0, bool masked) {
+  float negInf = -std::numeric_limits<float>::infinity();
+  // In the log2 domain without a mask (scale * log2(e) folded into one
+  // multiply); with one, in natural units, so that a large finite mask
+  // (-3.4e38) stays finite: the exponent is scaled after the subtraction of
+  // the row max.
+  for (int64_t nc = 0, nChunks = s.size(); nc < nChunks; ++nc) {
     for (int64_t e = 0; e < 4; ++e) {
       Value x = fmul(s[nc][e], scaleLog2);
       if (mask) {
-        Value row = ix.min(ix.add(rowBase, ix.add(g, ix.c(8 * (e / 2)))),
-                           ix.sub(sq, ix.c(1)));
-        Value key = ix.min(
-            ix.add(k0, ix.add(ix.c(nc * 8 + (e % 2)), ix.mul(t, ix.c(2)))),
-            ix.sub(skv, ix.c(1)));
-        Value pos[4] = {bi, hi, row, key};
-        SmallVector<Value> idx;
-        for (int64_t i = 0; i < 4; ++i)
-          idx.push_back(select(maskBcast[i], ix.c(0), pos[i]));
-        Value m = memref::LoadOp::create(b, loc, mask, idx);
+        Value m = loadMask(nc, e, k0);
         x = fadd(x, toF32(b, loc, m));
       }
       if (masked) {
-        Value row = ix.add(rowBase, ix.add(g, ix.c(8 * (e / 2))));
-        Value qPos = ix.add(row, offset);
-        Value key =
-            ix.add(k0, ix.add(ix.c(nc * 8 + (e % 2)), ix.mul(t, ix.c(2))));
-        Value ok = ix.cmp(arith::CmpIPredicate::slt, key, skv);
-        if (Value span = buildSpanAllowed(b, loc, cfg.span, cfg.causal, qPos,
-                                          key))
-          ok = ix.andI(ok, span);
+        Value ok = isAllowed(nc, e, k0);
         x = select(ok, x, f32(negInf));
       }
       s[nc][e] = x;
     }
   }
+}
 
-  // Online softmax, per accumulator row r (query rows g and g + 8).
-  SmallVector<Value> next(state.begin(), state.end());
-  Value alpha[2];
+std::array<Value, 2>
+KernelBuilder::updateSoftmax(Accumulators &s, ValueRange state,
+                             MutableArrayRef<Value> next) {
+  float negInf = -std::numeric_limits<float>::infinity();
+  int64_t nChunks = s.size();
+  std::array<Value, 2> alpha;
+  // Per accumulator row r: query rows g and g + 8.
   for (int64_t r = 0; r < 2; ++r) {
     Value mx = s[0][2 * r];
     for (int64_t nc = 0; nc < nChunks; ++nc)
@@ -306,9 +372,8 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
     Value mNew = fmax(mOld, mx);
     // A row with nothing allowed yet keeps m = -inf: subtract 0 instead, so
     // that exp2(-inf - base) is 0, not NaN.
-    Value none =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
-                              f32(negInf));
+    Value none = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
+                                       f32(negInf));
     Value base = select(none, f32(0.0f), mNew);
     auto toLog2 = [&](Value x) {
       return mask ? fmul(x, f32(llvm::numbers::log2ef)) : x;
@@ -325,19 +390,25 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
     // l is this lane's partial sum; the quad's are added at the end.
     next[2 + r] = fadd(fmul(state[2 + r], alpha[r]), sum);
   }
+  return alpha;
+}
 
-  // O = alpha O + P V.
-  SmallVector<SmallVector<Value>> acc(dChunks);
+KernelBuilder::Accumulators
+KernelBuilder::accumulatePV(const Accumulators &p, Value buf, ValueRange state,
+                            ArrayRef<Value> alpha) {
+  int64_t nChunks = kTileKV / 8;     // n8 chunks of keys
+  int64_t dChunks = cfg.headDim / 8; // n8 chunks of the head dimension
+  Accumulators acc(dChunks);
   for (int64_t dc = 0; dc < dChunks; ++dc)
     for (int64_t e = 0; e < 4; ++e)
       acc[dc].push_back(fmul(state[4 + dc * 4 + e], alpha[e / 2]));
   if (!cfg.isF32()) {
     for (int64_t kc = 0; kc < kTileKV / 16; ++kc) {
       // P's A fragment for keys kc*16 + 0..15: chunks 2kc and 2kc + 1.
-      Value pFrag[] = {packF32(s[2 * kc][0], s[2 * kc][1]),
-                       packF32(s[2 * kc][2], s[2 * kc][3]),
-                       packF32(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                       packF32(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      Value pFrag[] = {packF32(p[2 * kc][0], p[2 * kc][1]),
+                       packF32(p[2 * kc][2], p[2 * kc][3]),
+                       packF32(p[2 * kc + 1][0], p[2 * kc + 1][1]),
+                       packF32(p[2 * kc + 1][2], p[2 * kc + 1][3])};
       for (int64_t dp = 0; dp < dChunks / 2; ++dp) {
         // Head dims dp*16 + 0..15 over keys kc*16 + 0..15; V is [key][d].
         Value frag = w.loadBPair(vS, buf, ix.c(dp * 16), ix.c(kc * 16),
@@ -348,33 +419,42 @@ SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
         }
       }
     }
-  } else {
-    for (int64_t nc = 0; nc < nChunks; ++nc) {
-      // k index t is key 2t, t + 4 is key 2t + 1 of the chunk.
-      std::pair<Value, Value> pFrag[] = {
-          splitTF32(s[nc][0]), splitTF32(s[nc][2]), splitTF32(s[nc][1]),
-          splitTF32(s[nc][3])};
-      for (int64_t dc = 0; dc < dChunks; ++dc) {
-        Value col = ix.add(ix.c(dc * 8), g);
-        std::pair<Value, Value> bFrag[2];
-        for (int64_t r = 0; r < 2; ++r) {
-          Value row = ix.add(ix.c(nc * 8 + r), ix.mul(t, ix.c(2)));
-          Value x = memref::LoadOp::create(b, loc, vS, ValueRange{buf, row, col});
-          bFrag[r] = splitTF32(x);
-        }
-        acc[dc] = mma3(pFrag, bFrag, acc[dc]);
+    return acc;
+  }
+  for (int64_t nc = 0; nc < nChunks; ++nc) {
+    // k index t is key 2t, t + 4 is key 2t + 1 of the chunk.
+    std::pair<Value, Value> pFrag[] = {
+        splitTF32(p[nc][0]), splitTF32(p[nc][2]), splitTF32(p[nc][1]),
+        splitTF32(p[nc][3])};
+    for (int64_t dc = 0; dc < dChunks; ++dc) {
+      Value col = ix.add(ix.c(dc * 8), g);
+      std::pair<Value, Value> bFrag[2];
+      for (int64_t r = 0; r < 2; ++r) {
+        Value row = ix.add(ix.c(nc * 8 + r), ix.mul(t, ix.c(2)));
+        Value x = memref::LoadOp::create(b, loc, vS, ValueRange{buf, row, col});
+        bFrag[r] = splitTF32(x);
       }
+      acc[dc] = mma3(pFrag, bFrag, acc[dc]);
     }
   }
-  for (int64_t dc = 0; dc < dChunks; ++dc)
+  return acc;
+}
+
+SmallVector<Value> KernelBuilder::step(Value kt, Value buf, ValueRange state,
+                                       bool masked) {
+  Value k0 = ix.mul(kt, ix.c(kTileKV));
+  Accumulators s = computeScores(buf);
+  toLogits(s, k0, masked);
+  SmallVector<Value> next(state.begin(), state.end());
+  std::array<Value, 2> alpha = updateSoftmax(s, state, next);
+  Accumulators acc = accumulatePV(s, buf, state, alpha);
+  for (int64_t dc = 0, dChunks = acc.size(); dc < dChunks; ++dc)
     for (int64_t e = 0; e < 4; ++e)
       next[4 + dc * 4 + e] = acc[dc][e];
   return next;
 }
 
-void KernelBuilder::build(gpu::GPUFuncOp func) {
-  int64_t d = cfg.headDim;
-  float negInf = -std::numeric_limits<float>::infinity();
+void KernelBuilder::bindArguments(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   q = entry.getArgument(0);
@@ -389,7 +469,9 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   SmallVector<int64_t> tileShape = {2, kTileKV, cfg.smemRow()};
   kS = sharedView(b, loc, dyn, 0, tileShape, cfg.elemTy);
   vS = sharedView(b, loc, dyn, 2 * cfg.tileBytes(), tileShape, cfg.elemTy);
+}
 
+Value KernelBuilder::buildCoordinates() {
   LaneCoords lc = buildLaneCoords(b, loc);
   tid = lc.tid;
   warp = lc.warp;
@@ -403,37 +485,33 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   Value kvHeads = memref::DimOp::create(b, loc, k, 1);
   sq = memref::DimOp::create(b, loc, q, 2);
   skv = memref::DimOp::create(b, loc, k, 2);
-  kvh = arith::DivUIOp::create(
-      b, loc, hi, arith::DivUIOp::create(b, loc, heads, kvHeads));
+  kvh = arith::DivUIOp::create(b, loc, hi,
+                               arith::DivUIOp::create(b, loc, heads, kvHeads));
   offset = ix.sub(skv, sq);
   if (mask)
     for (int64_t i = 0; i < 4; ++i)
       maskBcast[i] = ix.cmp(arith::CmpIPredicate::eq,
                             memref::DimOp::create(b, loc, mask, i), ix.c(1));
-  Value q0 = ix.mul(qt, ix.c(kBlockRows));
-  // Empty inputs launch one block that does nothing.
-  Value valid = ix.andI(
-      ix.cmp(arith::CmpIPredicate::slt, q0, sq),
-      ix.andI(ix.cmp(arith::CmpIPredicate::slt, bi,
-                     memref::DimOp::create(b, loc, q, 0)),
-              ix.cmp(arith::CmpIPredicate::slt, hi, heads)));
-  auto guardIf = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
-  b.setInsertionPointToStart(guardIf.thenBlock());
-  rowBase = ix.add(q0, ix.mul(warp, ix.c(kWarpRows)));
-  scaleLog2 = f32(cfg.maskTy ? cfg.scale
-                             : cfg.scale * llvm::numbers::log2ef);
+  q0 = ix.mul(qt, ix.c(kBlockRows));
+  return ix.andI(ix.cmp(arith::CmpIPredicate::slt, q0, sq),
+                 ix.andI(ix.cmp(arith::CmpIPredicate::slt, bi,
+                                memref::DimOp::create(b, loc, q, 0)),
+                         ix.cmp(arith::CmpIPredicate::slt, hi, heads)));
+}
 
-  // The key tiles of this query tile (the CPU tiling's bounds).
-  Value qPos0 = ix.add(q0, offset);
-  Value qPosLast =
+void KernelBuilder::buildKeyTileRange() {
+  qPos0 = ix.add(q0, offset);
+  qPosLast =
       ix.add(ix.sub(ix.min(ix.add(q0, ix.c(kBlockRows)), sq), ix.c(1)), offset);
   auto [lo, hiK] =
       buildSpanKeyRange(ix, cfg.span, cfg.causal, qPos0, qPosLast, skv);
-  Value ktLo = ix.fdiv(lo, ix.c(kTileKV));
-  Value ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(kTileKV)));
+  ktLo = ix.fdiv(lo, ix.c(kTileKV));
+  ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(kTileKV)));
+}
 
-  // Q's fragments, once, from global memory. Rows past the end read the
-  // last row (never stored).
+void KernelBuilder::loadQueryFragments() {
+  int64_t d = cfg.headDim;
+  // Rows past the end read the last row (never stored).
   auto qRow = [&](int64_t r) {
     return ix.min(ix.add(rowBase, ix.add(g, ix.c(r))), ix.sub(sq, ix.c(1)));
   };
@@ -451,19 +529,63 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
         }
       qFrag.push_back(regs);
     }
-  } else {
-    for (int64_t kc = 0; kc < d / 8; ++kc) {
-      SmallVector<Value> regs;
-      for (int64_t half = 0; half < 2; ++half)
-        for (int64_t r = 0; r < 2; ++r) {
-          Value col = ix.add(ix.c(kc * 8 + half * 4), t);
-          regs.push_back(memref::LoadOp::create(
-              b, loc, q, ValueRange{bi, hi, rows[r], col}));
-        }
-      qFrag32.push_back(regs);
-    }
+    return;
   }
+  for (int64_t kc = 0; kc < d / 8; ++kc) {
+    SmallVector<Value> regs;
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t r = 0; r < 2; ++r) {
+        Value col = ix.add(ix.c(kc * 8 + half * 4), t);
+        regs.push_back(memref::LoadOp::create(
+            b, loc, q, ValueRange{bi, hi, rows[r], col}));
+      }
+    qFrag32.push_back(regs);
+  }
+}
 
+Value KernelBuilder::isInteriorTile(Value kt) {
+  using P = arith::CmpIPredicate;
+  Value k0 = ix.mul(kt, ix.c(kTileKV));
+  Value kLast = ix.add(k0, ix.c(kTileKV - 1));
+  Value interior = ix.cmp(P::slt, kLast, skv);
+  if (Value inSpan = buildSpanTileInterior(ix, cfg.span, cfg.causal, qPos0,
+                                           qPosLast, k0, kLast))
+    interior = ix.andI(interior, inSpan);
+  return interior;
+}
+
+void KernelBuilder::buildKeyLoopBody(scf::ForOp loop) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kt = loop.getInductionVar();
+  Value buf = arith::RemUIOp::create(b, loc, ix.sub(kt, ktLo), ix.c(2));
+  // This tile has landed, and every warp is done with the other buffer.
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  gpu::BarrierOp::create(b, loc);
+  Value nextKt = ix.add(kt, ix.c(1));
+  scf::IfOp::create(b, loc, ix.cmp(arith::CmpIPredicate::slt, nextKt, ktHi),
+                    [&](OpBuilder &, Location) {
+                      loadTile(nextKt, ix.sub(ix.c(1), buf));
+                      scf::YieldOp::create(b, loc);
+                    });
+
+  // Only tiles crossing a boundary of the span or the triangle evaluate the
+  // position mask.
+  Value interior = isInteriorTile(kt);
+  ValueRange state = loop.getRegionIterArgs();
+  auto ifOp = scf::IfOp::create(
+      b, loc, interior,
+      [&](OpBuilder &, Location) {
+        scf::YieldOp::create(b, loc, step(kt, buf, state, false));
+      },
+      [&](OpBuilder &, Location) {
+        scf::YieldOp::create(b, loc, step(kt, buf, state, true));
+      });
+  scf::YieldOp::create(b, loc, ifOp.getResults());
+}
+
+ValueRange KernelBuilder::buildKeyLoop() {
+  float negInf = -std::numeric_limits<float>::infinity();
   // The first tile in flight before the loop.
   Value any = ix.cmp(arith::CmpIPredicate::slt, ktLo, ktHi);
   scf::IfOp::create(b, loc, any, [&](OpBuilder &, Location) {
@@ -472,56 +594,24 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   });
 
   SmallVector<Value> init = {f32(negInf), f32(negInf), f32(0.0f), f32(0.0f)};
-  for (int64_t i = 0; i < d / 8 * 4; ++i)
+  for (int64_t i = 0; i < cfg.headDim / 8 * 4; ++i)
     init.push_back(f32(0.0f));
   auto loop = scf::ForOp::create(b, loc, ktLo, ktHi, ix.c(1), init);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value kt = loop.getInductionVar();
-    Value buf = arith::RemUIOp::create(b, loc, ix.sub(kt, ktLo), ix.c(2));
-    // This tile has landed, and every warp is done with the other buffer.
-    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
-    gpu::BarrierOp::create(b, loc);
-    Value nextKt = ix.add(kt, ix.c(1));
-    scf::IfOp::create(b, loc, ix.cmp(arith::CmpIPredicate::slt, nextKt, ktHi),
-                      [&](OpBuilder &, Location) {
-                        loadTile(nextKt, ix.sub(ix.c(1), buf));
-                        scf::YieldOp::create(b, loc);
-                      });
+  buildKeyLoopBody(loop);
+  return loop.getResults();
+}
 
-    // Does every (query, key) pair of the tile pass? (Block-uniform.)
-    using P = arith::CmpIPredicate;
-    Value k0 = ix.mul(kt, ix.c(kTileKV));
-    Value kLast = ix.add(k0, ix.c(kTileKV - 1));
-    Value interior = ix.cmp(P::slt, kLast, skv);
-    if (Value inSpan = buildSpanTileInterior(ix, cfg.span, cfg.causal, qPos0,
-                                             qPosLast, k0, kLast))
-      interior = ix.andI(interior, inSpan);
-    ValueRange state = loop.getRegionIterArgs();
-    auto ifOp = scf::IfOp::create(
-        b, loc, interior,
-        [&](OpBuilder &, Location) {
-          scf::YieldOp::create(b, loc, step(kt, buf, state, false));
-        },
-        [&](OpBuilder &, Location) {
-          scf::YieldOp::create(b, loc, step(kt, buf, state, true));
-        });
-    scf::YieldOp::create(b, loc, ifOp.getResults());
-  }
-
-  // O = acc / l; rows with no allowed key are zero.
-  ValueRange fin = loop.getResults();
+void KernelBuilder::storeOutput(ValueRange fin) {
   for (int64_t r = 0; r < 2; ++r) {
     Value l = quadReduce(fin[2 + r], /*isMax=*/false);
     Value empty =
         arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l, f32(0.0f));
-    Value inv = select(empty, f32(0.0f),
-                       arith::DivFOp::create(b, loc, f32(1.0f), l));
+    Value inv =
+        select(empty, f32(0.0f), arith::DivFOp::create(b, loc, f32(1.0f), l));
     Value row = ix.add(rowBase, ix.add(g, ix.c(8 * r)));
     Value inside = ix.cmp(arith::CmpIPredicate::slt, row, sq);
     scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
-      for (int64_t dc = 0; dc < d / 8; ++dc) {
+      for (int64_t dc = 0; dc < cfg.headDim / 8; ++dc) {
         Value x0 = fmul(fin[4 + dc * 4 + 2 * r], inv);
         Value x1 = fmul(fin[4 + dc * 4 + 2 * r + 1], inv);
         Value col = ix.add(ix.c(dc * 8), ix.mul(t, ix.c(2)));
@@ -530,12 +620,23 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
         if (!cfg.isF32())
           pair = arith::TruncFOp::create(
               b, loc, VectorType::get({2}, cfg.elemTy), pair);
-        vector::StoreOp::create(b, loc, pair, o,
-                                ValueRange{bi, hi, row, col});
+        vector::StoreOp::create(b, loc, pair, o, ValueRange{bi, hi, row, col});
       }
       scf::YieldOp::create(b, loc);
     });
   }
+}
+
+void KernelBuilder::build(gpu::GPUFuncOp func) {
+  bindArguments(func);
+  Value valid = buildCoordinates();
+  auto guardIf = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(guardIf.thenBlock());
+  rowBase = ix.add(q0, ix.mul(warp, ix.c(kWarpRows)));
+  scaleLog2 = f32(cfg.maskTy ? cfg.scale : cfg.scale * llvm::numbers::log2ef);
+  buildKeyTileRange();
+  loadQueryFragments();
+  storeOutput(buildKeyLoop());
   b.setInsertionPointAfter(guardIf);
   gpu::ReturnOp::create(b, loc);
 }
