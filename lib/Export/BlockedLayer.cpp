@@ -316,7 +316,7 @@ LogicalResult LayerExporter::emitBlocked() {
   return success();
 }
 
-LogicalResult LayerExporter::emitWindowMask() {
+LogicalResult LayerExporter::emitDenseSpanMask() {
   const onnx::NodeProto &sm = graph.node(layer.softmax);
   FailureOr<RankedTensorType> sTy = typeOf(sm.input(0));
   if (failed(sTy))
@@ -324,7 +324,8 @@ LogicalResult LayerExporter::emitWindowMask() {
   int32_t et = onnxFloatType(sTy->getElementType());
   if (!et)
     return error() << "unsupported score type " << sTy->getElementType();
-  // positions: query i at i + kv - q, key j; keep |d| < W or 0 <= d < W.
+  // Positions: query i at i + kv - q, key j. The span's rule (the layer's
+  // own chain keeps applying causality), or'ed with j < sink.
   std::string scores = sm.input(0);
   std::string shape = emit.node("Shape", {scores});
   std::string qn = emit.node("Gather", {shape, emit.constI64({2}, true)});
@@ -333,14 +334,28 @@ LogicalResult LayerExporter::emitWindowMask() {
   std::string qi = emit.node(
       "Add", {emit.node("Range", {zero, qn, one}), emit.node("Sub", {kn, qn})});
   std::string kj = emit.node("Range", {zero, kn, one});
-  std::string dist = emit.node(
-      "Sub", {emit.node("Unsqueeze", {qi, emit.constI64({1})}),
-              emit.node("Unsqueeze", {kj, emit.constI64({0})})});
-  int64_t w = op.getSpan().getSize();
-  std::string keep = emit.node("And", {
-      emit.node("Less", {dist, emit.constI64({w}, true)}),
-      emit.node("Greater", {dist, emit.constI64({op.getCausal() ? -1 : -w},
-                                                true)})});
+  std::string qCol = emit.node("Unsqueeze", {qi, emit.constI64({1})});
+  std::string kRow = emit.node("Unsqueeze", {kj, emit.constI64({0})});
+  SpanAttr span = op.getSpan();
+  int64_t size = span.getSize();
+  std::string keep;
+  if (span.getKind() == SpanKind::Block) {
+    // Positions are non-negative: Div is floor division.
+    std::string b = emit.constI64({size}, true);
+    keep = emit.node("Equal", {emit.node("Div", {qCol, b}),
+                               emit.node("Div", {kRow, b})});
+  } else {
+    std::string dist = emit.node("Sub", {qCol, kRow});
+    keep = emit.node(
+        "And", {emit.node("Less", {dist, emit.constI64({size}, true)}),
+                emit.node("Greater",
+                          {dist, emit.constI64({op.getCausal() ? -1 : -size},
+                                               true)})});
+  }
+  if (span.getSink() > 0)
+    keep = emit.node(
+        "Or", {keep, emit.node("Less", {kRow, emit.constI64({span.getSink()},
+                                                            true)})});
   std::string mask = emit.node(
       "Where", {keep, emit.constFloat(0.0, et),
                 emit.constFloat(-std::numeric_limits<double>::infinity(), et)});

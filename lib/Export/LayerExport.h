@@ -205,7 +205,9 @@ private:
   /// The layer's Casts between Softmax and P*V re-applied to `probs`.
   std::string applyPostCasts(std::string probs);
   LogicalResult emitBlocked();
-  LogicalResult emitWindowMask();
+  /// The fallback that computes every pair: the original Softmax on scores
+  /// plus the span's mask (bidirectional windows, spans with sinks).
+  LogicalResult emitDenseSpanMask();
   /// A layer imported from an opset-23 Attention node: the same node on
   /// blocks folded into the batch.
   LogicalResult emitBlockedAttentionNode(int index);

@@ -119,6 +119,9 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
       if (op.getSpan().getKind() != SpanKind::Block)
         return error() << "window spans of Attention nodes are not "
                           "supported yet";
+      if (op.getSpan().getSink() > 0)
+        return error() << "spans with sinks of Attention nodes are not "
+                          "supported yet";
       block = op.getSpan().getSize();
       if (failed(emitBlockedAttentionNode(i)))
         return failure();
@@ -138,7 +141,8 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   block = span.getSize();
   // Blocks, or a causal window as blocks of W that also see the previous
   // block.
-  if (span.getKind() == SpanKind::Block || op.getCausal()) {
+  if (span.getSink() == 0 &&
+      (span.getKind() == SpanKind::Block || op.getCausal())) {
     windowed = span.getKind() == SpanKind::Window;
     if (failed(emitBlocked()))
       return failure();
@@ -150,11 +154,12 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
     removed.push_back(layer.pv);
     anchor = layer.pv;
   } else {
-    op.emitWarning() << "layer " << op.getLayer().value_or(-1)
-                     << ": a bidirectional window span is exported as an "
-                        "added dense mask; onnxruntime still computes every "
-                        "pair";
-    if (failed(emitWindowMask()))
+    op.emitWarning() << "layer " << op.getLayer().value_or(-1) << ": "
+                     << (span.getSink() > 0 ? "a span with sinks"
+                                            : "a bidirectional window span")
+                     << " is exported as an added dense mask; onnxruntime "
+                        "still computes every pair";
+    if (failed(emitDenseSpanMask()))
       return failure();
     removed.push_back(layer.softmax);
     anchor = layer.softmax;

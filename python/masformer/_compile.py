@@ -11,7 +11,7 @@ from ._report import SpanReport
 from ._rewrite import _run_checks, _shapes, _spans_option, _warn
 
 def compile(src, dst, *, target="cpu", chip=None, precision="f32",
-            cpu="native", span=None, full_layers=None, policy=None,
+            cpu="native", span=None, sink=0, full_layers=None, policy=None,
             num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
@@ -22,7 +22,8 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     precision="bf16" then runs the products and attention on bf16
     operands with f32 accumulation. With `span` ("block:B" or "window:W") the MASFormer
     rewrite is applied first, choosing the full layers as masformer.rewrite
-    does (`full_layers`, or `policy` and `num_full`). Without
+    does (`full_layers`, or `policy` and `num_full`), with `sink` attention
+    sinks in the rewritten layers. Without
     `input_shapes` ({input name: [dims]}) dynamic dimensions stay dynamic
     and the library runs at every size. Returns the span report of the
     compiled model at `seq_len`; load the library with masformer.Session.
@@ -40,12 +41,12 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
                          f"{cpu!r}")
     if span is None:
         if full_layers is not None or policy is not None or \
-                num_full is not None:
-            raise ValueError("full_layers, policy and num_full choose the "
-                             "full layers of a rewrite: give span too")
+                num_full is not None or sink:
+            raise ValueError("sink, full_layers, policy and num_full shape the "
+                             "rewrite: give span too")
         spans = ""
     else:
-        spans = _spans_option(span, full_layers, policy, num_full)
+        spans = _spans_option(span, full_layers, policy, num_full, sink)
     if not isinstance(dst, (str, os.PathLike)) or not os.fspath(dst):
         raise ValueError(f"dst must be the path of the library to write, "
                          f"got {dst!r}")

@@ -18,6 +18,7 @@ class LayerCost:
     head_dim: int
     flops: float
     full_flops: float
+    sink: int = 0        # keys visible to every query; 0 for none
 
     @property
     def fraction_of_full(self) -> float:
@@ -25,8 +26,10 @@ class LayerCost:
 
     @property
     def span_text(self) -> str:
-        return self.span if self.span == "full" else \
-            f"{self.span} {self.span_size}"
+        if self.span == "full":
+            return self.span
+        text = f"{self.span} {self.span_size}"
+        return text + (f", sink {self.sink}" if self.sink else "")
 
 
 @dataclass(frozen=True)
@@ -69,14 +72,14 @@ class SpanReport:
     def __str__(self) -> str:
         lines = [f"masformer span report: {len(self.layers)} attention "
                  f"layers, seq-len {self.seq_len}, batch 1",
-                 f"{'layer':>5}  {'span':<14} {'causal':>6} {'heads':>6} "
+                 f"{'layer':>5}  {'span':<20} {'causal':>6} {'heads':>6} "
                  f"{'head_dim':>9} {'attn GFLOP':>14} {'of full':>9}"]
         for c in self.layers:
-            lines.append(f"{c.layer:>5}  {c.span_text:<14} "
+            lines.append(f"{c.layer:>5}  {c.span_text:<20} "
                          f"{'yes' if c.causal else 'no':>6} {c.heads:>6} "
                          f"{c.head_dim:>9} {c.flops / 1e9:>14.3f} "
                          f"{c.fraction_of_full:>9.3f}")
-        lines.append(f"{'total':>5}  {'':<14} {'':>6} {'':>6} {'':>9} "
+        lines.append(f"{'total':>5}  {'':<20} {'':>6} {'':>6} {'':>9} "
                      f"{self.total_flops / 1e9:>14.3f} "
                      f"{self.fraction_of_full:>9.3f}")
         lines.append(f"attention cost: {100 * self.fraction_of_full:.1f}% of "

@@ -12,7 +12,7 @@ Error = _masformer.Error
 _POLICIES = ("bottom", "top", "spread", "calibrated")
 
 
-def _spans_option(span, full_layers, policy, num_full):
+def _spans_option(span, full_layers, policy, num_full, sink=0):
     """The --masformer-rewrite-spans options for these arguments."""
     if not isinstance(span, str) or not re.fullmatch(
             r"(block|window):\d+", span):
@@ -21,6 +21,10 @@ def _spans_option(span, full_layers, policy, num_full):
     if int(span.split(":")[1]) <= 0:
         raise ValueError(f"span size must be positive, got {span!r}")
     parts = [f"span={span}"]
+    if not isinstance(sink, int) or isinstance(sink, bool) or sink < 0:
+        raise ValueError(f"sink must be an integer >= 0, got {sink!r}")
+    if sink:
+        parts.append(f"sink={sink}")
     if full_layers is not None:
         if policy is not None or num_full is not None:
             raise ValueError("full_layers names the full layers itself and "
@@ -80,11 +84,13 @@ def _run(src, dst, spans, seq_len, input_shapes):
     return report
 
 
-def rewrite(src, dst=None, *, span, full_layers=None, policy=None,
+def rewrite(src, dst=None, *, span, sink=0, full_layers=None, policy=None,
             num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
     """MASFormer-rewrites the ONNX model `src` into `dst`.
 
     span: "block:B" or "window:W", the span of the rewritten layers.
+    sink: attention sinks of the rewritten layers: their first `sink` keys
+    stay visible to every query (docs/spans.md).
     Which layers keep full attention: `full_layers` (indices), or `policy`
     ("bottom", the paper's placement and the default; "top"; "spread") with
     `num_full` layers (default ceil(layers / 6)).
@@ -93,7 +99,7 @@ def rewrite(src, dst=None, *, span, full_layers=None, policy=None,
     (the written model keeps its dynamic axes either way).
     dst=None: nothing is written, only the report is returned.
     """
-    spans = _spans_option(span, full_layers, policy, num_full)
+    spans = _spans_option(span, full_layers, policy, num_full, sink)
     if dst is not None and not os.fspath(dst).endswith(".onnx"):
         raise ValueError(f"dst must be a .onnx path, got {dst!r}")
     return _run(src, dst, spans, seq_len, input_shapes)

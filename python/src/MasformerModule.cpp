@@ -33,6 +33,7 @@ nb::dict toDict(const SpanReport &r) {
     d["layer"] = c.layer;
     d["span"] = c.span;
     d["span_size"] = c.spanSize;
+    d["sink"] = c.sink;
     d["causal"] = c.causal;
     d["heads"] = c.heads;
     d["head_dim"] = c.headDim;

@@ -134,3 +134,27 @@ def test_compiler_errors_raise_masformer_error(fixtures, tmp_path):
     with pytest.raises(masformer.Error, match="needs static shapes"):
         masformer.rewrite(fixtures / "llama.onnx", out, span="block:4")
     assert not out.exists()
+
+
+def test_sinks(fixtures, tmp_path):
+    """sink=K: the rewritten layers keep their first K keys visible; the
+    report counts the sink pairs (causal windows of 4 with 2 sinks at 16
+    tokens keep 1 + 2 + 3 + 4 + 5 + 11 * 6 = 81 of 136 pairs), and the sinks
+    change what the model computes."""
+    out = tmp_path / "sinks.onnx"
+    report = masformer.rewrite(fixtures / "gpt2.onnx", out, span="window:4",
+                               sink=2, full_layers=[0], seq_len=16)
+    assert [c.span_text for c in report.layers] == [
+        "full", "window 4, sink 2", "window 4, sink 2"]
+    assert [c.sink for c in report.layers] == [0, 2, 2]
+    assert report.layers[1].fraction_of_full == pytest.approx(81 / 136)
+    plain = tmp_path / "plain.onnx"
+    masformer.rewrite(fixtures / "gpt2.onnx", plain, span="window:4",
+                      full_layers=[0])
+    ids = np.random.default_rng(3).integers(0, 100, (1, 16), dtype=np.int64)
+    assert np.abs(run_ort(out, ids) - run_ort(plain, ids)).max() > 1e-3
+    with pytest.raises(ValueError, match="sink must be an integer >= 0"):
+        masformer.rewrite(fixtures / "gpt2.onnx", None, span="window:4",
+                          sink=-1)
+    with pytest.raises(ValueError, match="give span too"):
+        masformer.compile(fixtures / "gpt2.onnx", tmp_path / "x.so", sink=4)

@@ -10,22 +10,26 @@ import numpy as np
 
 def span_allowed(q_seq, kv_seq, span, causal):
     """Boolean [q_seq, kv_seq]: which (query, key) pairs the span and the
-    causal flag keep. `span` is ("full", 0), ("block", B) or ("window", W).
-    Queries align to the end of the keys: query i sits at i + kv_seq - q_seq.
+    causal flag keep. `span` is ("full", 0), ("block", B) or ("window", W),
+    optionally with a third element K, the sink count: key j is allowed iff
+    j < K or the span rule holds, and causality applies on top. Queries
+    align to the end of the keys: query i sits at i + kv_seq - q_seq.
     """
-    kind, size = span
+    kind, size = span[0], span[1]
+    sink = span[2] if len(span) > 2 else 0
     i = np.arange(q_seq)[:, None] + (kv_seq - q_seq)
     j = np.arange(kv_seq)[None, :]
-    allowed = np.ones((q_seq, kv_seq), dtype=bool)
-    if causal:
-        allowed &= j <= i
+    rule = np.ones((q_seq, kv_seq), dtype=bool)
     if kind == "block":
-        allowed &= (i // size) == (j // size)
+        rule = (i // size) == (j // size)
     elif kind == "window":
         d = i - j
-        allowed &= ((d >= 0) & (d < size)) if causal else (np.abs(d) < size)
+        rule = ((d >= 0) & (d < size)) if causal else (np.abs(d) < size)
     elif kind != "full":
         raise ValueError(f"unknown span kind {kind}")
+    allowed = rule | (j < sink)
+    if causal:
+        allowed &= j <= i
     return allowed
 
 

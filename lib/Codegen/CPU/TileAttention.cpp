@@ -255,7 +255,14 @@ private:
 
   Value packKeys();
   QueryTile beginQueryTile(scf::ForallOp forall);
-  std::pair<Value, Value> keyTileRange(const QueryTile &qt);
+  /// The bounds of a query tile's loop over key tiles; with sinks, the
+  /// number of sink tiles and the first tile of the span's run.
+  struct TileLoop {
+    Value lb, ub;
+    Value sinkTiles, spanFirst;
+  };
+  TileLoop keyTileRange(const QueryTile &qt);
+  Value tileIndex(Value step, const TileLoop &loop);
   void printTileCount(Value first, Value end);
   KeyTile beginKeyTile(const QueryTile &qt, Value index);
   Value sliceMask(const QueryTile &qt, Value k0, Value keys, AffineMap &map);
@@ -379,14 +386,35 @@ QueryTile AttentionTiler::beginQueryTile(scf::ForallOp forall) {
   return qt;
 }
 
-/// The key tiles [first, end) this query tile visits: the smallest run that
-/// covers the keys the span and the triangle allow it.
-std::pair<Value, Value> AttentionTiler::keyTileRange(const QueryTile &qt) {
-  auto [lo, hi] =
-      buildSpanKeyRange(ix, span, causal, qt.qPos0, qt.qPosLast, val(skvF));
+/// The loop over the key tiles this query tile visits: the smallest run
+/// that covers the keys the span and the triangle allow it and, with sinks,
+/// the tiles of the sink keys before it. Without sinks the loop runs
+/// [first, end) over the tile indices themselves; with them it runs
+/// [0, count) and tileIndex maps the first `sinkTiles` steps to the sink
+/// tiles and the rest to the span's run, in ascending order and without
+/// visiting a tile twice.
+AttentionTiler::TileLoop AttentionTiler::keyTileRange(const QueryTile &qt) {
+  auto [lo, hi] = buildSpanKeyRange(ix, span, causal, qt.qPos0, qt.qPosLast,
+                                    val(skvF));
   Value first = ix.fdiv(lo, ix.c(tileKV));
   Value end = ix.max(first, ix.cdiv(hi, ix.c(tileKV)));
-  return {first, end};
+  Value sinkEnd = buildSinkKeyEnd(ix, span, causal, qt.qPosLast, val(skvF));
+  if (!sinkEnd)
+    return {first, end, Value(), Value()};
+  Value sinkTiles = ix.cdiv(sinkEnd, ix.c(tileKV));
+  Value spanFirst = ix.max(first, sinkTiles);
+  Value spanEnd = ix.max(spanFirst, end);
+  return {ix.c(0), ix.add(sinkTiles, ix.sub(spanEnd, spanFirst)), sinkTiles,
+          spanFirst};
+}
+
+/// The key tile of loop step `step` (see keyTileRange).
+Value AttentionTiler::tileIndex(Value step, const TileLoop &loop) {
+  if (!loop.sinkTiles)
+    return step;
+  Value inSinks = ix.cmp(arith::CmpIPredicate::slt, step, loop.sinkTiles);
+  Value spanTile = ix.add(ix.sub(step, loop.sinkTiles), loop.spanFirst);
+  return arith::SelectOp::create(b, loc, inSinks, step, spanTile);
 }
 
 /// Testing only: prints the number of key tiles a query tile visits.
@@ -702,18 +730,18 @@ Value AttentionTiler::build() {
       ValueRange{out0}, std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
   QueryTile qt = beginQueryTile(forall);
-  auto [first, end] = keyTileRange(qt);
+  TileLoop tiles = keyTileRange(qt);
   if (printCounts)
-    printTileCount(first, end);
+    printTileCount(tiles.lb, tiles.ub);
 
   // The online softmax's state: row maxima, row sums, the accumulator.
   Value m0 = filledF32(b, loc, {qt.rows}, kNegInf);
   Value l0 = filledF32(b, loc, {qt.rows}, 0.0f);
   Value acc0 = filledF32(b, loc, {qt.rows, d}, 0.0f);
-  auto kLoop =
-      scf::ForOp::create(b, loc, first, end, ix.c(1), ValueRange{m0, l0, acc0});
+  auto kLoop = scf::ForOp::create(b, loc, tiles.lb, tiles.ub, ix.c(1),
+                                  ValueRange{m0, l0, acc0});
   b.setInsertionPointToStart(kLoop.getBody());
-  KeyTile kt = beginKeyTile(qt, kLoop.getInductionVar());
+  KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
   scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
 
   b.setInsertionPointAfter(kLoop);

@@ -55,3 +55,33 @@ func.func @dead(%q: tensor<1x2x8x16xf32>) {
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
   return
 }
+
+// -----
+
+// A window that covers the sequence is full whatever its sinks.
+// CHECK-LABEL: func @window_sink_covers_sequence
+// CHECK: span = #masformer.span<full>
+func.func @window_sink_covers_sequence(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 64, sink 4>, causal = true} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
+  return %0 : tensor<1x2x64x16xf32>
+}
+
+// -----
+
+// Sinks that cover every key keep every pair.
+// CHECK-LABEL: func @sinks_cover_sequence
+// CHECK: span = #masformer.span<full>
+func.func @sinks_cover_sequence(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 8, sink 64>} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
+  return %0 : tensor<1x2x64x16xf32>
+}
+
+// -----
+
+// A window shorter than the sequence keeps its sinks.
+// CHECK-LABEL: func @window_sink_kept
+// CHECK: span = #masformer.span<window 16, sink 4>
+func.func @window_sink_kept(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 16, sink 4>, causal = true} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
+  return %0 : tensor<1x2x64x16xf32>
+}

@@ -257,3 +257,28 @@ func.func @cross_attention_ok(%q: tensor<1x1x8x4xf32>, %k: tensor<1x1x4x4xf32>) 
   %0 = masformer.attention %q, %k, %k {span = #masformer.span<full>} : tensor<1x1x8x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32> -> tensor<1x1x8x4xf32>
   return %0 : tensor<1x1x8x4xf32>
 }
+
+// -----
+
+// Sinks add keys back to a span that removed them; a full span removed none.
+func.func @full_with_sink(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
+  // expected-error @+1 {{a full span keeps every key and takes no sinks, got sink 4}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full, sink 4>} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>
+  return %0 : tensor<1x1x8x4xf32>
+}
+
+// -----
+
+func.func @negative_sink(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
+  // expected-error @+1 {{the sink count must be non-negative, got -1}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 4, sink -1>} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>
+  return %0 : tensor<1x1x8x4xf32>
+}
+
+// -----
+
+func.func @sink_without_count(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
+  // expected-error @+1 {{expected the number of sink keys, a non-negative integer}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 4, sink>} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>
+  return %0 : tensor<1x1x8x4xf32>
+}

@@ -44,3 +44,15 @@ func.func @rank2_mask(%q: tensor<1x2x16x8xf32>, %m: tensor<16x16xf16>) -> tensor
   %0 = masformer.attention %q, %q, %q mask(%m : tensor<16x16xf16>) {span = #masformer.span<block 4>} : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32> -> tensor<1x2x16x8xf32>
   return %0 : tensor<1x2x16x8xf32>
 }
+
+// Sinks: the first keys stay visible to every query; `sink 0` is no sinks.
+// CHECK-LABEL: func @window_sink
+// CHECK: span = #masformer.span<window 512, sink 64>
+// CHECK: span = #masformer.span<block 128, sink 4>
+// CHECK: span = #masformer.span<window 16>}
+func.func @window_sink(%q: tensor<1x4x16x32xf32>) -> (tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>) {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 512, sink 64>, causal = true} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
+  %1 = masformer.attention %q, %q, %q {span = #masformer.span<block 128, sink 4>} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
+  %2 = masformer.attention %q, %q, %q {span = #masformer.span<window 16, sink 0>} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
+  return %0, %1, %2 : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>
+}

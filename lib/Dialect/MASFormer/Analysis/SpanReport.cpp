@@ -35,6 +35,7 @@ FailureOr<SpanReport> mlir::masformer::computeSpanReport(ModuleOp module,
     SpanAttr span = op.getSpan();
     c.span = stringifySpanKind(span.getKind()).str();
     c.spanSize = span.getSize();
+    c.sink = span.getSink();
     c.causal = op.getCausal();
     c.heads = heads;
     c.headDim = dim;
@@ -53,19 +54,18 @@ void mlir::masformer::printSpanReport(const SpanReport &r,
                                       llvm::raw_ostream &os) {
   os << "masformer span report: " << r.layers.size()
      << " attention layers, seq-len " << r.seqLen << ", batch 1\n";
-  os << llvm::format("%5s  %-14s %6s %6s %9s %14s %9s\n", "layer", "span",
+  os << llvm::format("%5s  %-20s %6s %6s %9s %14s %9s\n", "layer", "span",
                      "causal", "heads", "head_dim", "attn GFLOP", "of full");
   for (const LayerCost &c : r.layers) {
     double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
-    std::string span =
-        c.span == "full" ? c.span : c.span + " " + std::to_string(c.spanSize);
-    os << llvm::format("%5lld  %-14s %6s %6lld %9lld %14.3f %9.3f\n",
+    std::string span = c.spanText();
+    os << llvm::format("%5lld  %-20s %6s %6lld %9lld %14.3f %9.3f\n",
                        (long long)c.layer, span.c_str(),
                        c.causal ? "yes" : "no", (long long)c.heads,
                        (long long)c.headDim, c.flops / 1e9, frac);
   }
   double frac = r.fractionOfFull();
-  os << llvm::format("%5s  %-14s %6s %6s %9s %14.3f %9.3f\n", "total", "", "",
+  os << llvm::format("%5s  %-20s %6s %6s %9s %14.3f %9.3f\n", "total", "", "",
                      "", "", r.totalFlops / 1e9, frac);
   os << llvm::format("attention cost: %.1f%% of full attention "
                      "(%.1f%% saved)\n",

@@ -26,9 +26,10 @@ void MASFormerDialect::registerAttributes() {
       >();
 }
 
-// `<full>`, `<block N>`, `<window N>`: the size follows the kind, and only
-// block and window spans have one. Range checks are left to verify() so that
-// programmatic construction gets the same messages.
+// `<full>`, `<block N>`, `<window N>`, `<window N, sink K>`: the size
+// follows the kind, and only block and window spans have one (and sinks).
+// Range checks are left to verify() so that programmatic construction gets
+// the same messages.
 Attribute SpanAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
@@ -58,25 +59,53 @@ Attribute SpanAttr::parse(AsmParser &parser, Type) {
     }
     size = value.getSExtValue();
   }
+  int64_t sink = 0;
+  if (succeeded(parser.parseOptionalComma())) {
+    SMLoc sinkLoc = parser.getCurrentLocation();
+    APInt value;
+    if (parser.parseKeyword("sink"))
+      return {};
+    OptionalParseResult parsed = parser.parseOptionalInteger(value);
+    if (!parsed.has_value()) {
+      parser.emitError(parser.getCurrentLocation())
+          << "expected the number of sink keys, a non-negative integer";
+      return {};
+    }
+    if (failed(*parsed))
+      return {};
+    if (value.getSignificantBits() > 64) {
+      parser.emitError(sinkLoc) << "sink count is too large";
+      return {};
+    }
+    sink = value.getSExtValue();
+  }
   if (parser.parseGreater())
     return {};
-  return SpanAttr::getChecked(
-      [&] { return parser.emitError(loc); }, parser.getContext(), *kind,
-      size);
+  return SpanAttr::getChecked([&] { return parser.emitError(loc); },
+                              parser.getContext(), *kind, size, sink);
 }
 
 void SpanAttr::print(AsmPrinter &printer) const {
   printer << '<' << stringifySpanKind(getKind());
   if (!isFull())
     printer << ' ' << getSize();
+  if (getSink() > 0)
+    printer << ", sink " << getSink();
   printer << '>';
 }
 
 LogicalResult SpanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               SpanKind kind, int64_t size) {
+                               SpanKind kind, int64_t size, int64_t sink) {
+  if (sink < 0)
+    return emitError() << "the sink count must be non-negative, got " << sink;
   if (kind == SpanKind::Full) {
     if (size != 0)
       return emitError() << "a full span takes no size, got " << size;
+    // Sinks only add keys back to a span that removed them.
+    if (sink != 0)
+      return emitError() << "a full span keeps every key and takes no sinks, "
+                            "got sink "
+                         << sink;
     return success();
   }
   // A block or window of zero (or fewer) keys would leave every query with
@@ -97,8 +126,24 @@ static int64_t floorDiv(int64_t a, int64_t b) {
 
 bool SpanAttr::coversSequence(int64_t kvSeq) const {
   // Positions lie in [0, kvSeq): a block of at least kvSeq holds them all,
-  // and |i - j| <= kvSeq - 1 < W for a window of at least kvSeq.
-  return isFull() || getSize() >= kvSeq;
+  // |i - j| <= kvSeq - 1 < W for a window of at least kvSeq, and sinks of
+  // at least kvSeq are every key.
+  return isFull() || getSize() >= kvSeq || getSink() >= kvSeq;
+}
+
+bool SpanAttr::allows(int64_t pos, int64_t j, bool causal) const {
+  if (j < getSink())
+    return true;
+  switch (getKind()) {
+  case SpanKind::Full:
+    return true;
+  case SpanKind::Block:
+    return floorDiv(pos, getSize()) == floorDiv(j, getSize());
+  case SpanKind::Window:
+    return causal ? pos - j >= 0 && pos - j < getSize()
+                  : pos - j < getSize() && j - pos < getSize();
+  }
+  return true;
 }
 
 int64_t SpanAttr::countPairs(int64_t q, int64_t kv, bool causal) const {
@@ -126,7 +171,14 @@ int64_t SpanAttr::countPairs(int64_t q, int64_t kv, bool causal) const {
         hi = std::min(hi, pos + size - 1);
       break;
     }
-    total += std::max<int64_t>(0, hi - lo + 1);
+    // The sinks [0, sinkHi] join the span's interval; count their union.
+    int64_t sinkHi = std::min(getSink() - 1, causal ? pos : kv - 1);
+    sinkHi = std::min(sinkHi, kv - 1);
+    int64_t span = std::max<int64_t>(0, hi - lo + 1);
+    int64_t sinks = std::max<int64_t>(0, sinkHi + 1);
+    int64_t both =
+        span > 0 ? std::max<int64_t>(0, std::min(hi, sinkHi) - lo + 1) : 0;
+    total += span + sinks - both;
   }
   return total;
 }
@@ -134,5 +186,8 @@ int64_t SpanAttr::countPairs(int64_t q, int64_t kv, bool causal) const {
 std::string SpanAttr::str() const {
   if (isFull())
     return "full";
-  return (stringifySpanKind(getKind()) + " " + Twine(getSize())).str();
+  std::string s = (stringifySpanKind(getKind()) + " " + Twine(getSize())).str();
+  if (getSink() > 0)
+    s += ", sink " + std::to_string(getSink());
+  return s;
 }

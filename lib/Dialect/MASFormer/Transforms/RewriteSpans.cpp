@@ -75,6 +75,11 @@ struct RewriteSpansPass final
     FailureOr<SpanAttr> newSpan = parseSpanOption(ctx, span, loc);
     if (failed(newSpan))
       return failure();
+    if (sink < 0)
+      return emitError(loc) << "--masformer-rewrite-spans: sink must be "
+                               "non-negative, got "
+                            << static_cast<int64_t>(sink);
+    newSpan = SpanAttr::get(ctx, newSpan->getKind(), newSpan->getSize(), sink);
     if (!policy.empty() && policy != "bottom" && policy != "top" &&
         policy != "spread" && policy != "calibrated")
       return emitError(loc) << "--masformer-rewrite-spans: unknown policy '"

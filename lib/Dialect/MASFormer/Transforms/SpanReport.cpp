@@ -47,6 +47,7 @@ struct SpanReportPass final
       rows.push_back(llvm::json::Object{{"layer", c.layer},
                                         {"span", c.span},
                                         {"span_size", c.spanSize},
+                                        {"sink", c.sink},
                                         {"causal", c.causal},
                                         {"heads", c.heads},
                                         {"head_dim", c.headDim},

@@ -8,13 +8,17 @@ using namespace mlir::masformer;
 Value mlir::masformer::buildSpanAllowed(OpBuilder &b, Location loc,
                                         SpanAttr span, bool causal, Value qPos,
                                         Value j) {
-  Value allowed;
-  auto andWith = [&](Value cond) {
-    allowed = allowed ? arith::AndIOp::create(b, loc, allowed, cond).getResult()
-                      : cond;
+  // Without sinks the span's conditions join the causal one in a single
+  // chain; with sinks they form their own term, `j < sink` or'ed in.
+  bool sinks = span.getSink() > 0;
+  Value allowed, rule;
+  auto andInto = [&](Value &acc, Value cond) {
+    acc = acc ? arith::AndIOp::create(b, loc, acc, cond).getResult() : cond;
   };
+  auto andWith = [&](Value cond) { andInto(sinks ? rule : allowed, cond); };
   if (causal)
-    andWith(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, qPos));
+    andInto(allowed,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, qPos));
   switch (span.getKind()) {
   case SpanKind::Full:
     break;
@@ -43,7 +47,23 @@ Value mlir::masformer::buildSpanAllowed(OpBuilder &b, Location loc,
     break;
   }
   }
+  if (rule) {
+    Value sink = arith::ConstantIndexOp::create(b, loc, span.getSink());
+    Value isSink =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, sink);
+    andInto(allowed, arith::OrIOp::create(b, loc, isSink, rule));
+  }
   return allowed;
+}
+
+Value mlir::masformer::buildSinkKeyEnd(Idx &ix, SpanAttr span, bool causal,
+                                       Value qPosLast, Value skv) {
+  if (span.getSink() <= 0)
+    return {};
+  Value end = ix.min(ix.c(span.getSink()), skv);
+  if (causal)
+    end = ix.min(end, ix.add(qPosLast, ix.c(1)));
+  return end;
 }
 
 std::pair<Value, Value>
@@ -70,12 +90,16 @@ Value mlir::masformer::buildSpanTileInterior(Idx &ix, SpanAttr span,
                                              Value qPosLast, Value k0,
                                              Value kLast) {
   using P = arith::CmpIPredicate;
-  Value interior;
-  auto andWith = [&](Value c) {
-    interior = interior ? ix.andI(interior, c) : c;
+  // As in buildSpanAllowed: with sinks, the span's conditions form a term
+  // of their own, or'ed with "every key of the tile is a sink".
+  bool sinks = span.getSink() > 0;
+  Value interior, rule;
+  auto andInto = [&](Value &acc, Value c) {
+    acc = acc ? ix.andI(acc, c) : c;
   };
+  auto andWith = [&](Value c) { andInto(sinks ? rule : interior, c); };
   if (causal)
-    andWith(ix.cmp(P::sle, kLast, qPos0));
+    andInto(interior, ix.cmp(P::sle, kLast, qPos0));
   if (span.getKind() == SpanKind::Block) {
     Value bs = ix.c(span.getSize());
     Value blk = ix.fdiv(qPos0, bs);
@@ -89,6 +113,10 @@ Value mlir::masformer::buildSpanTileInterior(Idx &ix, SpanAttr span,
       andWith(ix.cmp(P::sge, ix.sub(qPos0, kLast), ix.c(0)));
     else
       andWith(ix.cmp(P::slt, ix.sub(kLast, qPos0), w));
+  }
+  if (rule) {
+    Value allSinks = ix.cmp(P::slt, kLast, ix.c(span.getSink()));
+    andInto(interior, arith::OrIOp::create(ix.b, ix.loc, allSinks, rule));
   }
   return interior;
 }

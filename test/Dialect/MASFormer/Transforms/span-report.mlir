@@ -6,9 +6,9 @@
 // 4 compute 4 * (4*5/2) = 40 (0.294 of full); 4 heads * head_dim 8 * 4 FLOP
 // per pair. Total: (136 + 6*40) / (7*136) = 0.395.
 // CHECK: masformer span report: 7 attention layers, seq-len 16, batch 1
-// CHECK: layer  span           causal  heads  head_dim     attn GFLOP   of full
-// CHECK-NEXT: 0  full              yes      4         8          0.000     1.000
-// CHECK-NEXT: 1  block 4           yes      4         8          0.000     0.294
+// CHECK: layer  span                 causal  heads  head_dim     attn GFLOP   of full
+// CHECK-NEXT: 0  full                    yes      4         8          0.000     1.000
+// CHECK-NEXT: 1  block 4                 yes      4         8          0.000     0.294
 // CHECK: total {{.*}} 0.395
 // CHECK-NEXT: attention cost: 39.5% of full attention (60.5% saved)
 
@@ -21,6 +21,7 @@
 // JSON-NEXT: "head_dim": 8,
 // JSON-NEXT: "heads": 4,
 // JSON-NEXT: "layer": 0,
+// JSON-NEXT: "sink": 0,
 // JSON-NEXT: "span": "full",
 // JSON-NEXT: "span_size": 0
 // JSON: "flops": 5120,
@@ -29,6 +30,17 @@
 // JSON: "seq_len": 16
 
 // NOLEN: error: --masformer-span-report needs seq-len=N with N > 0
+
+// Windows of 4 with 2 sinks, 16 causal tokens: query p sees [p-3, p] and the
+// sinks {0, 1} before it: 1 + 2 + 3 + 4 + 5 + 11 * 6 = 81 pairs of 136.
+// RUN: masformer-opt %s --masformer-rewrite-spans="span=window:4 sink=2 full-layers=0" --masformer-span-report="seq-len=16 json=%t.sink.json" -o /dev/null | FileCheck %s --check-prefix=SINK
+// RUN: FileCheck %s --check-prefix=SINKJSON < %t.sink.json
+// SINK: 1  window 4, sink 2        yes      4         8          0.000     0.596
+// SINKJSON: "layer": 1,
+// SINKJSON-NEXT: "sink": 2,
+// SINKJSON-NEXT: "span": "window",
+// RUN: not masformer-opt %s --masformer-rewrite-spans="span=window:4 sink=-1" 2>&1 | FileCheck %s --check-prefix=BADSINK
+// BADSINK: error: --masformer-rewrite-spans: sink must be non-negative, got -1
 
 // Seven attention layers of 8 tokens (4 heads, head_dim 8), causal.
 func.func @seven(%q: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {

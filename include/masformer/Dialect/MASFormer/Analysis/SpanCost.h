@@ -22,9 +22,21 @@ struct LayerCost {
   /// "full", "block" or "window", and the block or window size (0 for full).
   std::string span;
   int64_t spanSize = 0;
+  /// Sink keys visible to every query (0: none).
+  int64_t sink = 0;
   bool causal = false;
   int64_t heads = 0, headDim = 0;
   double flops = 0, fullFlops = 0;
+
+  /// "full", "block 64", "window 512, sink 4": as the dialect prints it.
+  std::string spanText() const {
+    if (span == "full")
+      return span;
+    std::string s = span + " " + std::to_string(spanSize);
+    if (sink > 0)
+      s += ", sink " + std::to_string(sink);
+    return s;
+  }
 };
 
 struct SpanReport {

@@ -70,7 +70,10 @@ def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
     - `policy=bottom|top|spread` with `num-full=L`: the first L layers (the
       paper's placement), the last L, or L spread evenly;
     - default: `policy=bottom` with `num-full = ceil(layers / 6)`.
-    The others get `span=block:B` or `span=window:W`.
+    The others get `span=block:B` or `span=window:W`, with `sink=K` the
+    first K keys visible to every query besides (attention sinks: windows
+    without them lose much more quality on pretrained models; see
+    docs/spans.md).
 
     Errors (each one diagnostic, and the pass fails): no span or a span size
     of 0 or less, a layer index out of range, `num-full` larger than the
@@ -88,6 +91,9 @@ def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
   let options = [
     Option<"span", "span", "std::string", /*default=*/"\"\"",
            "Span of the rewritten layers: block:B or window:W">,
+    Option<"sink", "sink", "int64_t", /*default=*/"0",
+           "Attention sinks of the rewritten layers: their first K keys "
+           "stay visible to every query (0: none)">,
     ListOption<"fullLayers", "full-layers", "int64_t",
                "Layers that keep full attention (excludes policy/num-full)">,
     Option<"policy", "policy", "std::string", /*default=*/"\"\"",

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""An independent reference for rewritten models: the ORIGINAL model in
+onnxruntime, with the span's mask (numpy, from the span definition in
+docs/spans.md: masformer_ref.span_allowed) added to the scores of each
+rewritten layer right before its Softmax. Nothing of the compiler's export
+or decomposition is used.
+
+    span_reference.py ORIGINAL --span window:4 --sink 2 --causal \\
+        --rewritten 1,2 --input-shape input_ids=2x16 ... -o ref.onnx
+        [--check EXPORTED.onnx]
+
+Layer i is the i-th Softmax of the graph (the fixtures' attention layers,
+in graph order, as --masformer-raise-attention numbers them); --layers
+asserts how many there are. With --check, EXPORTED runs in onnxruntime on
+the same inputs and must match the reference within 1e-4 + 1e-4 * |ref|.
+"""
+
+import argparse
+import sys
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+import masformer_ref as ref
+from ort_inputs import mismatch, reference
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("original")
+    ap.add_argument("--span", required=True, help="block:B or window:W")
+    ap.add_argument("--sink", type=int, default=0)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--rewritten", required=True,
+                    help="comma-separated layer indices")
+    ap.add_argument("--layers", type=int, required=True,
+                    help="how many attention layers the model has")
+    ap.add_argument("--input-shape", action="append", default=[])
+    ap.add_argument("--seq", type=int, required=True,
+                    help="the sequence length of the inputs")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--check")
+    a = ap.parse_args()
+
+    kind, size = a.span.split(":")
+    span = (kind, int(size), a.sink)
+    allowed = ref.span_allowed(a.seq, a.seq, span, a.causal)
+    model = onnx.load(a.original)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    elem = {v.name: v.type.tensor_type.elem_type
+            for v in list(inferred.graph.value_info)
+            + list(inferred.graph.input) + list(inferred.graph.output)}
+    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
+    if len(softmaxes) != a.layers:
+        sys.exit(f"span_reference: {len(softmaxes)} Softmax nodes, expected "
+                 f"{a.layers} attention layers")
+    for layer in (int(x) for x in a.rewritten.split(",")):
+        node = softmaxes[layer]
+        et = elem.get(node.input[0], onnx.TensorProto.FLOAT)
+        dtype = helper.tensor_dtype_to_np_dtype(et)
+        mask = np.where(allowed, 0.0, -np.inf).astype(dtype)
+        name = f"span_reference_mask_{layer}"
+        model.graph.initializer.append(numpy_helper.from_array(mask, name))
+        masked = f"span_reference_scores_{layer}"
+        add = helper.make_node("Add", [node.input[0], name], [masked],
+                               name=f"span_reference_add_{layer}")
+        model.graph.node.insert(list(model.graph.node).index(node), add)
+        node.input[0] = masked
+    onnx.save(model, a.output)
+    print(f"reference: layers {a.rewritten} masked with {span}, "
+          f"{allowed.sum()} of {allowed.size} pairs kept")
+
+    # The rewrite must change the result at this length, or a test that
+    # compares with the reference could not catch an ignored span.
+    _, _, want = reference(a.output, a.input_shape)
+    _, _, orig = reference(a.original, a.input_shape)
+    change = max(float(np.abs(w.astype(np.float64) - o).max())
+                 for w, o in zip(want, orig))
+    if change < 1e-3:
+        sys.exit(f"span_reference: the span changes the outputs by only "
+                 f"{change:.2g}; choose a span that cuts the sequence")
+    if a.check:
+        sess, feeds, got = reference(a.check, a.input_shape)
+        for out, g, w in zip(sess.get_outputs(), got, want):
+            msg = mismatch(out.name, g, w, 1e-4, 1e-4, what="export")
+            if msg:
+                sys.exit(msg)
+        print(f"OK: {a.check} matches the reference in onnxruntime")
+
+
+if __name__ == "__main__":
+    main()
