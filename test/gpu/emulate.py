@@ -697,15 +697,20 @@ def reference(q, k, v, span, causal, mask=None):
         q.shape[3])
     i = np.arange(sq)[:, None] + (skv - sq)
     j = np.arange(skv)[None, :]
-    ok = np.ones((sq, skv), bool)
-    if causal:
-        ok &= j <= i
-    kind, _, size = span.partition(' ')
+    # "kind size[, sink K]": key j is allowed iff j < K or the span's rule
+    # holds; causality on top (docs/spans.md).
+    rule_text, _, sink_text = span.partition(',')
+    sink = int(sink_text.split()[1]) if sink_text.strip() else 0
+    rule = np.ones((sq, skv), bool)
+    kind, _, size = rule_text.strip().partition(' ')
     if kind == 'block':
-        ok &= (i // int(size)) == (j // int(size))
+        rule = (i // int(size)) == (j // int(size))
     elif kind == 'window':
         w = int(size)
-        ok &= (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
+        rule = (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
+    ok = rule | (j < sink)
+    if causal:
+        ok &= j <= i
     if mask is not None:
         s = s + mask.astype(np.float64)
     s = np.where(ok, s, -np.inf)

@@ -32,6 +32,9 @@ NUMERICS = [
     ('bf16', 64, 'block 128', True, 'b11k'), ('f16', 128, 'full', False,
                                               'bhqk'),
     ('f32', 64, 'window 96', True, 'qk'),
+    # Attention sinks.
+    ('bf16', 64, 'window 96, sink 8', True), ('f16', 128, 'block 128, sink 4',
+                                              True),
 ]
 
 TIMING = [('bf16', d, span, True)
@@ -40,7 +43,8 @@ TIMING = [('bf16', d, span, True)
 
 
 def name(dtype, d, span, causal, mask=None):
-    return '%s_d%d_%s_%s%s' % (dtype, d, span.replace(' ', ''),
+    return '%s_d%d_%s_%s%s' % (dtype, d,
+                               span.replace(', ', '_').replace(' ', ''),
                                'causal' if causal else 'bidir',
                                '_mask' + mask if mask else '')
 

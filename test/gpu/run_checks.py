@@ -33,20 +33,24 @@ TOLERANCE = {'bf16': 2e-2, 'f16': 4e-3, 'f32': 1e-4}
 
 
 def allowed(span, causal, sq, skv, device):
-    """The (query, key) pairs the span and the triangle allow."""
+    """The (query, key) pairs the span (with its sinks: "window 96, sink 8")
+    and the triangle allow."""
     i = torch.arange(sq, device=device)[:, None] + (skv - sq)
     j = torch.arange(skv, device=device)[None, :]
-    ok = torch.ones(sq, skv, dtype=torch.bool, device=device)
-    if causal:
-        ok &= j <= i
-    kind, _, size = span.partition(' ')
+    rule = torch.ones(sq, skv, dtype=torch.bool, device=device)
+    rule_text, _, sink_text = span.partition(',')
+    sink = int(sink_text.split()[1]) if sink_text.strip() else 0
+    kind, _, size = rule_text.strip().partition(' ')
     if kind == 'block':
         b = int(size)
-        ok &= torch.div(i, b, rounding_mode='floor') == torch.div(
+        rule = torch.div(i, b, rounding_mode='floor') == torch.div(
             j, b, rounding_mode='floor')
     elif kind == 'window':
         w = int(size)
-        ok &= (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
+        rule = (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
+    ok = rule | (j < sink)
+    if causal:
+        ok &= j <= i
     return ok
 
 

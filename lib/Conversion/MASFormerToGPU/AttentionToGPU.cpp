@@ -104,6 +104,8 @@ struct KernelConfig {
       os << "window" << span.getSize();
       break;
     }
+    if (span.getSink() > 0)
+      os << "_sink" << span.getSink();
     if (causal)
       os << "_causal";
     if (maskTy)
@@ -183,8 +185,11 @@ private:
   /// launch one block that does nothing).
   Value buildCoordinates();
   /// The range [ktLo, ktHi) of key tiles that meet the span and the causal
-  /// triangle for this block's queries: the CPU tiling's bounds.
+  /// triangle for this block's queries: the CPU tiling's bounds (with
+  /// sinks, steps that tileOf maps to tiles).
   void buildKeyTileRange();
+  /// The key tile of loop step `step`.
+  Value tileOf(Value step);
   /// Q's fragments, once, from global memory.
   void loadQueryFragments();
 
@@ -243,7 +248,11 @@ private:
   /// queries among the keys.
   Value q0, qPos0, qPosLast;
   /// The key tiles the block visits.
+  /// The key loop's steps [ktLo, ktHi): key tiles themselves without sinks;
+  /// with sinks, the first `sinkTiles` steps are the sink tiles and the rest
+  /// the span's run from `spanFirst` (tileOf).
   Value ktLo, ktHi;
+  Value sinkTiles, spanFirst;
   SmallVector<SmallVector<Value>> qFrag;              // f16/bf16
   SmallVector<SmallVector<Value>> qFrag32; // f32, split per use
   Value scaleLog2;
@@ -507,6 +516,25 @@ void KernelBuilder::buildKeyTileRange() {
       buildSpanKeyRange(ix, cfg.span, cfg.causal, qPos0, qPosLast, skv);
   ktLo = ix.fdiv(lo, ix.c(kTileKV));
   ktHi = ix.max(ktLo, ix.cdiv(hiK, ix.c(kTileKV)));
+  // With sinks, the tiles of the sink keys this block's queries may see
+  // come first, then the span's run without the tiles already visited: each
+  // tile once, in ascending order (as on the CPU).
+  Value sinkEnd = buildSinkKeyEnd(ix, cfg.span, cfg.causal, qPosLast, skv);
+  if (!sinkEnd)
+    return;
+  sinkTiles = ix.cdiv(sinkEnd, ix.c(kTileKV));
+  spanFirst = ix.max(ktLo, sinkTiles);
+  Value spanEnd = ix.max(spanFirst, ktHi);
+  ktLo = ix.c(0);
+  ktHi = ix.add(sinkTiles, ix.sub(spanEnd, spanFirst));
+}
+
+Value KernelBuilder::tileOf(Value step) {
+  if (!sinkTiles)
+    return step;
+  Value inSinks = ix.cmp(arith::CmpIPredicate::slt, step, sinkTiles);
+  return arith::SelectOp::create(
+      b, loc, inSinks, step, ix.add(ix.sub(step, sinkTiles), spanFirst));
 }
 
 void KernelBuilder::loadQueryFragments() {
@@ -557,15 +585,16 @@ Value KernelBuilder::isInteriorTile(Value kt) {
 void KernelBuilder::buildKeyLoopBody(scf::ForOp loop) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value kt = loop.getInductionVar();
-  Value buf = arith::RemUIOp::create(b, loc, ix.sub(kt, ktLo), ix.c(2));
+  Value stepIv = loop.getInductionVar();
+  Value kt = tileOf(stepIv);
+  Value buf = arith::RemUIOp::create(b, loc, ix.sub(stepIv, ktLo), ix.c(2));
   // This tile has landed, and every warp is done with the other buffer.
   NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
   gpu::BarrierOp::create(b, loc);
-  Value nextKt = ix.add(kt, ix.c(1));
-  scf::IfOp::create(b, loc, ix.cmp(arith::CmpIPredicate::slt, nextKt, ktHi),
+  Value nextStep = ix.add(stepIv, ix.c(1));
+  scf::IfOp::create(b, loc, ix.cmp(arith::CmpIPredicate::slt, nextStep, ktHi),
                     [&](OpBuilder &, Location) {
-                      loadTile(nextKt, ix.sub(ix.c(1), buf));
+                      loadTile(tileOf(nextStep), ix.sub(ix.c(1), buf));
                       scf::YieldOp::create(b, loc);
                     });
 
@@ -589,7 +618,7 @@ ValueRange KernelBuilder::buildKeyLoop() {
   // The first tile in flight before the loop.
   Value any = ix.cmp(arith::CmpIPredicate::slt, ktLo, ktHi);
   scf::IfOp::create(b, loc, any, [&](OpBuilder &, Location) {
-    loadTile(ktLo, ix.c(0));
+    loadTile(tileOf(ktLo), ix.c(0));
     scf::YieldOp::create(b, loc);
   });
 
