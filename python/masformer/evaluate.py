@@ -6,9 +6,11 @@ on a pretrained model, without retraining.
     python -m masformer.evaluate encoder --model minilm.onnx \\
         --paragraphs minilm-paragraphs.npz --out results/
 
-For every combination of block size, policy (bottom, top, spread,
-calibrated) and number of full layers, the model is rewritten with
-masformer.rewrite and run in onnxruntime next to the original:
+For every combination of span (--spans: "block:512", "window:512", or with
+attention sinks "window:512+64": the first 64 keys stay visible), policy
+(bottom, top, spread, calibrated) and number of full layers, the model is
+rewritten with masformer.rewrite and run in onnxruntime next to the
+original:
 
 - lm: a causal language model (inputs input_ids, attention_mask; output
   logits) on token windows of real text, one row per sequence length:
@@ -72,16 +74,34 @@ def _lm_loss(path, windows, threads):
     return float(np.mean([_nll(sess, w) for w in windows]))
 
 
-def _calibrate(model, tmp, span, layers, window, base_loss, threads, log):
+def _calibrate(model, tmp, spec, layers, window, base_loss, threads, log):
     """Loss increase when only layer l gets the span, for every layer."""
+    span, sink = _parse_span(spec)
     sens = []
     for l in range(layers):
         full = [k for k in range(layers) if k != l]
-        rewrite(model, tmp, span=span, full_layers=full, seq_len=len(window),
+        rewrite(model, tmp, span=span, sink=sink, full_layers=full,
+                seq_len=len(window),
                 input_shapes=_shapes(min(len(window), IMPORT_LEN)))
         sens.append(_lm_loss(tmp, [window], threads) - base_loss)
-        log(f"  calibration {span}: layer {l} +{sens[-1]:.4f} nats")
+        log(f"  calibration {spec}: layer {l} +{sens[-1]:.4f} nats")
     return sens
+
+
+def _parse_span(spec):
+    """"window:512+64" -> ("window:512", 64); "block:256" -> (.., 0)."""
+    span, _, sink = spec.partition("+")
+    kind, _, size = span.partition(":")
+    if kind not in ("block", "window") or not size.isdigit() or \
+            (sink and not sink.isdigit()):
+        raise ValueError(f"span {spec!r}: expected block:B, window:W, or "
+                         f"either with +K sinks")
+    return span, int(sink or 0)
+
+
+def _span_text(span, sink):
+    kind, size = span.split(":")
+    return f"{kind} {size}" + (f", sink {sink}" if sink else "")
 
 
 def _full_layers(policy, num_full, layers, sensitivity):
@@ -101,12 +121,13 @@ def evaluate_lm(a, log):
     # Calibration on the text's last tokens; evaluation windows from the
     # start, apart from it.
     calib = tokens[-a.calib_len:]
+    specs = a.spans + [f"block:{b}" for b in a.blocks]
     sensitivity = {}
     if "calibrated" in a.policies:
         base = _lm_loss(a.model, [calib], a.threads)
-        for b in a.blocks:
-            sensitivity[b] = _calibrate(a.model, tmp, f"block:{b}", layers,
-                                        calib, base, a.threads, log)
+        for spec in specs:
+            sensitivity[spec] = _calibrate(a.model, tmp, spec, layers, calib,
+                                           base, a.threads, log)
     for seq in a.seq_lens:
         windows = [tokens[a.offset + i * seq:a.offset + (i + 1) * seq]
                    for i in range(a.windows)]
@@ -115,28 +136,33 @@ def evaluate_lm(a, log):
                      f"{a.windows} windows of {seq} and the calibration")
         t0 = time.time()
         base = _lm_loss(a.model, windows, a.threads)
-        rows.append(dict(seq_len=seq, block=0, policy="original",
-                         num_full=layers, full_layers=list(range(layers)),
-                         cost=1.0, loss=base, ppl=float(np.exp(base)),
-                         ppl_ratio=1.0))
+        rows.append(dict(seq_len=seq, span="full", sink=0, block=0,
+                         policy="original", num_full=layers,
+                         full_layers=list(range(layers)), cost=1.0, loss=base,
+                         ppl=float(np.exp(base)), ppl_ratio=1.0))
         log(f"seq {seq}: original perplexity {np.exp(base):.3f} "
             f"({time.time() - t0:.0f} s)")
-        for b, policy, nf in itertools.product(a.blocks, a.policies,
-                                               a.num_full):
-            if b >= seq:
+        for spec, policy, nf in itertools.product(specs, a.policies,
+                                                  a.num_full):
+            span, sink = _parse_span(spec)
+            if int(span.split(":")[1]) >= seq:
                 continue
-            full = _full_layers(policy, nf, layers, sensitivity.get(b))
+            full = _full_layers(policy, nf, layers, sensitivity.get(spec))
             kw = dict(full_layers=full) if full is not None else \
                 dict(policy=policy, num_full=nf)
-            rep = rewrite(a.model, tmp, span=f"block:{b}", seq_len=seq,
+            rep = rewrite(a.model, tmp, span=span, sink=sink, seq_len=seq,
                           input_shapes=_shapes(min(seq, IMPORT_LEN)), **kw)
             loss = _lm_loss(tmp, windows, a.threads)
-            rows.append(dict(seq_len=seq, block=b, policy=policy,
-                             num_full=nf, full_layers=rep.full_layers,
+            text = _span_text(span, sink)
+            rows.append(dict(seq_len=seq, span=text, sink=sink,
+                             block=int(span.split(":")[1])
+                             if span.startswith("block") else 0,
+                             policy=policy, num_full=nf,
+                             full_layers=rep.full_layers,
                              cost=rep.fraction_of_full, loss=loss,
                              ppl=float(np.exp(loss)),
                              ppl_ratio=float(np.exp(loss - base))))
-            log(f"seq {seq} block {b} {policy} {nf} full "
+            log(f"seq {seq} {text} {policy} {nf} full "
                 f"{rep.full_layers}: cost {rep.fraction_of_full:.3f}, "
                 f"perplexity {np.exp(loss):.3f} "
                 f"(x{np.exp(loss - base):.3f})")
@@ -241,10 +267,10 @@ def evaluate_encoder(a, log):
 
 def _table(rows, kind):
     if kind == "lm":
-        head = ("| seq len | block | policy | full layers | attention cost | "
+        head = ("| seq len | span | policy | full layers | attention cost | "
                 "perplexity | x original |\n| --- | --- | --- | --- | --- | "
                 "--- | --- |")
-        fmt = ("| {seq_len} | {blk} | {policy} | {fl} | {cost:.3f} | "
+        fmt = ("| {seq_len} | {span_col} | {policy} | {fl} | {cost:.3f} | "
                "{ppl:.3f} | {ppl_ratio:.3f} |")
     else:
         head = ("| block | policy | full layers | attention cost | cosine to "
@@ -256,7 +282,9 @@ def _table(rows, kind):
     for r in rows:
         fl = ("all" if r["policy"] == "original" else
               ",".join(str(l) for l in r["full_layers"]) or "none")
-        lines.append(fmt.format(blk=r["block"] or "-", fl=fl, **r))
+        span_col = "-" if r["policy"] == "original" else r.get("span", "-")
+        lines.append(fmt.format(blk=r["block"] or "-", fl=fl,
+                                span_col=span_col, **r))
     return "\n".join(lines)
 
 
@@ -272,7 +300,10 @@ def _plot(rows, kind, path, title):
     import matplotlib.pyplot as plt
     metric = "ppl_ratio" if kind == "lm" else "cosine"
     seqs = sorted({r["seq_len"] for r in rows})
-    blocks = sorted({r["block"] for r in rows if r["block"]})
+    # One marker per span (block size, or span text for the LM sweeps).
+    key = "span" if kind == "lm" else "block"
+    blocks = sorted({r[key] for r in rows if r["policy"] != "original"},
+                    key=str)
     colours = dict(bottom="tab:blue", top="tab:red", spread="tab:green",
                    calibrated="tab:orange")
     markers = ["o", "s", "^", "D"]
@@ -282,12 +313,13 @@ def _plot(rows, kind, path, title):
         for policy in POLICIES:
             for k, block in enumerate(blocks):
                 pts = sorted((r["cost"], r[metric]) for r in rows
-                             if (r["seq_len"], r["block"], r["policy"]) ==
+                             if (r["seq_len"], r[key], r["policy"]) ==
                              (seq, block, policy))
                 if pts:
+                    label = block if kind == "lm" else f"block {block}"
                     ax.plot(*zip(*pts), color=colours[policy],
                             marker=markers[k % len(markers)],
-                            label=f"{policy}, block {block}")
+                            label=f"{policy}, {label}")
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.set_xlabel("attention cost (fraction of full)")
         ax.set_title(f"S = {seq}" if kind == "lm" else f"{seq} tokens")
@@ -314,7 +346,12 @@ def main(argv=None):
                     help="evaluation windows per sequence length")
     lm.add_argument("--offset", type=int, default=0)
     lm.add_argument("--calib-len", type=int, default=1024)
-    lm.add_argument("--blocks", type=int, nargs="+", default=[256, 512])
+    lm.add_argument("--spans", nargs="+", default=[],
+                    help="spans of the rewritten layers: block:B, window:W, "
+                         "or either with attention sinks, window:W+K")
+    lm.add_argument("--blocks", type=int, nargs="*", default=None,
+                    help="block sizes (block:B spans; default 256 512 when "
+                         "--spans is not given)")
     lm.add_argument("--num-full", type=int, nargs="+", default=[3, 10])
     enc = sub.add_parser("encoder", help="a sentence encoder: similarity "
                                          "and retrieval")
@@ -331,6 +368,14 @@ def main(argv=None):
         p.add_argument("--out", required=True, help="output directory")
         p.add_argument("--title", default=None)
     a = ap.parse_args(argv)
+    if a.kind == "lm":
+        if a.blocks is None:
+            a.blocks = [] if a.spans else [256, 512]
+        for spec in a.spans:
+            try:
+                _parse_span(spec)
+            except ValueError as e:
+                ap.error(str(e))
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "log.txt"), "w")
 

@@ -37,8 +37,30 @@ def test_lm_sweep(fixtures, tmp_path):
             assert len(r["full_layers"]) == 1 and r["cost"] < 1
     bottom = [r for r in rows if r["policy"] == "bottom"]
     assert all(r["full_layers"] == [0] for r in bottom)
-    assert "| 16 | 4 | bottom | 0 |" in (out / "results.md").read_text()
+    assert "| 16 | block 4 | bottom | 0 |" in (out / "results.md").read_text()
     assert not list(tmp_path.glob(".gpt2-masformer-eval-*"))
+
+
+def test_lm_sweep_windows_with_sinks(fixtures, tmp_path):
+    model = tmp_path / "gpt2.onnx"
+    model.write_bytes((fixtures / "gpt2.onnx").read_bytes())
+    tokens = tmp_path / "tokens.npy"
+    np.save(tokens, np.random.default_rng(0).integers(0, 128, 80))
+    out = tmp_path / "out"
+    evaluate.main(["lm", "--model", str(model), "--tokens", str(tokens),
+                   "--seq-lens", "32", "--windows", "1", "--calib-len", "16",
+                   "--spans", "window:8", "window:8+2", "--num-full", "1",
+                   "--policies", "top", "calibrated", "--out", str(out)])
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["span"] for r in rows] == ["full", "window 8", "window 8",
+                                         "window 8, sink 2",
+                                         "window 8, sink 2"]
+    plain, sinks = rows[1], rows[3]
+    # Sinks keep more pairs: causal windows of 8 at 32 tokens keep 228
+    # pairs, with 2 sinks 24 more (queries 9..31 see key 0, 10..31 key 1).
+    assert plain["cost"] < sinks["cost"] < 1
+    assert "| 32 | window 8, sink 2 | top | 2 |" in \
+        (out / "results.md").read_text()
 
 
 def test_encoder_sweep(fixtures, tmp_path):
