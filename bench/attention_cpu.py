@@ -4,7 +4,8 @@ causal), side by side in one run:
 
 - ours: masformer.attention through --masformer-lower-to-cpu (span-aware
   tiles of 64 x 64, online softmax, OpenMP over batch x head x query tile),
-  full and with block spans of 256 and 512, timed inside the compiled module
+  full, with block spans of 256 and 512, and with any --spans (windows and
+  attention sinks: "window 256, sink 64"), timed inside the compiled module
   (rtclock around each call, after a warm-up call);
 - onnxruntime: the same attention as MatMul-Softmax-MatMul, and as its fused
   com.microsoft.MultiHeadAttention op.
@@ -15,6 +16,7 @@ head_dim FLOP each), the fraction of this machine's measured FMA peak
 (1 / density).
 
   python3 bench/attention_cpu.py [--seqs 1024 2048] [--reps 2] [--rounds 2]
+      [--spans "window 256, sink 64" ...]
 """
 
 import argparse
@@ -189,10 +191,38 @@ def fma_peak():
     return 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
 
 
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def span_pairs(s, span):
+    """(query, key) pairs a bidirectional span keeps at s tokens, counted
+    from the definition (docs/spans.md): "block B", "window W", either with
+    ", sink K"."""
+    rule, _, sink = span.partition(",")
+    kind, size = rule.split()
+    size = int(size)
+    k = int(sink.split()[1]) if sink.strip() else 0
+    i = np.arange(s)[:, None]
+    j = np.arange(s)[None, :]
+    keep = (i // size == j // size) if kind == "block" else \
+        (np.abs(i - j) < size)
+    return int((keep | (j < k)).sum())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqs", type=int, nargs="+", default=[1024, 2048])
     ap.add_argument("--blocks", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--spans", nargs="*", default=[],
+                    help='more spans, as the attribute writes them: '
+                         '"window 256", "window 256, sink 64"')
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2,
                     help="every variant is timed once per round (each time "
@@ -201,6 +231,7 @@ def main():
                          "shared machine does not decide a ratio")
     a = ap.parse_args()
     peak = fma_peak()
+    print(f"CPU: {cpu_model()}")
     print(f"measured sgemm peak: {peak:.1f} GFLOP/s ({os.cpu_count()} cores)")
     rows = []
     for s in a.seqs:
@@ -212,6 +243,10 @@ def main():
             variants.append((f"ours block {b}", nb * b * b + r * r,
                              lambda b=b: time_ours(
                                  s, f"#masformer.span<block {b}>", a.reps)))
+        for span in a.spans:
+            variants.append((f"ours {span}", span_pairs(s, span),
+                             lambda span=span: time_ours(
+                                 s, f"#masformer.span<{span}>", a.reps)))
         variants.append(("onnxruntime MatMul-Softmax-MatMul", pairs_full,
                          lambda: time_ort(s, False, a.reps)))
         variants.append(("onnxruntime MultiHeadAttention (fused)", pairs_full,
@@ -230,17 +265,18 @@ def main():
             if name not in best:
                 continue
             sp = None
-            if name.startswith("ours block"):
+            if name.startswith("ours ") and name != "ours full":
                 sp = (t_full / best[name], s * s / pairs)
             rows.append((s, name, best[name], pairs, sp))
         print(f"S={s} done", flush=True)
     print()
     print("| S | variant | time (ms) | GFLOP/s (computed pairs) | of peak | "
-          "block speed-up over our full | ideal (1/density) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "span speed-up over our full | ideal (1/density) | of ideal |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for s, name, t, pairs, sp in rows:
         gf = 4 * H * D * pairs / t / 1e9
-        extra = (f"{sp[0]:.2f} | {sp[1]:.2f}" if sp else " | ")
+        extra = (f"{sp[0]:.2f} | {sp[1]:.2f} | {sp[0] / sp[1]:.2f}" if sp
+                 else " | | ")
         print(f"| {s} | {name} | {1e3 * t:.1f} | {gf:.1f} | "
               f"{gf / peak:.3f} | {extra} |")
 

@@ -25,7 +25,7 @@ struct PipelineErrorPass final
       : message(std::move(message)) {}
   StringRef getArgument() const override { return "masformer-pipeline-error"; }
   void runOnOperation() override {
-    getOperation()->emitError(message);
+    emitError(getOperation()->getLoc()) << message;
     signalPassFailure();
   }
   std::string message;

