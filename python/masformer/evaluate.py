@@ -290,7 +290,7 @@ def _table(rows, kind):
 
 def _plot(rows, kind, path, title):
     """Quality against attention cost: one panel per sequence length, a
-    colour per policy, a marker per block size."""
+    colour per span (block size for the encoder), a marker per policy."""
     try:
         import matplotlib
     except ImportError:
@@ -300,26 +300,24 @@ def _plot(rows, kind, path, title):
     import matplotlib.pyplot as plt
     metric = "ppl_ratio" if kind == "lm" else "cosine"
     seqs = sorted({r["seq_len"] for r in rows})
-    # One marker per span (block size, or span text for the LM sweeps).
     key = "span" if kind == "lm" else "block"
-    blocks = sorted({r[key] for r in rows if r["policy"] != "original"},
-                    key=str)
-    colours = dict(bottom="tab:blue", top="tab:red", spread="tab:green",
-                   calibrated="tab:orange")
-    markers = ["o", "s", "^", "D"]
-    fig, axes = plt.subplots(1, len(seqs), figsize=(4.2 * len(seqs), 4),
+    spans = sorted({r[key] for r in rows if r["policy"] != "original"},
+                   key=str)
+    colours = plt.get_cmap("tab10")
+    markers = dict(bottom="v", top="^", spread="s", calibrated="o")
+    fig, axes = plt.subplots(1, len(seqs), figsize=(4.8 * len(seqs), 4.2),
                              sharey=True, squeeze=False)
     for ax, seq in zip(axes[0], seqs):
-        for policy in POLICIES:
-            for k, block in enumerate(blocks):
+        for k, span in enumerate(spans):
+            for policy in POLICIES:
                 pts = sorted((r["cost"], r[metric]) for r in rows
                              if (r["seq_len"], r[key], r["policy"]) ==
-                             (seq, block, policy))
+                             (seq, span, policy))
                 if pts:
-                    label = block if kind == "lm" else f"block {block}"
-                    ax.plot(*zip(*pts), color=colours[policy],
-                            marker=markers[k % len(markers)],
-                            label=f"{policy}, {label}")
+                    label = span if kind == "lm" else f"block {span}"
+                    ax.plot(*zip(*pts), color=colours(k % 10),
+                            marker=markers[policy],
+                            label=f"{label}, {policy}")
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.set_xlabel("attention cost (fraction of full)")
         ax.set_title(f"S = {seq}" if kind == "lm" else f"{seq} tokens")
