@@ -32,6 +32,8 @@ import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 
+from machine import cpu_model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H, D = 12, 64
 LIB = "/usr/lib/llvm-22/lib"
@@ -189,16 +191,6 @@ def fma_peak():
     for _ in range(5):
         a @ a
     return 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def span_pairs(s, span):

@@ -29,6 +29,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 
+from machine import cpu_model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
 
@@ -87,7 +89,7 @@ def main():
                      full_lib])
     _, t_ms = run([os.path.join(BIN, "masformer-compile"), model,
                    f"--spans={a.spans}", "-o", ms_lib])
-    print(f"machine: {platform.processor() or platform.machine()}, "
+    print(f"machine: {cpu_model()}, "
           f"{os.cpu_count()} cores; onnxruntime {ort.__version__}")
     print(f"compile time (dynamic shapes, {os.path.getsize(model) / 2**20:.0f}"
           f" MiB model): full {t_full:.1f} s, rewritten ({a.spans}) "
