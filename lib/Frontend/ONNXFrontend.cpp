@@ -26,10 +26,6 @@ void mlir::masformer::registerONNXFrontendDialects(DialectRegistry &registry) {
 
 FailureOr<ONNXFrontendResult> mlir::masformer::runONNXFrontend(
     StringRef path, const ONNXFrontendOptions &options, MLIRContext *context) {
-  DialectRegistry registry;
-  registerONNXFrontendDialects(registry);
-  context->appendDialectRegistry(registry);
-  context->loadAllAvailableDialects();
   FailureOr<std::unique_ptr<onnx::ModelProto>> model =
       readONNXModel(path, context);
   if (failed(model))
@@ -43,6 +39,10 @@ mlir::masformer::runONNXFrontend(std::unique_ptr<onnx::ModelProto> model,
                                  StringRef baseDir, StringRef sourceName,
                                  const ONNXFrontendOptions &options,
                                  MLIRContext *context) {
+  DialectRegistry registry;
+  registerONNXFrontendDialects(registry);
+  context->appendDialectRegistry(registry);
+  context->loadAllAvailableDialects();
   Location loc = FileLineColLoc::get(context, sourceName, 0, 0);
   if (options.validate && failed(options.validate(*model)))
     return failure();
