@@ -75,6 +75,11 @@ def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
     without them lose much more quality on pretrained models; see
     docs/spans.md).
 
+    `plan=plan.json` instead applies a span plan: a versioned JSON file
+    that gives listed layers each their own span (different window sizes or
+    sinks per layer, as a calibration chooses them); layers it does not
+    list keep their span. Format in docs/rewrite.md.
+
     Errors (each one diagnostic, and the pass fails): no span or a span size
     of 0 or less, a layer index out of range, `num-full` larger than the
     number of layers, `full-layers` together with `policy` or `num-full`, a
@@ -100,6 +105,9 @@ def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
            "bottom (default), top or spread">,
     Option<"numFull", "num-full", "int64_t", /*default=*/"-1",
            "How many layers keep full attention (default ceil(layers/6))">,
+    Option<"plan", "plan", "std::string", /*default=*/"\"\"",
+           "A span plan (JSON, docs/rewrite.md): each listed layer gets its "
+           "own span; excludes the other options">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "Calibration inputs (.npz) for policy=calibrated">
   ];
