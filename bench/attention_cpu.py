@@ -34,6 +34,11 @@ from onnx import helper as h
 
 from machine import cpu_model
 
+# The span definition, written once (test/python_utils/masformer_ref.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "test", "python_utils"))
+import masformer_ref  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H, D = 12, 64
 LIB = "/usr/lib/llvm-22/lib"
@@ -194,18 +199,10 @@ def fma_peak():
 
 
 def span_pairs(s, span):
-    """(query, key) pairs a bidirectional span keeps at s tokens, counted
-    from the definition (docs/spans.md): "block B", "window W", either with
-    ", sink K"."""
-    rule, _, sink = span.partition(",")
-    kind, size = rule.split()
-    size = int(size)
-    k = int(sink.split()[1]) if sink.strip() else 0
-    i = np.arange(s)[:, None]
-    j = np.arange(s)[None, :]
-    keep = (i // size == j // size) if kind == "block" else \
-        (np.abs(i - j) < size)
-    return int((keep | (j < k)).sum())
+    """(query, key) pairs a bidirectional span ("block B", "window W",
+    either with ", sink K") keeps at s tokens, from the definition."""
+    return int(masformer_ref.span_allowed(s, s, masformer_ref.parse_span(span),
+                                          False).sum())
 
 
 def main():

@@ -143,11 +143,17 @@ void registerCompileDialects(MLIRContext *context) {
   context->appendDialectRegistry(registry);
 }
 
+/// What the runtime interface needs from @main before it is lowered.
+struct EntryInfo {
+  std::string signature;
+  unsigned numInputs = 0;
+};
+
 /// Step 3: the entry prepared and the module lowered to the LLVM dialect;
-/// returns the signature the library will carry.
-FailureOr<std::string> lowerModel(ModuleOp module,
-                                  const CompileONNXOptions &options,
-                                  const CompileTools &tools, Location loc) {
+/// returns the signature the library will carry and @main's input count.
+FailureOr<EntryInfo> lowerModel(ModuleOp module,
+                                const CompileONNXOptions &options,
+                                const CompileTools &tools, Location loc) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return emitError(loc) << "internal error: the import has no @main",
@@ -156,6 +162,7 @@ FailureOr<std::string> lowerModel(ModuleOp module,
       buildRuntimeSignature(main, options.target, options.gpuChip());
   if (failed(signature))
     return failure();
+  EntryInfo entry{std::move(*signature), main.getNumArguments()};
   bool cuda = options.target == "cuda";
   PassManager pm(module.getContext());
   pm.addPass(createPrepareEntry());
@@ -181,7 +188,7 @@ FailureOr<std::string> lowerModel(ModuleOp module,
                           << (cuda ? "GPU (" + options.gpuChip() + ")" : "CPU")
                           << " failed",
            failure();
-  return signature;
+  return entry;
 }
 
 /// Step 4: the lowered module, as `options.output` asks, written to `path`.
@@ -270,10 +277,8 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
       computeSpanReport(module, options.rewrite.reportSeqLen);
   if (failed(report))
     return failure();
-  auto main = module.lookupSymbol<func::FuncOp>("main");
-  unsigned numInputs = main ? main.getNumArguments() : 0;
-  FailureOr<std::string> signature = lowerModel(module, options, *tools, loc);
-  if (failed(signature))
+  FailureOr<EntryInfo> entry = lowerModel(module, options, *tools, loc);
+  if (failed(entry))
     return failure();
 
   // Everything goes to a temporary file next to `dst`, renamed at the end.
@@ -288,8 +293,8 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
     llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   }
   llvm::FileRemover tmpRemover(tmp);
-  if (failed(emitOutput(module, tmp, numInputs, *signature, options, *tools,
-                        src, loc)))
+  if (failed(emitOutput(module, tmp, entry->numInputs, entry->signature,
+                        options, *tools, src, loc)))
     return failure();
   if (std::error_code ec = llvm::sys::fs::rename(tmp, dst))
     return emitError(loc) << "cannot write '" << dst << "': " << ec.message(),

@@ -32,12 +32,18 @@ the GPU checks (run_checks.sh) cover.
 """
 import argparse
 import json
+import os
 import re
 import struct
 import subprocess
 import sys
 
 import numpy as np
+
+# The span definition, written once for every test (docs/spans.md).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'python_utils'))
+import masformer_ref  # noqa: E402
 
 L = 128  # threads per block
 
@@ -695,22 +701,8 @@ def reference(q, k, v, span, causal, mask=None):
     sq, skv = q.shape[2], k.shape[2]
     s = np.einsum('bhqd,bhkd->bhqk', q.astype(np.float64), k) / np.sqrt(
         q.shape[3])
-    i = np.arange(sq)[:, None] + (skv - sq)
-    j = np.arange(skv)[None, :]
-    # "kind size[, sink K]": key j is allowed iff j < K or the span's rule
-    # holds; causality on top (docs/spans.md).
-    rule_text, _, sink_text = span.partition(',')
-    sink = int(sink_text.split()[1]) if sink_text.strip() else 0
-    rule = np.ones((sq, skv), bool)
-    kind, _, size = rule_text.strip().partition(' ')
-    if kind == 'block':
-        rule = (i // int(size)) == (j // int(size))
-    elif kind == 'window':
-        w = int(size)
-        rule = (i - j < w) & ((i - j >= 0) if causal else (j - i < w))
-    ok = rule | (j < sink)
-    if causal:
-        ok &= j <= i
+    ok = masformer_ref.span_allowed(sq, skv, masformer_ref.parse_span(span),
+                                    causal)
     if mask is not None:
         s = s + mask.astype(np.float64)
     s = np.where(ok, s, -np.inf)

@@ -33,6 +33,20 @@ def span_allowed(q_seq, kv_seq, span, causal):
     return allowed
 
 
+def parse_span(text):
+    """The span tuple of span_allowed from the attribute's syntax: "full",
+    "block 64", "window 96, sink 8"."""
+    rule, _, sink = text.partition(",")
+    kind, _, size = rule.strip().partition(" ")
+    span = (kind, int(size) if size else 0)
+    if sink.strip():
+        word, count = sink.split()
+        if word != "sink":
+            raise ValueError(f"span {text!r}: expected ', sink K'")
+        span += (int(count),)
+    return span
+
+
 def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None):
     """q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D], mask broadcastable to
     [B, Hq, Sq, Skv] (additive). Rows with no allowed key give zeros."""
