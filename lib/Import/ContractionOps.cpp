@@ -603,7 +603,7 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
       SpanAttr::get(im.getContext(), SpanKind::Full), b.getBoolAttr(causal),
       im.attrFloat("scale") ? b.getF32FloatAttr(*im.attrFloat("scale"))
                             : FloatAttr(),
-      IntegerAttr());
+      IntegerAttr(), ArrayAttr());
   if (failed(mlir::verify(op)))
     return failure();
   Value y = op.getResult();

@@ -36,7 +36,21 @@ nb::dict toDict(const SpanReport &r) {
     d["sink"] = c.sink;
     d["causal"] = c.causal;
     d["heads"] = c.heads;
+    d["kv_heads"] = c.kvHeads;
     d["head_dim"] = c.headDim;
+    nb::list heads;
+    for (const SpanSpec &h : c.headSpans) {
+      nb::dict hd;
+      hd["span"] = h.span;
+      hd["size"] = h.spanSize;
+      hd["sink"] = h.sink;
+      heads.append(hd);
+    }
+    d["head_spans"] = heads;
+    nb::list nodes;
+    for (const std::string &n : c.nodes)
+      nodes.append(n);
+    d["nodes"] = nodes;
     d["flops"] = c.flops;
     d["full_flops"] = c.fullFlops;
     layers.append(d);

@@ -33,6 +33,19 @@ def span_allowed(q_seq, kv_seq, span, causal):
     return allowed
 
 
+def heads_allowed(q_seq, kv_seq, span, causal, q_heads):
+    """span_allowed for every query head: `span` is one span for all heads,
+    or a list with one span per key/value head (per-head spans), query head
+    h reading key/value head h // (q_heads // len(span)). Boolean
+    [q_heads, q_seq, kv_seq] for a list, [q_seq, kv_seq] otherwise."""
+    if not isinstance(span, list):
+        return span_allowed(q_seq, kv_seq, span, causal)
+    assert q_heads % len(span) == 0
+    group = q_heads // len(span)
+    return np.stack([span_allowed(q_seq, kv_seq, span[h // group], causal)
+                     for h in range(q_heads)])
+
+
 def parse_span(text):
     """The span tuple of span_allowed from the attribute's syntax: "full",
     "block 64", "window 96, sink 8"."""
@@ -49,7 +62,8 @@ def parse_span(text):
 
 def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None):
     """q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D], mask broadcastable to
-    [B, Hq, Sq, Skv] (additive). Rows with no allowed key give zeros."""
+    [B, Hq, Sq, Skv] (additive); `span` one span, or a list of one span per
+    key/value head. Rows with no allowed key give zeros."""
     q = q.astype(np.float64)
     k = k.astype(np.float64)
     v = v.astype(np.float64)
@@ -64,7 +78,8 @@ def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None):
     s = np.einsum("bhid,bhjd->bhij", q, k) * scale
     if mask is not None:
         s = s + mask.astype(np.float64)
-    allowed = np.broadcast_to(span_allowed(sq, skv, span, causal), s.shape)
+    allowed = np.broadcast_to(heads_allowed(sq, skv, span, causal, hq),
+                              s.shape)
     s = np.where(allowed, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     m = np.where(np.isneginf(m), 0.0, m)

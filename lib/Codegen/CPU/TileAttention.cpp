@@ -11,6 +11,7 @@
 #include "MicroKernels.h"
 #include "masformer/Codegen/CPU/Passes.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+#include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
 #include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -764,8 +765,22 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    AttentionTiler tiler(op, rewriter, tileQ, tileKV, printCounts, vectorWidth);
-    rewriter.replaceOp(op, tiler.build());
+    // Per-head spans: one op per run of heads with the same span, each
+    // tiled with its own bounds.
+    SmallVector<AttentionOp> parts = {op};
+    if (op.hasHeadSpans()) {
+      FailureOr<SmallVector<AttentionOp>> split =
+          splitHeadSpans(rewriter, op);
+      if (failed(split))
+        return failure();
+      parts = std::move(*split);
+    }
+    for (AttentionOp part : parts) {
+      rewriter.setInsertionPoint(part);
+      AttentionTiler tiler(part, rewriter, tileQ, tileKV, printCounts,
+                           vectorWidth);
+      rewriter.replaceOp(part, tiler.build());
+    }
     return success();
   }
 

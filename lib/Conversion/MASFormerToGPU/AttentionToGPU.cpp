@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
 #include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 #include "masformer/Utils/GPUKernels.h"
 #include "masformer/Utils/IRBuilders.h"
@@ -809,6 +810,9 @@ struct AttentionToGPUPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Per-head spans: one kernel per run of heads with the same span.
+    if (failed(splitAllHeadSpans(module)))
+      return signalPassFailure();
     SmallVector<AttentionOp> ops;
     module.walk([&](AttentionOp op) { ops.push_back(op); });
     gpu::GPUModuleOp kernels;

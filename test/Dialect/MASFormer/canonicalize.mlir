@@ -85,3 +85,37 @@ func.func @window_sink_kept(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> 
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 16, sink 4>, causal = true} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
   return %0 : tensor<1x2x64x16xf32>
 }
+
+// -----
+
+// Head spans: each one that covers the sequence becomes full; when every
+// head then has the same span it is the op's span.
+// CHECK-LABEL: func @head_spans_all_cover
+// CHECK: masformer.attention
+// CHECK-NOT: head_spans
+// CHECK-SAME: span = #masformer.span<full>
+func.func @head_spans_all_cover(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true, head_spans = [#masformer.span<window 64, sink 4>, #masformer.span<full>]} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
+  return %0 : tensor<1x2x64x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @head_spans_same
+// CHECK: masformer.attention
+// CHECK-NOT: head_spans
+// CHECK-SAME: span = #masformer.span<window 8, sink 2>
+func.func @head_spans_same(%q: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true, head_spans = [#masformer.span<window 8, sink 2>, #masformer.span<window 8, sink 2>]} : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32> -> tensor<1x2x64x16xf32>
+  return %0 : tensor<1x2x64x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @head_spans_partly_cover
+// CHECK: head_spans = [#masformer.span<full>, #masformer.span<block 16>, #masformer.span<full>]
+// CHECK-SAME: span = #masformer.span<full>
+func.func @head_spans_partly_cover(%q: tensor<1x3x64x16xf32>) -> tensor<1x3x64x16xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, head_spans = [#masformer.span<block 100>, #masformer.span<block 16>, #masformer.span<full>]} : tensor<1x3x64x16xf32>, tensor<1x3x64x16xf32>, tensor<1x3x64x16xf32> -> tensor<1x3x64x16xf32>
+  return %0 : tensor<1x3x64x16xf32>
+}

@@ -282,3 +282,43 @@ func.func @sink_without_count(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 4, sink>} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>
   return %0 : tensor<1x1x8x4xf32>
 }
+
+// -----
+
+func.func @head_spans_with_sparse_span(%q: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{span must be #masformer.span<full> when head_spans gives each key/value head its span, got #masformer.span<window 4>}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<window 4>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+func.func @head_spans_count(%q: tensor<1x4x8x4xf32>, %kv: tensor<1x2x8x4xf32>) -> tensor<1x4x8x4xf32> {
+  // expected-error @+1 {{head_spans has 4 spans, expected one per key/value head (2)}}
+  %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>, #masformer.span<full>, #masformer.span<full>]} : tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  return %0 : tensor<1x4x8x4xf32>
+}
+
+// -----
+
+func.func @head_spans_dynamic_heads(%q: tensor<1x?x8x4xf32>) -> tensor<1x?x8x4xf32> {
+  // expected-error @+1 {{head_spans needs a static number of key/value heads}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x?x8x4xf32>, tensor<1x?x8x4xf32>, tensor<1x?x8x4xf32> -> tensor<1x?x8x4xf32>
+  return %0 : tensor<1x?x8x4xf32>
+}
+
+// -----
+
+func.func @head_spans_not_spans(%q: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{attribute 'head_spans' failed to satisfy constraint: one span per key/value head}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, head_spans = [#masformer.span<full>, 3 : i64]} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+func.func @head_spans_more_queries_than_keys(%q: tensor<1x2x8x4xf32>, %kv: tensor<1x2x4x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{q_seq (8) must not exceed kv_seq (4) when the attention is causal or its span is not full}}
+  %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x2x8x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}

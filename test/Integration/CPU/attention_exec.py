@@ -66,6 +66,21 @@ CASES = {
                                skv=72, d=32),
     "kernel-block-sink-f16": dict(dtype="f16", span=("block", 16, 8),
                                   causal=True, sq=64, skv=64, d=32),
+    # Per-head spans (head_spans): one span per key/value head.
+    "heads-mixed": dict(hkv=3, span=[("full", 0), ("window", 4, 2),
+                                     ("block", 5)], causal=True, sq=22,
+                        skv=22),
+    "gqa-heads-window-sink": dict(hq=6, hkv=3, span=[("window", 3, 2),
+                                                     ("window", 3, 2),
+                                                     ("full", 0)],
+                                  causal=True, sq=20, skv=20,
+                                  mask="full4d"),
+    "heads-bidirectional-decode": dict(hq=4, hkv=2, span=[("window", 5),
+                                                          ("block", 4, 3)],
+                                       causal=False, sq=6, skv=19,
+                                       mask="padding"),
+    "kernel-heads": dict(hq=4, hkv=2, span=[("window", 16, 4), ("full", 0)],
+                         causal=True, sq=72, skv=72, d=32),
     "kernel-full": dict(span=("full", 0), causal=False, sq=40, skv=40, d=32),
     "kernel-block-causal-mask": dict(span=("block", 8), causal=True, sq=40,
                                      skv=40, d=32, mask="padding-min"),
@@ -130,10 +145,16 @@ def build_module(c, q, k, v, mask):
     qt, kt = mlir_type(q.shape, dt), mlir_type(k.shape, dt)
     dq = mlir_type(q.shape, dt, c["dynamic"])
     dk = mlir_type(k.shape, dt, c["dynamic"])
+    def span_attr(span):
+        return (f"#masformer.span<{span[0]}"
+                + (f" {span[1]}" if span[0] != "full" else "")
+                + (f", sink {span[2]}" if len(span) > 2 else "") + ">")
     span = c["span"]
-    attrs = [f"span = #masformer.span<{span[0]}"
-             + (f" {span[1]}" if span[0] != "full" else "")
-             + (f", sink {span[2]}" if len(span) > 2 else "") + ">"]
+    if isinstance(span, list):
+        attrs = ["span = #masformer.span<full>",
+                 "head_spans = [" + ", ".join(map(span_attr, span)) + "]"]
+    else:
+        attrs = [f"span = {span_attr(span)}"]
     if c["causal"]:
         attrs.append("causal = true")
     if c["scale"] is not None:
@@ -203,13 +224,27 @@ def check_tiles(c, stdout, spec):
     tq, tk = (int(x) for x in spec.split(","))
     printed = [int(line) for line in
                stdout.split("Unranked Memref")[0].split()]
-    allowed = ref.span_allowed(c["sq"], c["skv"], c["span"], c["causal"])
     nqt = -(-c["sq"] // tq)
+    span = c["span"]
+    # Per-head spans are tiled one run of heads with the same span at a
+    # time (batch, then heads, then query tiles within each run).
+    if isinstance(span, list):
+        group = c["hq"] // c["hkv"]
+        runs = []
+        for h, s in enumerate(span):
+            if runs and runs[-1][1] == s:
+                runs[-1][0].extend(range(h * group, (h + 1) * group))
+            else:
+                runs.append((list(range(h * group, (h + 1) * group)), s))
+    else:
+        runs = [(list(range(c["hq"])), span)]
     want = []
-    for _ in range(c["b"] * c["hq"]):
-        for t in range(nqt):
-            cols = np.nonzero(allowed[t * tq:(t + 1) * tq].any(axis=0))[0]
-            want.append(len(set(cols // tk)))
+    for heads, s in runs:
+        allowed = ref.span_allowed(c["sq"], c["skv"], s, c["causal"])
+        for _ in range(c["b"] * len(heads)):
+            for t in range(nqt):
+                cols = np.nonzero(allowed[t * tq:(t + 1) * tq].any(axis=0))[0]
+                want.append(len(set(cols // tk)))
     if printed != want:
         sys.exit(f"{c['span']} causal={c['causal']}: visited key tiles "
                  f"{printed[:12]}..., expected {want[:12]}...")
@@ -277,7 +312,7 @@ def main():
                  f"{worst}: got {got[worst]}, want {want[worst]}")
     # The case must exercise its span: the result must differ from what full
     # attention would give, or the test could not catch an ignored span.
-    if c["span"][0] != "full":
+    if isinstance(c["span"], list) or c["span"][0] != "full":
         full = ref.round_to(
             ref.attention(q, k, v, mask, ("full", 0), c["causal"], c["scale"]),
             c["dtype"])

@@ -24,25 +24,45 @@ FailureOr<SpanReport> mlir::masformer::computeSpanReport(ModuleOp module,
     return failure();
   SpanReport report;
   report.seqLen = seqLen;
+  auto spec = [](SpanAttr span) {
+    SpanSpec s;
+    s.span = stringifySpanKind(span.getKind()).str();
+    s.spanSize = span.getSize();
+    s.sink = span.getSink();
+    return s;
+  };
   for (AttentionOp op : *layers) {
     int64_t heads = op.getQueryType().getDimSize(1);
+    int64_t kvHeads = op.getKeyType().getDimSize(1);
     int64_t dim = op.getQueryType().getDimSize(3);
-    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(dim))
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) ||
+        ShapedType::isDynamic(dim))
       return op.emitError("--masformer-span-report needs static heads and "
                           "head_dim");
     LayerCost c;
+    static_cast<SpanSpec &>(c) = spec(op.getSpan());
     c.layer = *op.getLayer();
-    SpanAttr span = op.getSpan();
-    c.span = stringifySpanKind(span.getKind()).str();
-    c.spanSize = span.getSize();
-    c.sink = span.getSink();
+    if (std::optional<ArrayAttr> hs = op.getHeadSpans())
+      for (Attribute a : *hs)
+        c.headSpans.push_back(spec(cast<SpanAttr>(a)));
     c.causal = op.getCausal();
     c.heads = heads;
+    c.kvHeads = kvHeads;
     c.headDim = dim;
-    double perPair = 4.0 * heads * dim;
-    c.flops = perPair * span.countPairs(seqLen, seqLen, c.causal);
-    c.fullFlops = perPair * SpanAttr::get(op.getContext(), SpanKind::Full)
-                                .countPairs(seqLen, seqLen, c.causal);
+    // The importer's node names: a NameLoc, or a FusedLoc of them.
+    auto addName = [&](Location l) {
+      if (auto n = dyn_cast<NameLoc>(l))
+        c.nodes.push_back(n.getName().str());
+    };
+    if (auto fused = dyn_cast<FusedLoc>(op.getLoc()))
+      llvm::for_each(fused.getLocations(), addName);
+    else
+      addName(op.getLoc());
+    double perPair = 4.0 * dim;
+    c.flops = perPair * op.countPairs(seqLen, seqLen);
+    c.fullFlops = perPair * heads *
+                  SpanAttr::get(op.getContext(), SpanKind::Full)
+                      .countPairs(seqLen, seqLen, c.causal);
     report.totalFlops += c.flops;
     report.fullFlops += c.fullFlops;
     report.layers.push_back(std::move(c));

@@ -135,10 +135,25 @@ LogicalResult AttentionOp::verify() {
   if (std::optional<int64_t> layer = getLayer(); layer && *layer < 0)
     return emitOpError() << "layer index must be non-negative, got " << *layer;
 
+  if (std::optional<ArrayAttr> heads = getHeadSpans()) {
+    if (!getSpan().isFull())
+      return emitOpError() << "span must be #masformer.span<full> when "
+                              "head_spans gives each key/value head its span, "
+                              "got "
+                           << getSpan();
+    if (ShapedType::isDynamic(k[kHeads]))
+      return emitOpError() << "head_spans needs a static number of key/value "
+                              "heads";
+    if (static_cast<int64_t>(heads->size()) != k[kHeads])
+      return emitOpError() << "head_spans has " << heads->size()
+                           << " spans, expected one per key/value head ("
+                           << k[kHeads] << ")";
+  }
+
   // Queries align to the end of the keys; with more queries than keys the
   // first ones would sit at negative positions, where causal and span masks
   // have no meaning.
-  if ((getCausal() || !getSpan().isFull()) && ShapedType::isStatic(q[kSeq]) &&
+  if ((getCausal() || hasSparseSpan()) && ShapedType::isStatic(q[kSeq]) &&
       ShapedType::isStatic(k[kSeq]) && q[kSeq] > k[kSeq])
     return emitOpError() << "q_seq (" << q[kSeq]
                          << ") must not exceed kv_seq (" << k[kSeq]
@@ -147,17 +162,70 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+SpanAttr AttentionOp::getKVHeadSpan(int64_t kvHead) {
+  if (std::optional<ArrayAttr> heads = getHeadSpans())
+    return cast<SpanAttr>((*heads)[kvHead]);
+  return getSpan();
+}
+
+bool AttentionOp::hasSparseSpan() {
+  if (std::optional<ArrayAttr> heads = getHeadSpans())
+    return llvm::any_of(*heads, [](Attribute a) {
+      return !cast<SpanAttr>(a).isFull();
+    });
+  return !getSpan().isFull();
+}
+
+int64_t AttentionOp::countPairs(int64_t q, int64_t kv) {
+  std::optional<ArrayAttr> heads = getHeadSpans();
+  if (!heads) {
+    int64_t qHeads = getQueryType().getDimSize(1);
+    return (ShapedType::isDynamic(qHeads) ? 1 : qHeads) *
+           getSpan().countPairs(q, kv, getCausal());
+  }
+  int64_t group = getStaticGroupSize().value_or(1);
+  int64_t pairs = 0;
+  for (Attribute a : *heads)
+    pairs += group * cast<SpanAttr>(a).countPairs(q, kv, getCausal());
+  return pairs;
+}
+
 LogicalResult AttentionOp::canonicalize(AttentionOp op,
                                         PatternRewriter &rewriter) {
+  MLIRContext *ctx = op.getContext();
+  SpanAttr full = SpanAttr::get(ctx, SpanKind::Full);
   // A block or window at least as long as the key sequence removes no pair:
   // it is a full span, which every backend handles best.
-  SpanAttr span = op.getSpan();
   int64_t kvSeq = op.getKeyType().getDimSize(kSeq);
-  if (span.isFull() || ShapedType::isDynamic(kvSeq) ||
-      !span.coversSequence(kvSeq))
+  auto simplify = [&](SpanAttr span) {
+    if (span.isFull() || ShapedType::isDynamic(kvSeq) ||
+        !span.coversSequence(kvSeq))
+      return span;
+    return full;
+  };
+  std::optional<ArrayAttr> heads = op.getHeadSpans();
+  if (!heads) {
+    SpanAttr span = simplify(op.getSpan());
+    if (span == op.getSpan())
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.setSpanAttr(span); });
+    return success();
+  }
+  // Head spans: each simplified; when all heads end up with the same span,
+  // it is the op's span.
+  SmallVector<Attribute> spans;
+  for (Attribute a : *heads)
+    spans.push_back(simplify(cast<SpanAttr>(a)));
+  bool same = llvm::all_equal(spans);
+  if (!same && ArrayRef<Attribute>(spans) == heads->getValue())
     return failure();
   rewriter.modifyOpInPlace(op, [&] {
-    op.setSpanAttr(SpanAttr::get(op.getContext(), SpanKind::Full));
+    if (same) {
+      op.setSpanAttr(cast<SpanAttr>(spans.front()));
+      op.removeHeadSpansAttr();
+    } else {
+      op.setHeadSpansAttr(ArrayAttr::get(ctx, spans));
+    }
   });
   return success();
 }

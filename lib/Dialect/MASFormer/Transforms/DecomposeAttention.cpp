@@ -154,8 +154,23 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
     }
     logitMaps.push_back(id4);
     Value logitsInit = tensor::EmptyOp::create(b, loc, scoreSizes, f32);
-    SpanAttr span = op.getSpan();
+    // Each key/value head's span (one for all heads without head_spans).
+    SmallVector<SpanAttr> spans;
+    if (std::optional<ArrayAttr> heads = op.getHeadSpans())
+      for (Attribute a : *heads)
+        spans.push_back(cast<SpanAttr>(a));
+    else
+      spans.push_back(op.getSpan());
     bool causal = op.getCausal();
+    bool positional = causal || op.hasSparseSpan();
+    Value group;
+    if (spans.size() > 1) {
+      std::optional<int64_t> g = op.getStaticGroupSize();
+      if (!g)
+        return rewriter.notifyMatchFailure(
+            op, "head_spans with a dynamic number of query heads");
+      group = arith::ConstantIndexOp::create(b, loc, *g);
+    }
     bool hasMask = op.getMask() != nullptr;
     Value logits =
         linalg::GenericOp::create(
@@ -166,11 +181,30 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
               if (hasMask)
                 x = arith::AddFOp::create(nb, nloc, x,
                                           toF32(nb, nloc, args[1]));
-              if (causal || !span.isFull()) {
+              if (positional) {
                 Value i = linalg::IndexOp::create(nb, nloc, 2);
                 Value j = linalg::IndexOp::create(nb, nloc, 3);
                 Value qPos = arith::AddIOp::create(nb, nloc, i, offset);
-                Value allowed = buildSpanAllowed(nb, nloc, span, causal, qPos, j);
+                auto allowedBy = [&](SpanAttr span) -> Value {
+                  if (Value a =
+                          buildSpanAllowed(nb, nloc, span, causal, qPos, j))
+                    return a;
+                  return arith::ConstantIntOp::create(nb, nloc, 1, 1);
+                };
+                // Per-head spans: the span of key/value head h / group,
+                // chosen by a chain of selects.
+                Value allowed = allowedBy(spans.back());
+                if (spans.size() > 1) {
+                  Value kvHead = arith::DivUIOp::create(
+                      nb, nloc, linalg::IndexOp::create(nb, nloc, 1), group);
+                  for (int64_t h = spans.size() - 2; h >= 0; --h) {
+                    Value isH = arith::CmpIOp::create(
+                        nb, nloc, arith::CmpIPredicate::eq, kvHead,
+                        arith::ConstantIndexOp::create(nb, nloc, h));
+                    allowed = arith::SelectOp::create(
+                        nb, nloc, isH, allowedBy(spans[h]), allowed);
+                  }
+                }
                 Value negInf = arith::ConstantOp::create(
                     nb, nloc, f32,
                     nb.getF32FloatAttr(

@@ -382,7 +382,7 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   auto op = AttentionOp::create(
       b, loc, qTy, q, k, v, mask, SpanAttr::get(ctx, SpanKind::Full),
       b.getBoolAttr(causal), b.getF32FloatAttr(static_cast<float>(scale)),
-      IntegerAttr());
+      IntegerAttr(), ArrayAttr());
   // The op verifier re-checks shapes (head_dim, batch, mask broadcast).
   ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
   if (failed(mlir::verify(op)) ||

@@ -42,9 +42,17 @@ FailureOr<SpanAttr> parseSpanOption(MLIRContext *ctx, StringRef text,
   return SpanAttr::get(ctx, *kind, size);
 }
 
+/// One layer of a plan: its span, or (version 2) one span per key/value
+/// head.
+struct PlanEntry {
+  SpanAttr span;
+  SmallVector<SpanAttr> heads;
+  std::string where;
+};
+
 /// The spans of a plan file by layer index (see docs/rewrite.md): every
 /// error names the file and the entry.
-FailureOr<llvm::DenseMap<int64_t, SpanAttr>>
+FailureOr<llvm::DenseMap<int64_t, PlanEntry>>
 readPlan(MLIRContext *ctx, StringRef path, int64_t count, Location loc) {
   auto fail = [&](const Twine &msg) {
     return emitError(loc) << "--masformer-rewrite-spans: plan '" << path
@@ -72,12 +80,37 @@ readPlan(MLIRContext *ctx, StringRef path, int64_t count, Location loc) {
   if (!root || root->getString("format") != "masformer-span-plan")
     return fail("expected an object with \"format\": "
                 "\"masformer-span-plan\"");
-  if (root->getInteger("version") != 1)
-    return fail("unsupported version; this masformer reads version 1");
+  std::optional<int64_t> version = root->getInteger("version");
+  if (version != 1 && version != 2)
+    return fail("unsupported version; this masformer reads versions 1 and 2");
   const llvm::json::Array *layers = root->getArray("layers");
   if (!layers)
     return fail("expected a \"layers\" array");
-  llvm::DenseMap<int64_t, SpanAttr> plan;
+  // A span object: "span", optional "size" and "sink".
+  auto readSpan = [&](const llvm::json::Object &o,
+                      const std::string &where) -> FailureOr<SpanAttr> {
+    std::optional<StringRef> kindText = o.getString("span");
+    std::optional<SpanKind> kind =
+        kindText ? symbolizeSpanKind(*kindText) : std::nullopt;
+    if (!kind)
+      return fail(where + ": \"span\" must be \"full\", \"block\" or "
+                  "\"window\"");
+    for (StringRef key : {"size", "sink"})
+      if (o.get(key) && !o.getInteger(key))
+        return fail(where + ": \"" + key + "\" must be an integer");
+    int64_t size = o.getInteger("size").value_or(0);
+    int64_t sink = o.getInteger("sink").value_or(0);
+    SpanAttr attr = SpanAttr::getChecked(
+        [&] {
+          return emitError(loc) << "--masformer-rewrite-spans: plan '" << path
+                                << "': " << where << ": ";
+        },
+        ctx, *kind, size, sink);
+    if (!attr)
+      return failure();
+    return attr;
+  };
+  llvm::DenseMap<int64_t, PlanEntry> plan;
   for (auto [i, entry] : llvm::enumerate(*layers)) {
     std::string where = "layers[" + std::to_string(i) + "]";
     const llvm::json::Object *o = entry.getAsObject();
@@ -87,23 +120,35 @@ readPlan(MLIRContext *ctx, StringRef path, int64_t count, Location loc) {
     if (*layer < 0 || *layer >= count)
       return fail(where + ": layer " + Twine(*layer) + " is out of range (the "
                   "model has " + Twine(count) + " attention layers)");
-    std::optional<StringRef> kindText = o->getString("span");
-    std::optional<SpanKind> kind =
-        kindText ? symbolizeSpanKind(*kindText) : std::nullopt;
-    if (!kind)
-      return fail(where + ": \"span\" must be \"full\", \"block\" or "
-                  "\"window\"");
-    int64_t size = o->getInteger("size").value_or(0);
-    int64_t sink = o->getInteger("sink").value_or(0);
-    SpanAttr attr = SpanAttr::getChecked(
-        [&] {
-          return emitError(loc) << "--masformer-rewrite-spans: plan '" << path
-                                << "': " << where << ": ";
-        },
-        ctx, *kind, size, sink);
-    if (!attr)
-      return failure();
-    if (!plan.try_emplace(*layer, attr).second)
+    PlanEntry e;
+    e.where = where;
+    if (const llvm::json::Value *heads = o->get("heads")) {
+      if (*version < 2)
+        return fail(where + ": per-head spans (\"heads\") need version 2");
+      if (o->get("span"))
+        return fail(where + ": give either \"span\" or \"heads\", not "
+                    "both");
+      const llvm::json::Array *arr = heads->getAsArray();
+      if (!arr || arr->empty())
+        return fail(where + ": \"heads\" must be a non-empty array of "
+                    "spans, one per key/value head");
+      for (auto [h, hv] : llvm::enumerate(*arr)) {
+        std::string hw = where + ".heads[" + std::to_string(h) + "]";
+        const llvm::json::Object *ho = hv.getAsObject();
+        if (!ho)
+          return fail(hw + ": expected an object with \"span\"");
+        FailureOr<SpanAttr> span = readSpan(*ho, hw);
+        if (failed(span))
+          return failure();
+        e.heads.push_back(*span);
+      }
+    } else {
+      FailureOr<SpanAttr> span = readSpan(*o, where);
+      if (failed(span))
+        return failure();
+      e.span = *span;
+    }
+    if (!plan.try_emplace(*layer, std::move(e)).second)
       return fail(where + ": layer " + Twine(*layer) + " is listed twice");
   }
   return plan;
@@ -152,8 +197,30 @@ struct RewriteSpansPass final
     ModuleOp module = getOperation();
     Location loc = module.getLoc();
     MLIRContext *ctx = &getContext();
-    if (!plan.empty())
-      return applyPlan();
+    if (!plan.empty()) {
+      if (!span.empty() || sink != 0 || !fullLayers.empty() ||
+          !policy.empty() || numFull >= 0 || !calibration.empty())
+        return emitError(loc)
+               << "--masformer-rewrite-spans: plan gives every layer its "
+                  "span and cannot be combined with span, sink, full-layers, "
+                  "policy, num-full or calibration";
+      return applyPlan(plan);
+    }
+    // policy=calibrated: the plan that `python -m masformer.calibrate` chose
+    // from calibration data.
+    if (policy == "calibrated") {
+      if (calibration.empty())
+        return emitError(loc)
+               << "--masformer-rewrite-spans: policy=calibrated needs "
+                  "calibration=plan.json, a span plan chosen from "
+                  "calibration data (python -m masformer.calibrate)";
+      if (!span.empty() || sink != 0 || !fullLayers.empty() || numFull >= 0)
+        return emitError(loc)
+               << "--masformer-rewrite-spans: policy=calibrated takes every "
+                  "span from its calibration plan and cannot be combined "
+                  "with span, sink, full-layers or num-full";
+      return applyPlan(calibration);
+    }
     if (span.empty())
       return emitError(loc) << "--masformer-rewrite-spans needs span=block:B "
                                "or span=window:W (or plan=file.json)";
@@ -175,11 +242,6 @@ struct RewriteSpansPass final
       return emitError(loc) << "--masformer-rewrite-spans: full-layers "
                                "names the full layers itself and cannot be "
                                "combined with policy or num-full";
-    if (policy == "calibrated")
-      return emitError(loc)
-             << "--masformer-rewrite-spans: policy=calibrated (choosing the "
-                "full layers from calibration data) is not implemented yet; "
-                "use full-layers or policy=bottom|top|spread";
     if (!calibration.empty())
       return emitError(loc) << "--masformer-rewrite-spans: calibration is "
                                "only used with policy=calibrated";
@@ -226,28 +288,43 @@ struct RewriteSpansPass final
     return success();
   }
 
-  /// plan=...: every listed layer gets its span; the others keep theirs.
-  LogicalResult applyPlan() {
+  /// plan=...: every listed layer gets its span (or its head spans); the
+  /// others keep theirs.
+  LogicalResult applyPlan(StringRef path) {
     ModuleOp module = getOperation();
-    Location loc = module.getLoc();
-    if (!span.empty() || sink != 0 || !fullLayers.empty() ||
-        !policy.empty() || numFull >= 0 || !calibration.empty())
-      return emitError(loc) << "--masformer-rewrite-spans: plan gives every "
-                               "layer its span and cannot be combined with "
-                               "span, sink, full-layers, policy or num-full";
     FailureOr<SmallVector<AttentionOp>> layers = collectLayers(module);
     if (failed(layers))
       return failure();
     if (failed(checkNumbering(*layers)))
       return failure();
-    FailureOr<llvm::DenseMap<int64_t, SpanAttr>> spans = readPlan(
-        &getContext(), plan, static_cast<int64_t>(layers->size()), loc);
-    if (failed(spans))
+    MLIRContext *ctx = &getContext();
+    FailureOr<llvm::DenseMap<int64_t, PlanEntry>> plan = readPlan(
+        ctx, path, static_cast<int64_t>(layers->size()), module.getLoc());
+    if (failed(plan))
       return failure();
     for (AttentionOp op : *layers) {
-      auto it = spans->find(static_cast<int64_t>(*op.getLayer()));
-      if (it != spans->end())
-        op.setSpanAttr(it->second);
+      auto it = plan->find(static_cast<int64_t>(*op.getLayer()));
+      if (it == plan->end())
+        continue;
+      const PlanEntry &e = it->second;
+      if (e.heads.empty()) {
+        op.setSpanAttr(e.span);
+        op.removeHeadSpansAttr();
+        continue;
+      }
+      int64_t kvHeads = op.getKeyType().getDimSize(1);
+      if (static_cast<int64_t>(e.heads.size()) != kvHeads)
+        return op.emitError()
+               << "--masformer-rewrite-spans: plan '" << path << "': "
+               << e.where << ": " << e.heads.size()
+               << " head spans, but layer " << *op.getLayer() << " has "
+               << (ShapedType::isDynamic(kvHeads)
+                       ? std::string("a dynamic number of")
+                       : std::to_string(kvHeads))
+               << " key/value heads";
+      op.setSpanAttr(SpanAttr::get(ctx, SpanKind::Full));
+      op.setHeadSpansAttr(ArrayAttr::get(
+          ctx, SmallVector<Attribute>(e.heads.begin(), e.heads.end())));
     }
     return success();
   }

@@ -44,16 +44,25 @@ struct SpanReportPass final
     llvm::json::Array rows;
     for (const LayerCost &c : r->layers) {
       double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
-      rows.push_back(llvm::json::Object{{"layer", c.layer},
-                                        {"span", c.span},
-                                        {"span_size", c.spanSize},
-                                        {"sink", c.sink},
-                                        {"causal", c.causal},
-                                        {"heads", c.heads},
-                                        {"head_dim", c.headDim},
-                                        {"flops", c.flops},
-                                        {"full_flops", c.fullFlops},
-                                        {"fraction_of_full", frac}});
+      llvm::json::Object row{{"layer", c.layer},
+                             {"span", c.span},
+                             {"span_size", c.spanSize},
+                             {"sink", c.sink},
+                             {"causal", c.causal},
+                             {"heads", c.heads},
+                             {"kv_heads", c.kvHeads},
+                             {"head_dim", c.headDim},
+                             {"flops", c.flops},
+                             {"full_flops", c.fullFlops},
+                             {"fraction_of_full", frac}};
+      if (!c.headSpans.empty()) {
+        llvm::json::Array hs;
+        for (const SpanSpec &h : c.headSpans)
+          hs.push_back(llvm::json::Object{
+              {"span", h.span}, {"size", h.spanSize}, {"sink", h.sink}});
+        row["head_spans"] = std::move(hs);
+      }
+      rows.push_back(std::move(row));
     }
     double frac = r->fractionOfFull();
     if (!json.empty()) {

@@ -20,6 +20,7 @@
 // JSON-NEXT: "full_flops": 17408,
 // JSON-NEXT: "head_dim": 8,
 // JSON-NEXT: "heads": 4,
+// JSON-NEXT: "kv_heads": 4,
 // JSON-NEXT: "layer": 0,
 // JSON-NEXT: "sink": 0,
 // JSON-NEXT: "span": "full",
@@ -30,6 +31,33 @@
 // JSON: "seq_len": 16
 
 // NOLEN: error: --masformer-span-report needs seq-len=N with N > 0
+
+// Per-head spans (a version-2 plan): layer 1's four key/value heads keep
+// 136 (full), 81 and 81 (window 4, sink 2) and 8 * 3 = 24 (block 2) of 136
+// causal pairs each: 322 / 544 = 0.592; layer 4 (window 3, sink 1): query
+// p sees [p-2, p] and key 0: 1 + 2 + 3 + 13 * 4 = 58 of 136 = 0.426.
+// RUN: masformer-opt %s --masformer-rewrite-spans="plan=%S/Inputs/plan-heads.json" --masformer-span-report="seq-len=16 json=%t.heads.json" -o /dev/null | FileCheck %s --check-prefix=HEADS
+// RUN: FileCheck %s --check-prefix=HEADSJSON < %t.heads.json
+// HEADS: 1  full x1; window 4, sink 2 x2; block 2 x1    yes      4         8          0.000     0.592
+// HEADS: 4  window 3, sink 1        yes      4         8          0.000     0.426
+// HEADSJSON: "fraction_of_full": 0.591911764
+// HEADSJSON-NEXT: "full_flops": 17408,
+// HEADSJSON-NEXT: "head_dim": 8,
+// HEADSJSON-NEXT: "head_spans": [
+// HEADSJSON-NEXT: {
+// HEADSJSON-NEXT: "sink": 0,
+// HEADSJSON-NEXT: "size": 0,
+// HEADSJSON-NEXT: "span": "full"
+// HEADSJSON: "sink": 2,
+// HEADSJSON-NEXT: "size": 4,
+// HEADSJSON-NEXT: "span": "window"
+// HEADSJSON: "sink": 2,
+// HEADSJSON-NEXT: "size": 4,
+// HEADSJSON-NEXT: "span": "window"
+// HEADSJSON: "sink": 0,
+// HEADSJSON-NEXT: "size": 2,
+// HEADSJSON-NEXT: "span": "block"
+// HEADSJSON: "layer": 1,
 
 // Windows of 4 with 2 sinks, 16 causal tokens: query p sees [p-3, p] and the
 // sinks {0, 1} before it: 1 + 2 + 3 + 4 + 5 + 11 * 6 = 81 pairs of 136.

@@ -34,11 +34,26 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     `1/sqrt(head_dim)`. `layer` is the index of this attention among the
     model's attention ops in graph order, set by the importer.
 
+    `head_spans` (optional) gives each key/value head its own span (and so
+    the whole group of query heads that reads it): a few heads keep the
+    whole context, the others a window with sinks (per-head spans, as in
+    MoA and DuoAttention). It has one span per key/value head (`kv_heads`
+    must be static) and then `span` must be `full`: the head spans replace
+    it. Lowerings that handle one span per op split such an op into one op
+    per run of consecutive heads with the same span
+    (`--masformer-split-head-spans`).
+
     ```mlir
     %o = masformer.attention %q, %k, %v mask(%m : tensor<1x1x1x128xf32>)
            {span = #masformer.span<block 64>, causal = true, layer = 3 : i64}
            : tensor<1x8x128x64xf16>, tensor<1x2x128x64xf16>,
              tensor<1x2x128x64xf16> -> tensor<1x8x128x64xf16>
+    %p = masformer.attention %q, %k, %v
+           {span = #masformer.span<full>, causal = true,
+            head_spans = [#masformer.span<full>,
+                          #masformer.span<window 512, sink 64>]}
+           : tensor<1x8x4096x64xf32>, tensor<1x2x4096x64xf32>,
+             tensor<1x2x4096x64xf32> -> tensor<1x8x4096x64xf32>
     ```
   }];
 
@@ -50,7 +65,9 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     MASFormer_SpanAttr:$span,
     DefaultValuedAttr<BoolAttr, "false">:$causal,
     OptionalAttr<F32Attr>:$scale,
-    OptionalAttr<I64Attr>:$layer
+    OptionalAttr<I64Attr>:$layer,
+    OptionalAttr<TypedArrayAttrBase<MASFormer_SpanAttr,
+                                    "one span per key/value head">>:$head_spans
   );
   let results = (outs AnyRankedTensor:$result);
 
@@ -78,6 +95,15 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     /// The scale as an f32 value built at `b` (1/sqrt of the run-time
     /// head_dim when it is dynamic).
     ::mlir::Value buildScale(::mlir::OpBuilder &b, ::mlir::Location loc);
+    /// Whether key/value heads have spans of their own (`head_spans`).
+    bool hasHeadSpans() { return getHeadSpans().has_value(); }
+    /// The span of key/value head `kvHead`: its head span, or `span`.
+    SpanAttr getKVHeadSpan(int64_t kvHead);
+    /// Whether some (query, key) pair is removed by a span (any head's).
+    bool hasSparseSpan();
+    /// Pairs kept for `q` queries aligned to the end of `kv` keys, summed
+    /// over the query heads (counted once when they are dynamic).
+    int64_t countPairs(int64_t q, int64_t kv);
   }];
 }
 

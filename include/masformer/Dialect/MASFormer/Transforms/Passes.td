@@ -76,15 +76,18 @@ def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
     docs/spans.md).
 
     `plan=plan.json` instead applies a span plan: a versioned JSON file
-    that gives listed layers each their own span (different window sizes or
-    sinks per layer, as a calibration chooses them); layers it does not
-    list keep their span. Format in docs/rewrite.md.
+    that gives listed layers each their own span, or each of their
+    key/value heads its own span (`head_spans`), as a calibration chooses
+    them; layers it does not list keep their span. Format in
+    docs/rewrite.md. `policy=calibrated calibration=plan.json` is the same
+    as `plan=plan.json` for a plan that `python -m masformer.calibrate`
+    chose from calibration data.
 
     Errors (each one diagnostic, and the pass fails): no span or a span size
     of 0 or less, a layer index out of range, `num-full` larger than the
     number of layers, `full-layers` together with `policy` or `num-full`, a
-    module without attention layers. `policy=calibrated` (choosing layers
-    from data) is not implemented yet and says so.
+    module without attention layers, a plan that cannot be read or does not
+    fit the model (each error names the file and the entry).
 
     ```mlir
     // --masformer-rewrite-spans="span=block:64 full-layers=0"
@@ -109,7 +112,8 @@ def RewriteSpans : Pass<"masformer-rewrite-spans", "::mlir::ModuleOp"> {
            "A span plan (JSON, docs/rewrite.md): each listed layer gets its "
            "own span; excludes the other options">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
-           "Calibration inputs (.npz) for policy=calibrated">
+           "The span plan (JSON) that policy=calibrated applies, as "
+           "python -m masformer.calibrate writes it">
   ];
 }
 
@@ -163,6 +167,29 @@ def DecomposeAttention : Pass<"masformer-decompose-attention"> {
     "::mlir::math::MathDialect",
     "::mlir::tensor::TensorDialect"
   ];
+}
+
+def SplitHeadSpans : Pass<"masformer-split-head-spans"> {
+  let summary = "One masformer.attention per run of heads with the same span";
+  let description = [{
+    Replaces every `masformer.attention` with `head_spans` by one op per run
+    of consecutive key/value heads that share a span, on `tensor.extract_slice`
+    of the query (and of the mask, where it has a heads dimension), key and
+    value, their results inserted into one tensor shaped like the query. The
+    CPU tiling and the GPU kernels do this themselves; the pass shows it and
+    lets other pipelines lower per-head spans with one span per op.
+
+    ```mlir
+    %o = masformer.attention %q, %k, %v {span = #masformer.span<full>,
+           head_spans = [#masformer.span<full>, #masformer.span<window 64>,
+                         #masformer.span<window 64>]}
+           : tensor<1x6x256x32xf32>, tensor<1x3x256x32xf32>,
+             tensor<1x3x256x32xf32> -> tensor<1x6x256x32xf32>
+    ```
+    becomes a full op on query heads 0-1 (key/value head 0) and a
+    `window 64` op on query heads 2-5 (key/value heads 1-2).
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
 #endif // MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_TD

@@ -1,0 +1,34 @@
+//===- HeadSpans.h - Per-head spans as one op per head run ------*- C++ -*-===//
+//
+// masformer.attention may give each key/value head its own span
+// (`head_spans`). Lowerings that handle one span per op (the CPU tiles, the
+// GPU kernels) first split such an op into one op per run of consecutive
+// key/value heads with the same span, each with its own exact tile bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MASFORMER_DIALECT_MASFORMER_UTILS_HEADSPANS_H
+#define MASFORMER_DIALECT_MASFORMER_UTILS_HEADSPANS_H
+
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::masformer {
+
+/// Replaces `op`, which has `head_spans`, by one masformer.attention per run
+/// of consecutive key/value heads with the same span, on slices of the query
+/// (and of the mask where it has a heads dimension), key and value, whose
+/// results are inserted into one tensor shaped like the query. Fails (with
+/// an error on `op`) when the number of query heads, or a mask's heads
+/// dimension, is dynamic. Returns the new ops, in head order.
+FailureOr<SmallVector<AttentionOp>> splitHeadSpans(RewriterBase &rewriter,
+                                                   AttentionOp op);
+
+/// Splits every op with `head_spans` under `root`; fails on the first op
+/// that cannot be split.
+LogicalResult splitAllHeadSpans(Operation *root);
+
+} // namespace mlir::masformer
+
+#endif // MASFORMER_DIALECT_MASFORMER_UTILS_HEADSPANS_H

@@ -1,0 +1,116 @@
+//===- HeadSpans.cpp - Per-head spans as one op per head run ----*- C++ -*-===//
+
+#include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+/// Consecutive key/value heads [start, start + count) sharing `span`.
+struct HeadRun {
+  int64_t start, count;
+  SpanAttr span;
+};
+
+/// `value` sliced to [start, start + count) along dimension `dim`.
+Value sliceDim(OpBuilder &b, Location loc, Value value, int64_t dim,
+               int64_t start, int64_t count) {
+  auto ty = cast<RankedTensorType>(value.getType());
+  SmallVector<OpFoldResult> offsets(ty.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, value);
+  SmallVector<OpFoldResult> strides(ty.getRank(), b.getIndexAttr(1));
+  offsets[dim] = b.getIndexAttr(start);
+  sizes[dim] = b.getIndexAttr(count);
+  return tensor::ExtractSliceOp::create(b, loc, value, offsets, sizes, strides);
+}
+} // namespace
+
+FailureOr<SmallVector<AttentionOp>>
+mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
+  std::optional<ArrayAttr> heads = op.getHeadSpans();
+  assert(heads && "op has no head spans");
+  std::optional<int64_t> group = op.getStaticGroupSize();
+  if (!group)
+    return op.emitOpError("with head_spans needs a static number of query "
+                          "heads to be split by head");
+  // The mask's query-heads dimension, where it has one (rank >= 3, size not
+  // 1): sliced with the query.
+  Value mask = op.getMask();
+  int64_t maskHeadDim = -1;
+  if (mask) {
+    auto mTy = cast<RankedTensorType>(mask.getType());
+    if (mTy.getRank() >= 3) {
+      int64_t d = mTy.getRank() - 3;
+      if (ShapedType::isDynamic(mTy.getDimSize(d)))
+        return op.emitOpError("with head_spans and a mask whose heads "
+                              "dimension is dynamic cannot be split by head");
+      if (mTy.getDimSize(d) != 1)
+        maskHeadDim = d;
+    }
+  }
+
+  SmallVector<HeadRun> runs;
+  for (auto [h, a] : llvm::enumerate(*heads)) {
+    auto span = cast<SpanAttr>(a);
+    if (!runs.empty() && runs.back().span == span)
+      ++runs.back().count;
+    else
+      runs.push_back({static_cast<int64_t>(h), 1, span});
+  }
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  Location loc = op.getLoc();
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute a : op->getAttrs())
+    if (a.getName() != op.getHeadSpansAttrName() &&
+        a.getName() != op.getSpanAttrName())
+      attrs.push_back(a);
+  SmallVector<OpFoldResult> outSizes =
+      tensor::getMixedSizes(rewriter, loc, op.getQuery());
+  Value out = tensor::EmptyOp::create(rewriter, loc, outSizes,
+                                      op.getQueryType().getElementType());
+  SmallVector<AttentionOp> parts;
+  for (const HeadRun &run : runs) {
+    int64_t qStart = run.start * *group, qCount = run.count * *group;
+    SmallVector<Value> operands = {
+        sliceDim(rewriter, loc, op.getQuery(), 1, qStart, qCount),
+        sliceDim(rewriter, loc, op.getKey(), 1, run.start, run.count),
+        sliceDim(rewriter, loc, op.getValue(), 1, run.start, run.count)};
+    if (mask)
+      operands.push_back(maskHeadDim >= 0 ? sliceDim(rewriter, loc, mask,
+                                                     maskHeadDim, qStart,
+                                                     qCount)
+                                          : mask);
+    SmallVector<NamedAttribute> partAttrs(attrs);
+    partAttrs.push_back(rewriter.getNamedAttr(op.getSpanAttrName(), run.span));
+    auto part = AttentionOp::create(rewriter, loc, operands[0].getType(),
+                                    operands, partAttrs);
+    parts.push_back(part);
+    SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0));
+    offsets[1] = rewriter.getIndexAttr(qStart);
+    SmallVector<OpFoldResult> sizes =
+        tensor::getMixedSizes(rewriter, loc, part.getResult());
+    SmallVector<OpFoldResult> strides(4, rewriter.getIndexAttr(1));
+    out = tensor::InsertSliceOp::create(rewriter, loc, part.getResult(), out,
+                                        offsets, sizes, strides);
+  }
+  rewriter.replaceOp(op, out);
+  return parts;
+}
+
+LogicalResult mlir::masformer::splitAllHeadSpans(Operation *root) {
+  SmallVector<AttentionOp> ops;
+  root->walk([&](AttentionOp op) {
+    if (op.hasHeadSpans())
+      ops.push_back(op);
+  });
+  IRRewriter rewriter(root->getContext());
+  for (AttentionOp op : ops)
+    if (failed(splitHeadSpans(rewriter, op)))
+      return failure();
+  return success();
+}
