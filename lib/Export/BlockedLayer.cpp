@@ -336,26 +336,65 @@ LogicalResult LayerExporter::emitDenseSpanMask() {
   std::string kj = emit.node("Range", {zero, kn, one});
   std::string qCol = emit.node("Unsqueeze", {qi, emit.constI64({1})});
   std::string kRow = emit.node("Unsqueeze", {kj, emit.constI64({0})});
-  SpanAttr span = op.getSpan();
-  int64_t size = span.getSize();
+  // The keep matrix [q, kv] of one span.
+  auto keepOf = [&](SpanAttr span) {
+    int64_t size = span.getSize();
+    std::string keep;
+    if (span.getKind() == SpanKind::Full) {
+      // Every pair: the span removes none (causality stays in the chain).
+      keep = emit.node("Equal", {emit.node("Sub", {qCol, qCol}),
+                                 emit.node("Sub", {kRow, kRow})});
+    } else if (span.getKind() == SpanKind::Block) {
+      // Positions are non-negative: Div is floor division.
+      std::string b = emit.constI64({size}, true);
+      keep = emit.node("Equal", {emit.node("Div", {qCol, b}),
+                                 emit.node("Div", {kRow, b})});
+    } else {
+      std::string dist = emit.node("Sub", {qCol, kRow});
+      keep = emit.node(
+          "And",
+          {emit.node("Less", {dist, emit.constI64({size}, true)}),
+           emit.node("Greater", {dist, emit.constI64(
+                                           {op.getCausal() ? -1 : -size},
+                                           true)})});
+    }
+    if (span.getSink() > 0)
+      keep = emit.node(
+          "Or", {keep, emit.node("Less", {kRow, emit.constI64({span.getSink()},
+                                                              true)})});
+    return keep;
+  };
   std::string keep;
-  if (span.getKind() == SpanKind::Block) {
-    // Positions are non-negative: Div is floor division.
-    std::string b = emit.constI64({size}, true);
-    keep = emit.node("Equal", {emit.node("Div", {qCol, b}),
-                               emit.node("Div", {kRow, b})});
+  if (std::optional<ArrayAttr> heads = op.getHeadSpans()) {
+    // Per-head spans: one keep matrix per distinct span, stacked per query
+    // head into [q_heads, q, kv], which broadcasts over the batch of scores
+    // shaped [batch, q_heads, q, kv].
+    int64_t qHeads = op.getQueryType().getDimSize(1);
+    std::optional<int64_t> group = op.getStaticGroupSize();
+    if (!group || sTy->getRank() != 4 || sTy->getDimSize(1) != qHeads)
+      return error() << "per-head spans need the layer's scores shaped "
+                        "[batch, heads, queries, keys] with static heads, "
+                        "got "
+                     << *sTy;
+    llvm::DenseMap<Attribute, std::string> perSpan;
+    SmallVector<std::string> rows;
+    for (int64_t h = 0; h < qHeads; ++h) {
+      auto span = cast<SpanAttr>((*heads)[h / *group]);
+      auto it = perSpan.find(span);
+      if (it == perSpan.end())
+        it = perSpan
+                 .try_emplace(span, emit.node("Unsqueeze",
+                                              {keepOf(span),
+                                               emit.constI64({0})}))
+                 .first;
+      rows.push_back(it->second);
+    }
+    keep = emit.node("Concat", rows, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", 0);
+    });
   } else {
-    std::string dist = emit.node("Sub", {qCol, kRow});
-    keep = emit.node(
-        "And", {emit.node("Less", {dist, emit.constI64({size}, true)}),
-                emit.node("Greater",
-                          {dist, emit.constI64({op.getCausal() ? -1 : -size},
-                                               true)})});
+    keep = keepOf(op.getSpan());
   }
-  if (span.getSink() > 0)
-    keep = emit.node(
-        "Or", {keep, emit.node("Less", {kRow, emit.constI64({span.getSink()},
-                                                            true)})});
   std::string mask = emit.node(
       "Where", {keep, emit.constFloat(0.0, et),
                 emit.constFloat(-std::numeric_limits<double>::infinity(), et)});

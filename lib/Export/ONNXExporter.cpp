@@ -116,6 +116,9 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
     if (it != index.byName.end() &&
         graph.node(it->second).op_type() == "Attention") {
       int i = it->second;
+      if (op.hasHeadSpans())
+        return error() << "per-head spans of Attention nodes are not "
+                          "supported yet";
       if (op.getSpan().getKind() != SpanKind::Block)
         return error() << "window spans of Attention nodes are not "
                           "supported yet";
@@ -141,7 +144,7 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   block = span.getSize();
   // Blocks, or a causal window as blocks of W that also see the previous
   // block.
-  if (span.getSink() == 0 &&
+  if (!op.hasHeadSpans() && span.getSink() == 0 &&
       (span.getKind() == SpanKind::Block || op.getCausal())) {
     windowed = span.getKind() == SpanKind::Window;
     if (failed(emitBlocked()))
@@ -155,8 +158,9 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
     anchor = layer.pv;
   } else {
     op.emitWarning() << "layer " << op.getLayer().value_or(-1) << ": "
-                     << (span.getSink() > 0 ? "a span with sinks"
-                                            : "a bidirectional window span")
+                     << (op.hasHeadSpans()    ? "per-head spans"
+                         : span.getSink() > 0 ? "a span with sinks"
+                                              : "a bidirectional window span")
                      << " is exported as an added dense mask; onnxruntime "
                         "still computes every pair";
     if (failed(emitDenseSpanMask()))
@@ -186,7 +190,7 @@ LogicalResult mlir::masformer::exportSpansToONNX(
   llvm::DenseSet<int> removed;
   bool failedAny = false;
   module.walk([&](AttentionOp op) {
-    if (op.getSpan().isFull())
+    if (!op.hasSparseSpan())
       return;
     if (opset < 13) {
       op.emitError() << "ONNX export of spans needs opset >= 13, the model "

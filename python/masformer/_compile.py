@@ -8,11 +8,12 @@ import numpy as np
 
 from . import _masformer
 from ._report import SpanReport
-from ._rewrite import _run_checks, _shapes, _spans_option, _warn
+from ._rewrite import _options, _run_checks, _shapes, _warn
 
 def compile(src, dst, *, target="cpu", chip=None, precision="f32",
             cpu="native", span=None, sink=0, full_layers=None, policy=None,
-            num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
+            num_full=None, plan=None, seq_len=2048,
+            input_shapes=None) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
     Every op of the model is lowered (matrix products and attention as
@@ -23,7 +24,8 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     operands with f32 accumulation. With `span` ("block:B" or "window:W") the MASFormer
     rewrite is applied first, choosing the full layers as masformer.rewrite
     does (`full_layers`, or `policy` and `num_full`), with `sink` attention
-    sinks in the rewritten layers. Without
+    sinks in the rewritten layers; or with `plan` a span plan (a path or a
+    dict, as masformer.rewrite takes it: per-layer or per-head spans). Without
     `input_shapes` ({input name: [dims]}) dynamic dimensions stay dynamic
     and the library runs at every size. Returns the span report of the
     compiled model at `seq_len`; load the library with masformer.Session.
@@ -39,21 +41,26 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     if not isinstance(cpu, str) or not cpu:
         raise ValueError(f"cpu must be an LLVM CPU name or 'native', got "
                          f"{cpu!r}")
-    if span is None:
+    tmp = None
+    if span is None and plan is None:
         if full_layers is not None or policy is not None or \
                 num_full is not None or sink:
             raise ValueError("sink, full_layers, policy and num_full shape the "
                              "rewrite: give span too")
         spans = ""
     else:
-        spans = _spans_option(span, full_layers, policy, num_full, sink)
+        spans, tmp = _options(span, sink, full_layers, policy, num_full, plan)
     if not isinstance(dst, (str, os.PathLike)) or not os.fspath(dst):
         raise ValueError(f"dst must be the path of the library to write, "
                          f"got {dst!r}")
-    src = _run_checks(src, seq_len)
-    d = _masformer.compile(src, os.fspath(dst), target, chip or "",
-                           precision, cpu, spans, seq_len,
-                           _shapes(input_shapes))
+    try:
+        src = _run_checks(src, seq_len)
+        d = _masformer.compile(src, os.fspath(dst), target, chip or "",
+                               precision, cpu, spans, seq_len,
+                               _shapes(input_shapes))
+    finally:
+        if tmp:
+            os.unlink(tmp)
     report = SpanReport.from_dict(d)
     _warn(report)
     return report

@@ -19,17 +19,38 @@ class LayerCost:
     flops: float
     full_flops: float
     sink: int = 0        # keys visible to every query; 0 for none
+    kv_heads: int = 0
+    # Per-head spans: one {"span", "size", "sink"} per key/value head (and
+    # span is "full"); empty when the layer has one span.
+    head_spans: tuple = ()
+    # The model's nodes the layer was raised from (scores MatMul, Softmax,
+    # output MatMul; or one Attention node), where known.
+    nodes: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "head_spans",
+                           tuple(dict(h) for h in self.head_spans))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
 
     @property
     def fraction_of_full(self) -> float:
         return self.flops / self.full_flops if self.full_flops else 1.0
 
+    @staticmethod
+    def _text(span, size, sink):
+        if span == "full":
+            return span
+        return f"{span} {size}" + (f", sink {sink}" if sink else "")
+
     @property
     def span_text(self) -> str:
-        if self.span == "full":
-            return self.span
-        text = f"{self.span} {self.span_size}"
-        return text + (f", sink {self.sink}" if self.sink else "")
+        if not self.head_spans:
+            return self._text(self.span, self.span_size, self.sink)
+        counts = {}
+        for h in self.head_spans:
+            t = self._text(h["span"], h["size"], h["sink"])
+            counts[t] = counts.get(t, 0) + 1
+        return "; ".join(f"{t} x{n}" for t, n in counts.items())
 
 
 @dataclass(frozen=True)
@@ -62,7 +83,8 @@ class SpanReport:
 
     def to_dict(self) -> dict:
         return {"seq_len": self.seq_len,
-                "layers": [dict(c.__dict__,
+                "layers": [dict(c.__dict__, head_spans=list(c.head_spans),
+                                nodes=list(c.nodes),
                                 fraction_of_full=c.fraction_of_full)
                            for c in self.layers],
                 "total_flops": self.total_flops,

@@ -1,7 +1,9 @@
 """masformer.rewrite and masformer.span_report."""
 
+import json
 import os
 import re
+import tempfile
 import warnings
 
 from . import _masformer
@@ -10,6 +12,32 @@ from ._report import SpanReport
 Error = _masformer.Error
 
 _POLICIES = ("bottom", "top", "spread", "calibrated")
+
+
+def _plan_option(plan, others):
+    """plan=PATH for a plan file or a plan dict (written next to nothing:
+    a temporary file the caller removes); `others` are the arguments that
+    a plan excludes."""
+    if any(others):
+        raise ValueError("plan gives every layer its span: it cannot be "
+                         "combined with span, sink, full_layers, policy or "
+                         "num_full")
+    tmp = None
+    if isinstance(plan, dict):
+        fd, tmp = tempfile.mkstemp(suffix=".json", prefix="masformer-plan-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(plan, f)
+        path = tmp
+    elif isinstance(plan, (str, os.PathLike)):
+        path = os.fspath(plan)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such span plan: {path!r}")
+    else:
+        raise ValueError(f"plan must be a path or a dict "
+                         f"(masformer-span-plan), got {plan!r}")
+    if "'" in path:
+        raise ValueError(f"plan path {path!r}: quotes are not supported")
+    return f"plan='{path}'", tmp
 
 
 def _spans_option(span, full_layers, policy, num_full, sink=0):
@@ -84,8 +112,9 @@ def _run(src, dst, spans, seq_len, input_shapes):
     return report
 
 
-def rewrite(src, dst=None, *, span, sink=0, full_layers=None, policy=None,
-            num_full=None, seq_len=2048, input_shapes=None) -> SpanReport:
+def rewrite(src, dst=None, *, span=None, sink=0, full_layers=None,
+            policy=None, num_full=None, plan=None, seq_len=2048,
+            input_shapes=None) -> SpanReport:
     """MASFormer-rewrites the ONNX model `src` into `dst`.
 
     span: "block:B" or "window:W", the span of the rewritten layers.
@@ -94,15 +123,34 @@ def rewrite(src, dst=None, *, span, sink=0, full_layers=None, policy=None,
     Which layers keep full attention: `full_layers` (indices), or `policy`
     ("bottom", the paper's placement and the default; "top"; "spread") with
     `num_full` layers (default ceil(layers / 6)).
+    plan: instead of all of these, a span plan (a path, or the dict that
+    `python -m masformer.calibrate` writes; docs/rewrite.md): each listed
+    layer gets its span, or each of its key/value heads its own span.
     seq_len: sequence length of the returned cost report.
     input_shapes: optional {input name: [dims]} fixing dynamic dimensions
     (the written model keeps its dynamic axes either way).
     dst=None: nothing is written, only the report is returned.
     """
-    spans = _spans_option(span, full_layers, policy, num_full, sink)
     if dst is not None and not os.fspath(dst).endswith(".onnx"):
         raise ValueError(f"dst must be a .onnx path, got {dst!r}")
-    return _run(src, dst, spans, seq_len, input_shapes)
+    spans, tmp = _options(span, sink, full_layers, policy, num_full, plan)
+    try:
+        return _run(src, dst, spans, seq_len, input_shapes)
+    finally:
+        if tmp:
+            os.unlink(tmp)
+
+
+def _options(span, sink, full_layers, policy, num_full, plan):
+    """The rewrite options of rewrite() and compile(), and a temporary plan
+    file to remove afterwards (or None)."""
+    if plan is not None:
+        return _plan_option(plan, [span is not None, sink, full_layers
+                                   is not None, policy is not None,
+                                   num_full is not None])
+    if span is None:
+        raise ValueError("give span (\"block:B\" or \"window:W\") or plan")
+    return _spans_option(span, full_layers, policy, num_full, sink), None
 
 
 def span_report(src, *, seq_len=2048, input_shapes=None) -> SpanReport:

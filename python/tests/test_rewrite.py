@@ -84,6 +84,71 @@ def test_input_shapes_give_the_same_model(fixtures, tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
+def test_rewrite_with_a_per_head_plan(fixtures, tool, tmp_path):
+    """A plan dict (per-head and per-layer entries) gives the same model as
+    the command line with the same plan file, and the report per head."""
+    plan = {"format": "masformer-span-plan", "version": 2, "layers": [
+        {"layer": 0, "heads": [{"span": "window", "size": 3, "sink": 2},
+                               {"span": "full"}]},
+        {"layer": 2, "span": "block", "size": 4}]}
+    out = tmp_path / "py.onnx"
+    shapes = {"input_ids": [2, 16], "attention_mask": [2, 16]}
+    report = masformer.rewrite(fixtures / "llama.onnx", out, plan=plan,
+                               seq_len=16, input_shapes=shapes)
+    path = tmp_path / "plan.json"
+    path.write_text(__import__("json").dumps(plan))
+    cli = tmp_path / "cli.onnx"
+    subprocess.run([tool("masformer-opt"), str(fixtures / "llama.onnx"),
+                    "--input-shape", "input_ids=2x16", "--input-shape",
+                    "attention_mask=2x16",
+                    f"--masformer-rewrite-spans=plan={path}", "-o", str(cli)],
+                   check=True, capture_output=True)
+    assert out.read_bytes() == cli.read_bytes()
+    l0 = report.layers[0]
+    assert (l0.heads, l0.kv_heads) == (4, 2)
+    assert l0.span_text == "window 3, sink 2 x1; full x1"
+    assert [h["size"] for h in l0.head_spans] == [3, 0]
+    # Window 3 + 2 sinks at 16 causal tokens: query p sees [p-2, p] and
+    # {0, 1}: 1 + 2 + 3 + 4 + 12 * 5 = 70 of 136 pairs for two query heads,
+    # 136 for the other two.
+    assert l0.fraction_of_full == pytest.approx((70 + 136) / 272)
+    assert report.layers[1].span_text == "full"
+    assert report.layers[2].span_text == "block 4"
+    assert len(l0.nodes) == 3 and all(l0.nodes)
+    # The same plan from a path, and the report alone.
+    again = masformer.rewrite(fixtures / "llama.onnx", None, plan=path,
+                              seq_len=16, input_shapes=shapes)
+    assert again.to_dict() == report.to_dict()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(plan={"format": "masformer-span-plan", "version": 2,
+                "layers": []}, span="block:4"),
+     "plan gives every layer its span"),
+    (dict(plan=3), "plan must be a path or a dict"),
+    (dict(), "give span"),
+])
+def test_bad_plan_arguments(fixtures, tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        masformer.rewrite(fixtures / "gpt2.onnx", tmp_path / "o.onnx",
+                          **kwargs)
+
+
+def test_bad_plan_is_a_masformer_error(fixtures, tmp_path):
+    plan = {"format": "masformer-span-plan", "version": 2, "layers": [
+        {"layer": 0, "heads": [{"span": "full"}]}]}
+    with pytest.raises(masformer.Error,
+                       match=r"layers\[0\]: 1 head spans, but layer 0 has 2 "
+                             r"key/value heads"):
+        masformer.rewrite(fixtures / "llama.onnx", tmp_path / "o.onnx",
+                          plan=plan, input_shapes={"input_ids": [1, 8],
+                                                   "attention_mask": [1, 8]})
+    assert not (tmp_path / "o.onnx").exists()
+    with pytest.raises(FileNotFoundError, match="no such span plan"):
+        masformer.rewrite(fixtures / "llama.onnx", None,
+                          plan=tmp_path / "missing.json")
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(span="block"), "span must be 'block:B' or 'window:W'"),
     (dict(span="strided:4"), "span must be 'block:B' or 'window:W'"),

@@ -8,6 +8,12 @@ or decomposition is used.
     span_reference.py ORIGINAL --span window:4 --sink 2 --causal \\
         --rewritten 1,2 --input-shape input_ids=2x16 ... -o ref.onnx
         [--check EXPORTED.onnx]
+    span_reference.py ORIGINAL --plan plan.json --causal ...
+
+--plan takes the layers and their spans (one per layer, or one per
+key/value head: "heads") from a span plan (docs/rewrite.md) instead of
+--span/--sink/--rewritten; per-head masks are [q_heads, q, kv], the heads
+read from the Softmax input's inferred shape.
 
 Layer i is the i-th Softmax of the graph (the fixtures' attention layers,
 in graph order, as --masformer-raise-attention numbers them); --layers
@@ -16,6 +22,7 @@ the same inputs and must match the reference within 1e-4 + 1e-4 * |ref|.
 """
 
 import argparse
+import json
 import sys
 
 import numpy as np
@@ -29,11 +36,12 @@ from ort_inputs import mismatch, reference
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("original")
-    ap.add_argument("--span", required=True, help="block:B or window:W")
+    ap.add_argument("--span", help="block:B or window:W")
     ap.add_argument("--sink", type=int, default=0)
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--rewritten", required=True,
-                    help="comma-separated layer indices")
+    ap.add_argument("--rewritten", help="comma-separated layer indices")
+    ap.add_argument("--plan", help="a span plan (JSON) instead of --span, "
+                    "--sink and --rewritten")
     ap.add_argument("--layers", type=int, required=True,
                     help="how many attention layers the model has")
     ap.add_argument("--input-shape", action="append", default=[])
@@ -43,22 +51,58 @@ def main():
     ap.add_argument("--check")
     a = ap.parse_args()
 
-    kind, size = a.span.split(":")
-    span = (kind, int(size), a.sink)
-    allowed = ref.span_allowed(a.seq, a.seq, span, a.causal)
     model = onnx.load(a.original)
-    inferred = onnx.shape_inference.infer_shapes(model)
-    elem = {v.name: v.type.tensor_type.elem_type
-            for v in list(inferred.graph.value_info)
-            + list(inferred.graph.input) + list(inferred.graph.output)}
+    # Shapes inferred with the inputs fixed to --input-shape (per-head masks
+    # need the number of heads of the scores).
+    fixed = onnx.load(a.original)
+    dims = {n: [int(x) for x in d.split("x")]
+            for n, d in (s.split("=") for s in a.input_shape)}
+    for inp in fixed.graph.input:
+        if inp.name in dims:
+            for d, size in zip(inp.type.tensor_type.shape.dim,
+                               dims[inp.name]):
+                d.Clear()
+                d.dim_value = size
+    inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
+    values = {v.name: v.type.tensor_type
+              for v in list(inferred.graph.value_info)
+              + list(inferred.graph.input) + list(inferred.graph.output)}
     softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
     if len(softmaxes) != a.layers:
         sys.exit(f"span_reference: {len(softmaxes)} Softmax nodes, expected "
                  f"{a.layers} attention layers")
-    for layer in (int(x) for x in a.rewritten.split(",")):
+
+    def parse(entry):
+        if entry["span"] == "full":
+            return ("full", 0)
+        return (entry["span"], entry["size"], entry.get("sink", 0))
+
+    # layer -> one span, or a list of one span per key/value head.
+    spans = {}
+    if a.plan:
+        for entry in json.load(open(a.plan))["layers"]:
+            spans[entry["layer"]] = ([parse(h) for h in entry["heads"]]
+                                     if "heads" in entry else parse(entry))
+    else:
+        kind, size = a.span.split(":")
+        for layer in (int(x) for x in a.rewritten.split(",")):
+            spans[layer] = (kind, int(size), a.sink)
+    kept = total = 0
+    for layer, span in sorted(spans.items()):
         node = softmaxes[layer]
-        et = elem.get(node.input[0], onnx.TensorProto.FLOAT)
+        tt = values.get(node.input[0])
+        et = tt.elem_type if tt else onnx.TensorProto.FLOAT
         dtype = helper.tensor_dtype_to_np_dtype(et)
+        heads = 1
+        if isinstance(span, list):
+            dims = [d.dim_value for d in tt.shape.dim] if tt else []
+            if len(dims) != 4 or dims[1] <= 0:
+                sys.exit(f"span_reference: layer {layer}: per-head spans "
+                         f"need scores [batch, heads, q, kv], got {dims}")
+            heads = dims[1]
+        allowed = ref.heads_allowed(a.seq, a.seq, span, a.causal, heads)
+        kept += allowed.sum() * (1 if allowed.ndim == 3 else heads)
+        total += a.seq * a.seq * heads
         mask = np.where(allowed, 0.0, -np.inf).astype(dtype)
         name = f"span_reference_mask_{layer}"
         model.graph.initializer.append(numpy_helper.from_array(mask, name))
@@ -68,8 +112,8 @@ def main():
         model.graph.node.insert(list(model.graph.node).index(node), add)
         node.input[0] = masked
     onnx.save(model, a.output)
-    print(f"reference: layers {a.rewritten} masked with {span}, "
-          f"{allowed.sum()} of {allowed.size} pairs kept")
+    print(f"reference: layers {sorted(spans)} masked, {kept} of {total} "
+          f"pairs kept")
 
     # The rewrite must change the result at this length, or a test that
     # compares with the reference could not catch an ignored span.
