@@ -8,8 +8,9 @@ on a pretrained model, without retraining.
 
 For every combination of span (--spans: "block:512", "window:512", or with
 attention sinks "window:512+64": the first 64 keys stay visible), policy
-(bottom, top, spread, calibrated) and number of full layers, the model is
-rewritten with masformer.rewrite and run in onnxruntime next to the
+(bottom, top, spread, calibrated) and number of full layers, and for every
+span plan (--plans, as python -m masformer.calibrate writes them), the model
+is rewritten with masformer.rewrite and run in onnxruntime next to the
 original:
 
 - lm: a causal language model (inputs input_ids, attention_mask; output
@@ -166,11 +167,34 @@ def evaluate_lm(a, log):
                 f"{rep.full_layers}: cost {rep.fraction_of_full:.3f}, "
                 f"perplexity {np.exp(loss):.3f} "
                 f"(x{np.exp(loss - base):.3f})")
+        for plan_path in a.plans:
+            rows.append(_plan_row(a, plan_path, seq, windows, base, tmp, log))
     if os.path.exists(tmp):
         os.remove(tmp)
         if os.path.exists(tmp + ".data"):
             os.remove(tmp + ".data")
     return rows, layers
+
+
+def _plan_row(a, plan_path, seq, windows, base, tmp, log):
+    """A span plan (python -m masformer.calibrate) on the windows."""
+    import warnings
+    with warnings.catch_warnings():
+        # Per-head spans run as a dense mask in onnxruntime: the quality is
+        # what is measured here.
+        warnings.simplefilter("ignore")
+        rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq,
+                      input_shapes=_shapes(min(seq, IMPORT_LEN)))
+    loss = _lm_loss(tmp, windows, a.threads)
+    name = os.path.splitext(os.path.basename(plan_path))[0]
+    per_head = sum(1 for c in rep.layers if c.head_spans)
+    log(f"seq {seq} plan {name}: cost {rep.fraction_of_full:.3f}, "
+        f"perplexity {np.exp(loss):.3f} (x{np.exp(loss - base):.3f})")
+    return dict(seq_len=seq, span=f"plan {name}", sink=0, block=0,
+                policy="plan", num_full=len(rep.full_layers),
+                full_layers=rep.full_layers, per_head_layers=per_head,
+                cost=rep.fraction_of_full, loss=loss,
+                ppl=float(np.exp(loss)), ppl_ratio=float(np.exp(loss - base)))
 
 
 def _tmp_path(model):
@@ -304,12 +328,12 @@ def _plot(rows, kind, path, title):
     spans = sorted({r[key] for r in rows if r["policy"] != "original"},
                    key=str)
     colours = plt.get_cmap("tab10")
-    markers = dict(bottom="v", top="^", spread="s", calibrated="o")
+    markers = dict(bottom="v", top="^", spread="s", calibrated="o", plan="*")
     fig, axes = plt.subplots(1, len(seqs), figsize=(4.8 * len(seqs), 4.2),
                              sharey=True, squeeze=False)
     for ax, seq in zip(axes[0], seqs):
         for k, span in enumerate(spans):
-            for policy in POLICIES:
+            for policy in POLICIES + ("plan",):
                 pts = sorted((r["cost"], r[metric]) for r in rows
                              if (r["seq_len"], r[key], r["policy"]) ==
                              (seq, span, policy))
@@ -351,6 +375,9 @@ def main(argv=None):
                     help="block sizes (block:B spans; default 256 512 when "
                          "--spans is not given)")
     lm.add_argument("--num-full", type=int, nargs="+", default=[3, 10])
+    lm.add_argument("--plans", nargs="+", default=[],
+                    help="span plans (python -m masformer.calibrate) to "
+                         "evaluate too, one row each per sequence length")
     enc = sub.add_parser("encoder", help="a sentence encoder: similarity "
                                          "and retrieval")
     enc.add_argument("--paragraphs", required=True,

@@ -1,0 +1,415 @@
+"""Chooses a span plan for a causal LM from calibration text, under a budget
+on the attention cost.
+
+    python -m masformer.calibrate model.onnx --tokens calib.npy \\
+        --seq-len 4096 --budget 0.3 -o plan.json
+
+1. One run of the original model in onnxruntime on --seq-len tokens of the
+   calibration text, with two extra outputs per attention layer (the layers
+   masformer finds: the nodes the span report names): the attention
+   probabilities of --rows query rows spread over the sequence, and the
+   values.
+2. For every layer, key/value head and candidate span (full, and window W
+   with --sink K sinks for every --windows W below the length), the error
+   that span alone makes in that head's attention output on those rows:
+   the probabilities outside the span dropped and the rest renormalized,
+   which is what the rewritten layer computes from the same inputs. The
+   error is relative: sum |o_span - o|^2 / sum |o|^2 over the rows and the
+   head's query heads.
+3. The plan: one candidate per key/value head, the least total error whose
+   attention cost (the span report's: pairs kept / pairs of full attention,
+   at --seq-len) is within --budget. A Lagrangian relaxation of this
+   multiple-choice knapsack, then greedy upgrades into the budget left.
+4. A check: the model rewritten with the plan, on the same tokens; its
+   perplexity ratio to the original goes into the plan ("calibration").
+
+The plan (masformer-span-plan version 2, docs/rewrite.md) is applied with
+masformer-opt --masformer-rewrite-spans="plan=plan.json", masformer-compile
+--spans="plan=plan.json" or masformer.rewrite(plan=...). Calibrate on the
+user's own text; report quality on other text (docs/EVALUATION.md). Needs
+onnxruntime; the inputs are input_ids and attention_mask, the first output
+the logits.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from . import rewrite, span_report
+
+DEFAULT_WINDOWS = (64, 128, 256, 512, 1024, 2048)
+
+
+class CalibrationError(Exception):
+    """A model, text or option calibration cannot work with."""
+
+
+def _session(path, threads):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    # Priority order runs each probe right after its Softmax, so that the
+    # layer's probabilities are freed once used (the default order keeps
+    # every layer's until the probes at the end: gigabytes at 4096).
+    opts.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    if threads:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(path, opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _nll(logits, ids):
+    """Mean negative log-likelihood of ids[1:] given their prefixes."""
+    logits = logits[:-1].astype(np.float64)
+    m = logits.max(-1, keepdims=True)
+    logz = np.log(np.exp(logits - m).sum(-1)) + m[:, 0]
+    return float((logz - logits[np.arange(len(ids) - 1), ids[1:]]).mean())
+
+
+def _feeds(ids):
+    x = ids[None, :]
+    return {"input_ids": x, "attention_mask": np.ones_like(x)}
+
+
+def _tmp_path(model, tag):
+    """Next to the model, so that its external data is found."""
+    stem = os.path.splitext(os.path.basename(model))[0]
+    return os.path.join(os.path.dirname(os.path.abspath(model)),
+                        f".{stem}-masformer-{tag}-{os.getpid()}.onnx")
+
+
+def _remove(path):
+    for p in (path, path + ".data"):
+        if os.path.exists(p):
+            os.remove(p)
+
+
+def _probe_model(model, layers, rows, out):
+    """`model` with, per layer, the Softmax output at query rows `rows`
+    (axis 2) and the output MatMul's values as f32 outputs."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    m = onnx.load(model, load_external_data=False)
+    names = {n.name: n for n in m.graph.node}
+    idx = "masformer_calibrate_rows"
+    m.graph.initializer.append(
+        numpy_helper.from_array(np.asarray(rows, np.int64), idx))
+    probes = []
+    for c in layers:
+        if len(c.nodes) != 3 or any(n not in names for n in c.nodes):
+            raise CalibrationError(
+                f"layer {c.layer}: calibration needs attention written as "
+                f"MatMul, Softmax, MatMul (the layer's nodes: "
+                f"{list(c.nodes)})")
+        softmax, pv = names[c.nodes[1]], names[c.nodes[2]]
+        if softmax.op_type != "Softmax" or pv.op_type != "MatMul":
+            raise CalibrationError(
+                f"layer {c.layer}: expected nodes Softmax and MatMul, got "
+                f"{softmax.op_type} '{softmax.name}' and {pv.op_type} "
+                f"'{pv.name}'")
+        p, v = f"masformer_calibrate_p{c.layer}", \
+            f"masformer_calibrate_v{c.layer}"
+        gathered = p + "_rows"
+        # Right after the Softmax (onnxruntime runs nodes in graph order
+        # where it can): the whole probabilities are freed at once, not
+        # kept for a Gather at the end of the graph.
+        at = list(m.graph.node).index(softmax) + 1
+        for k, node in enumerate([
+                helper.make_node("Gather", [softmax.output[0], idx],
+                                 [gathered], axis=2, name=gathered),
+                helper.make_node("Cast", [gathered], [p],
+                                 to=TensorProto.FLOAT, name=p)]):
+            m.graph.node.insert(at + k, node)
+        at = list(m.graph.node).index(pv) + 1
+        m.graph.node.insert(at, helper.make_node(
+            "Cast", [pv.input[1]], [v], to=TensorProto.FLOAT, name=v))
+        for name in (p, v):
+            m.graph.output.append(
+                helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+        probes.append((p, v))
+    onnx.save(m, out)
+    return probes
+
+
+def head_errors(p, v, rows, seq, kv_heads, candidates, causal):
+    """Relative output error of each candidate span per key/value head.
+
+    p: [q_heads, R, S] probabilities of query rows `rows`; v: [heads, S, D]
+    values, heads either q_heads, kv_heads or 1. Returns [kv_heads, C].
+    """
+    q_heads = p.shape[0]
+    group = q_heads // kv_heads
+    if v.shape[0] not in (q_heads, kv_heads, 1):
+        raise CalibrationError(f"values have {v.shape[0]} heads for "
+                               f"{q_heads} query heads")
+    num = np.zeros((kv_heads, len(candidates)))
+    den = np.zeros(kv_heads)
+    masks = [_allowed(rows, seq, c, causal) for c in candidates]
+    for h in range(q_heads):
+        vh = v[h if v.shape[0] == q_heads else
+               (h // group if v.shape[0] == kv_heads else 0)]
+        ph = p[h].astype(np.float32)
+        full = ph @ vh
+        den[h // group] += float((full.astype(np.float64) ** 2).sum())
+        for ci, mask in enumerate(masks):
+            if mask is None:
+                continue
+            kept = np.where(mask, ph, 0.0)
+            mass = kept.sum(-1, keepdims=True)
+            o = (kept @ vh) / np.maximum(mass, 1e-30)
+            num[h // group, ci] += float(((o - full).astype(np.float64)
+                                          ** 2).sum())
+    return num / np.maximum(den, 1e-30)[:, None]
+
+
+def _allowed(rows, seq, cand, causal):
+    """[R, S] keys allowed by a candidate (kind, size, sink) for query rows
+    at positions `rows` (None: every key)."""
+    kind, size, sink = cand
+    if kind == "full":
+        return None
+    i = np.asarray(rows)[:, None]
+    j = np.arange(seq)[None, :]
+    d = i - j
+    rule = ((d >= 0) & (d < size)) if causal else (np.abs(d) < size)
+    return rule | (j < sink)
+
+
+def choose(errors, costs, weights, budget):
+    """One candidate per head: least sum of errors with
+    sum(weights * costs[choice]) <= budget * sum(weights).
+
+    errors [H, C], costs [C] (fractions of full; the full candidate costs
+    1), weights [H]. Candidates that cost more must not err more (full errs
+    0). Returns the choice per head.
+    """
+    errors = np.asarray(errors, np.float64)
+    costs = np.asarray(costs, np.float64)
+    weights = np.asarray(weights, np.float64)
+    limit = budget * weights.sum()
+
+    def pick(lam):
+        return np.argmin(errors + lam * weights[:, None] * costs[None, :],
+                         axis=1)
+
+    def spent(choice):
+        return float((weights * costs[choice]).sum())
+
+    cheapest = np.full(len(errors), int(np.argmin(costs)))
+    if spent(cheapest) > limit:
+        raise CalibrationError(
+            f"the budget {budget} is below the cost of the cheapest "
+            f"candidate everywhere ({spent(cheapest) / weights.sum():.3f})")
+    lo, hi = 0.0, 1.0
+    while spent(pick(hi)) > limit:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if spent(pick(mid)) > limit:
+            lo = mid
+        else:
+            hi = mid
+    choice = pick(hi)
+    # Greedy upgrades into the budget left: the best error saved per cost.
+    while True:
+        left = limit - spent(choice)
+        best, gain = None, 0.0
+        for h in range(len(errors)):
+            for c in range(len(costs)):
+                extra = weights[h] * (costs[c] - costs[choice[h]])
+                saved = errors[h, choice[h]] - errors[h, c]
+                if extra <= 0 or extra > left or saved <= 0:
+                    continue
+                if saved / extra > gain:
+                    best, gain = (h, c), saved / extra
+        if best is None:
+            return choice
+        choice[best[0]] = best[1]
+
+
+def _span_entry(cand):
+    kind, size, sink = cand
+    if kind == "full":
+        return {"span": "full"}
+    entry = {"span": kind, "size": size}
+    if sink:
+        entry["sink"] = sink
+    return entry
+
+
+def _plan_layers(layers, choice, candidates):
+    out, k = [], 0
+    for c in layers:
+        heads = [_span_entry(candidates[i])
+                 for i in choice[k:k + c.kv_heads]]
+        k += c.kv_heads
+        if all(h == heads[0] for h in heads):
+            out.append(dict(layer=c.layer, **heads[0]))
+        else:
+            out.append(dict(layer=c.layer, heads=heads))
+    return out
+
+
+def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
+              sink=64, rows=256, offset=0, check=True, threads=0,
+              import_len=1024, log=print):
+    """Returns the plan (a dict, masformer-span-plan version 2) for `model`
+    calibrated on `tokens[offset:offset + seq_len]`."""
+    if not 0 < budget <= 1:
+        raise CalibrationError(f"--budget must be in (0, 1], got {budget}")
+    tokens = np.asarray(tokens).astype(np.int64).ravel()
+    if len(tokens) < offset + seq_len:
+        raise CalibrationError(
+            f"the calibration text has {len(tokens)} tokens: too few for "
+            f"--seq-len {seq_len} from offset {offset}")
+    ids = tokens[offset:offset + seq_len]
+    shapes = {"input_ids": [1, min(seq_len, import_len)],
+              "attention_mask": [1, min(seq_len, import_len)]}
+    layers = span_report(model, seq_len=seq_len, input_shapes=shapes).layers
+    causal = all(c.causal for c in layers)
+    if not causal:
+        raise CalibrationError("calibration measures perplexity: it needs a "
+                               "causal model (every attention layer causal)")
+    cands = [("full", 0, 0)] + [("window", w, sink) for w in sorted(windows)
+                                if 0 < w < seq_len]
+    if len(cands) == 1:
+        raise CalibrationError(f"no window below --seq-len {seq_len}")
+
+    # The cost of each candidate per layer: the span report's, with every
+    # layer given that span.
+    costs = np.ones((len(layers), len(cands)))
+    for ci, cand in enumerate(cands[1:], 1):
+        rep = rewrite(model, None, plan={
+            "format": "masformer-span-plan", "version": 2,
+            "layers": [dict(layer=c.layer, **_span_entry(cand))
+                       for c in layers]},
+            seq_len=seq_len, input_shapes=shapes)
+        costs[:, ci] = [c.fraction_of_full for c in rep.layers]
+    if np.ptp(costs, axis=0).max() > 1e-9:
+        raise CalibrationError("layers of different lengths are not "
+                               "supported")
+    cost = costs[0]
+
+    sample = np.unique(np.linspace(0, seq_len - 1, rows).round()
+                       .astype(np.int64))
+    probe = _tmp_path(model, "calibrate")
+    t0 = time.time()
+    try:
+        probes = _probe_model(model, layers, sample, probe)
+        sess = _session(probe, threads)
+        names = [o.name for o in sess.get_outputs()]
+        outs = dict(zip(names, sess.run(None, _feeds(ids))))
+    finally:
+        _remove(probe)
+    base = _nll(outs[names[0]][0], ids)
+    log(f"calibration: {len(layers)} layers, {seq_len} tokens, original "
+        f"perplexity {np.exp(base):.3f} ({time.time() - t0:.0f} s)")
+    errors, weights, labels = [], [], []
+    for c, (p, v) in zip(layers, probes):
+        e = head_errors(outs[p][0], outs[v][0], sample, seq_len, c.kv_heads,
+                        cands, causal)
+        errors.extend(e)
+        group = c.heads // c.kv_heads
+        weights.extend([group * c.head_dim] * c.kv_heads)
+        labels.extend((c.layer, h) for h in range(c.kv_heads))
+    errors = np.array(errors)
+    # A wider window errs less: keep the errors of the windows (ascending
+    # after full, which errs 0) monotone, as rounding could wobble them.
+    errors[:, 1:] = np.minimum.accumulate(errors[:, 1:], axis=1)
+    choice = choose(errors, cost, weights, budget)
+    plan_layers = _plan_layers(layers, choice, cands)
+    predicted = float(errors[np.arange(len(choice)), choice].sum())
+    plan = {"format": "masformer-span-plan", "version": 2,
+            "layers": plan_layers}
+    rep = rewrite(model, None, plan=plan, seq_len=seq_len,
+                  input_shapes=shapes)
+    counts = {}
+    for i in choice:
+        t = _span_entry(cands[i])
+        key = t["span"] + (f" {t['size']}" if "size" in t else "")
+        counts[key] = counts.get(key, 0) + 1
+    log(f"plan: attention cost {rep.fraction_of_full:.3f} (budget "
+        f"{budget}), heads: " + ", ".join(f"{k} x{n}" for k, n in
+                                          sorted(counts.items())))
+    info = {"model": os.path.basename(model), "seq_len": seq_len,
+            "offset": offset, "budget": budget,
+            "cost": rep.fraction_of_full, "sink": sink,
+            "windows": [c[1] for c in cands[1:]], "rows": len(sample),
+            "predicted_error": predicted,
+            "original_perplexity": float(np.exp(base))}
+    if check:
+        tmp = _tmp_path(model, "check")
+        try:
+            # The export's note that per-head spans run as a dense mask in
+            # onnxruntime does not matter to a quality check.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rewrite(model, tmp, plan=plan, seq_len=seq_len,
+                        input_shapes=shapes)
+            logits = _session(tmp, threads).run(None, _feeds(ids))[0][0]
+        finally:
+            _remove(tmp)
+        loss = _nll(logits, ids)
+        info["perplexity"] = float(np.exp(loss))
+        info["perplexity_ratio"] = float(np.exp(loss - base))
+        log(f"check: perplexity {np.exp(loss):.3f} (x{np.exp(loss - base):.4f}"
+            f" of the original) on the calibration tokens")
+    plan["calibration"] = info
+    return plan
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m masformer.calibrate",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="the ONNX model (a causal LM)")
+    ap.add_argument("--tokens", required=True,
+                    help=".npy of calibration token ids")
+    ap.add_argument("--seq-len", type=int, required=True)
+    ap.add_argument("--budget", type=float, required=True,
+                    help="attention cost allowed, a fraction of full "
+                         "attention at --seq-len (0.3: 30%%)")
+    ap.add_argument("-o", "--output", required=True, help="the plan (.json)")
+    ap.add_argument("--windows", type=int, nargs="+",
+                    default=list(DEFAULT_WINDOWS),
+                    help="candidate window sizes (with --sink sinks)")
+    ap.add_argument("--sink", type=int, default=64,
+                    help="attention sinks of every window (default 64)")
+    ap.add_argument("--rows", type=int, default=256,
+                    help="query rows sampled per layer (default 256)")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="first calibration token in --tokens")
+    ap.add_argument("--no-check", action="store_true",
+                    help="skip the run of the rewritten model")
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.seq_len <= 1:
+        ap.error("--seq-len must be at least 2")
+    if a.rows <= 0 or a.sink < 0 or any(w <= 0 for w in a.windows):
+        ap.error("--rows and --windows must be positive, --sink >= 0")
+    if not a.output.endswith(".json"):
+        ap.error(f"-o must be a .json path, got {a.output!r}")
+    try:
+        tokens = np.load(a.tokens)
+    except (OSError, ValueError) as e:
+        sys.exit(f"masformer.calibrate: --tokens {a.tokens}: {e}")
+    try:
+        plan = calibrate(a.model, tokens, a.seq_len, a.budget,
+                         windows=a.windows, sink=a.sink, rows=a.rows,
+                         offset=a.offset, check=not a.no_check,
+                         threads=a.threads)
+    except CalibrationError as e:
+        sys.exit(f"masformer.calibrate: {a.model}: {e}")
+    plan["calibration"]["tokens"] = os.path.basename(a.tokens)
+    with open(a.output, "w") as f:
+        json.dump(plan, f, indent=1)
+    print(f"wrote {a.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""python -m masformer.calibrate: the per-head error against attention
+computed directly from the span definition, the choice under a budget, and
+the tool end to end on the tiny GPT-2 and Llama fixtures (random weights:
+this checks the method and the plan, not a quality)."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import masformer
+from masformer import calibrate
+
+
+def softmax_attention(scores, v, allowed):
+    """softmax over the allowed keys of each row, times v (float64)."""
+    s = np.where(allowed, scores, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def test_head_errors_are_the_span_attention_error():
+    """Dropping the probabilities outside a span and renormalizing is the
+    rewritten layer: compare with attention recomputed over the allowed
+    keys only (window W + sinks K: j < K or 0 <= i - j < W, j <= i)."""
+    rng = np.random.default_rng(0)
+    seq, d, q_heads, kv_heads = 40, 8, 4, 2
+    scores = rng.standard_normal((q_heads, seq, seq)) * 2
+    causal = np.tril(np.ones((seq, seq), bool))
+    v = rng.standard_normal((kv_heads, seq, d))
+    p = np.exp(np.where(causal, scores, -np.inf))
+    p /= p.sum(-1, keepdims=True)
+    rows = np.array([0, 5, 17, 30, 39])
+    cands = [("full", 0, 0), ("window", 4, 0), ("window", 8, 2)]
+    got = calibrate.head_errors(p[:, rows].astype(np.float32),
+                                v.astype(np.float32), rows, seq, kv_heads,
+                                cands, True)
+    i, j = np.arange(seq)[:, None], np.arange(seq)[None, :]
+    for h_kv, (ci, (_, w, k)) in itertools.product(range(kv_heads),
+                                                   enumerate(cands)):
+        num = den = 0.0
+        for h in (2 * h_kv, 2 * h_kv + 1):
+            full = softmax_attention(scores[h], v[h_kv], causal)[rows]
+            allowed = causal & (((i - j) < w) | (j < k)) if w else causal
+            span = softmax_attention(scores[h], v[h_kv], allowed)[rows]
+            num += ((span - full) ** 2).sum()
+            den += (full ** 2).sum()
+        assert got[h_kv, ci] == pytest.approx(num / den, rel=1e-3, abs=1e-9)
+    assert np.all(got[:, 0] == 0) and np.all(got[:, 1] > got[:, 2])
+
+
+def brute_force(errors, costs, weights, budget):
+    best = None
+    for choice in itertools.product(range(len(costs)), repeat=len(errors)):
+        spent = sum(w * costs[c] for w, c in zip(weights, choice))
+        if spent <= budget * sum(weights) + 1e-12:
+            err = sum(errors[h][c] for h, c in enumerate(choice))
+            best = err if best is None else min(best, err)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_choice_respects_the_budget_and_is_near_optimal(seed):
+    rng = np.random.default_rng(seed)
+    heads, costs = 6, np.array([1.0, 0.1, 0.25, 0.5])
+    # Errors fall as the window (and the cost) grows; full errs 0.
+    e = np.sort(rng.random((heads, 3)) * rng.random((heads, 1)), axis=1)
+    errors = np.concatenate([np.zeros((heads, 1)), e[:, ::-1]], axis=1)
+    weights = rng.integers(1, 4, heads).astype(float)
+    for budget in (0.15, 0.3, 0.5, 0.8):
+        choice = calibrate.choose(errors, costs, weights, budget)
+        spent = (weights * costs[choice]).sum() / weights.sum()
+        assert spent <= budget + 1e-12
+        got = errors[np.arange(heads), choice].sum()
+        opt = brute_force(errors, costs, weights, budget)
+        # The relaxation plus greedy upgrades: never worse than giving every
+        # head the same span, and close to the optimum.
+        uniform = min(errors[:, c].sum() for c in range(len(costs))
+                      if costs[c] <= budget)
+        assert got <= uniform + 1e-12
+        assert got <= opt + 0.25 * errors.max() + 1e-12
+    assert (calibrate.choose(errors, costs, weights, 1.0) == 0).all()
+    with pytest.raises(calibrate.CalibrationError, match="below the cost"):
+        calibrate.choose(errors, costs, weights, 0.05)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_calibrate_end_to_end(fixtures, tmp_path, name):
+    model = tmp_path / f"{name}.onnx"
+    model.write_bytes((fixtures / f"{name}.onnx").read_bytes())
+    tokens = tmp_path / "calib.npy"
+    np.save(tokens, np.random.default_rng(1).integers(0, 128, 80))
+    plan_path = tmp_path / "plan.json"
+    calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",
+                    "--budget", "0.5", "--windows", "4", "8", "16",
+                    "--sink", "2", "--rows", "32", "--offset", "8",
+                    "-o", str(plan_path)])
+    plan = json.loads(plan_path.read_text())
+    assert plan["format"] == "masformer-span-plan" and plan["version"] == 2
+    assert [entry["layer"] for entry in plan["layers"]] == [0, 1, 2]
+    info = plan["calibration"]
+    assert info["seq_len"] == 32 and info["budget"] == 0.5
+    assert info["windows"] == [4, 8, 16] and info["rows"] == 32
+    assert 0 < info["cost"] <= 0.5
+    assert info["perplexity_ratio"] > 0 and info["original_perplexity"] > 1
+    # The plan applies as written, at the cost it states.
+    shapes = {"input_ids": [1, 32], "attention_mask": [1, 32]}
+    report = masformer.rewrite(model, None, plan=plan_path, seq_len=32,
+                               input_shapes=shapes)
+    assert report.fraction_of_full == pytest.approx(info["cost"])
+    spans = [h for c in report.layers for h in
+             (c.head_spans or [dict(span=c.span, size=c.span_size,
+                                    sink=c.sink)] * c.kv_heads)]
+    assert {(h["span"], h["size"], h["sink"]) for h in spans} <= \
+        {("full", 0, 0), ("window", 4, 2), ("window", 8, 2),
+         ("window", 16, 2)}
+    assert not list(tmp_path.glob(f".{name}-masformer-*"))
+
+
+def test_calibrate_errors(fixtures, tmp_path):
+    tokens = tmp_path / "calib.npy"
+    np.save(tokens, np.arange(40) % 100)
+    with pytest.raises(SystemExit, match="too few for --seq-len 64"):
+        calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens", str(tokens),
+                        "--seq-len", "64", "--budget", "0.5", "-o",
+                        str(tmp_path / "p.json")])
+    with pytest.raises(SystemExit, match="needs a causal model"):
+        calibrate.main([str(fixtures / "bert.onnx"), "--tokens", str(tokens),
+                        "--seq-len", "16", "--budget", "0.5", "-o",
+                        str(tmp_path / "p.json")])
+    with pytest.raises(SystemExit, match=r"--budget must be in \(0, 1\]"):
+        calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens", str(tokens),
+                        "--seq-len", "16", "--budget", "1.5", "-o",
+                        str(tmp_path / "p.json")])
+    with pytest.raises(SystemExit, match="--tokens"):
+        calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens",
+                        str(tmp_path / "missing.npy"), "--seq-len", "16",
+                        "--budget", "0.5", "-o", str(tmp_path / "p.json")])
+    assert not (tmp_path / "p.json").exists()
