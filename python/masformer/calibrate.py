@@ -4,24 +4,33 @@ on the attention cost.
     python -m masformer.calibrate model.onnx --tokens calib.npy \\
         --seq-len 4096 --budget 0.3 -o plan.json
 
-1. One run of the original model in onnxruntime on --seq-len tokens of the
-   calibration text, with two extra outputs per attention layer (the layers
-   masformer finds: the nodes the span report names): the attention
-   probabilities of --rows query rows spread over the sequence, and the
-   values.
-2. For every layer, key/value head and candidate span (full, and window W
-   with --sink K sinks for every --windows W below the length), the error
-   that span alone makes in that head's attention output on those rows:
-   the probabilities outside the span dropped and the rest renormalized,
-   which is what the rewritten layer computes from the same inputs. The
-   error is relative: sum |o_span - o|^2 / sum |o|^2 over the rows and the
-   head's query heads.
-3. The plan: one candidate per key/value head, the least total error whose
-   attention cost (the span report's: pairs kept / pairs of full attention,
-   at --seq-len) is within --budget. A Lagrangian relaxation of this
-   multiple-choice knapsack, then greedy upgrades into the budget left.
-4. A check: the model rewritten with the plan, on the same tokens; its
-   perplexity ratio to the original goes into the plan ("calibration").
+1. Measurements, in onnxruntime on --seq-len tokens of the calibration
+   text, of the original model with a mask input added before each
+   attention layer's Softmax (the layers masformer finds: the nodes the
+   span report names) and, as extra outputs, the attention probabilities of
+   --rows query rows spread over the sequence and the values:
+   - one run with every layer intact: the original loss, and for every
+     layer, key/value head and candidate span (full, and window W with
+     --sink K sinks for every --windows W below the length) the error that
+     span alone makes in that head's attention output on those rows
+     (probabilities outside the span dropped and the rest renormalized,
+     which is what the rewritten layer computes from the same inputs);
+   - one run per layer with that layer alone given the reference span
+     (window --ref-window with the sinks): how much the loss really rises.
+   A head's predicted loss for a candidate is its layer's measured rise
+   shared out in proportion to the heads' output errors:
+   rise(l) * err(h, c) / sum over the layer's heads of err(h', ref).
+2. The plan: one candidate per key/value head, the least total predicted
+   loss whose attention cost (the span report's: pairs kept / pairs of full
+   attention, at --seq-len) is within --budget. A Lagrangian relaxation of
+   this multiple-choice knapsack, then greedy upgrades into the budget left.
+3. A check: the model rewritten with the plan (masformer.rewrite), on the
+   same tokens; its perplexity ratio to the original goes into the plan
+   ("calibration").
+
+--save-measurements m.npz keeps step 1's results; --measurements m.npz
+reuses them (same model, tokens and options) to choose plans at other
+budgets in seconds.
 
 The plan (masformer-span-plan version 2, docs/rewrite.md) is applied with
 masformer-opt --masformer-rewrite-spans="plan=plan.json", masformer-compile
@@ -90,8 +99,10 @@ def _remove(path):
 
 
 def _probe_model(model, layers, rows, out):
-    """`model` with, per layer, the Softmax output at query rows `rows`
-    (axis 2) and the output MatMul's values as f32 outputs."""
+    """`model` with, per layer, a float mask input of rank 3 (heads, queries,
+    keys; broadcast) added to the Softmax input, and as f32 outputs the
+    Softmax output at query rows `rows` (axis 2) and the output MatMul's
+    values. Returns [(mask input, probabilities, values)] per layer."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -100,6 +111,8 @@ def _probe_model(model, layers, rows, out):
     idx = "masformer_calibrate_rows"
     m.graph.initializer.append(
         numpy_helper.from_array(np.asarray(rows, np.int64), idx))
+    opset = max((o.version for o in m.opset_import
+                 if o.domain in ("", "ai.onnx")), default=0)
     probes = []
     for c in layers:
         if len(c.nodes) != 3 or any(n not in names for n in c.nodes):
@@ -113,12 +126,27 @@ def _probe_model(model, layers, rows, out):
                 f"layer {c.layer}: expected nodes Softmax and MatMul, got "
                 f"{softmax.op_type} '{softmax.name}' and {pv.op_type} "
                 f"'{pv.name}'")
-        p, v = f"masformer_calibrate_p{c.layer}", \
-            f"masformer_calibrate_v{c.layer}"
+        tag = f"masformer_calibrate_{c.layer}"
+        mask, p, v = tag + "_mask", tag + "_p", tag + "_v"
+        m.graph.input.append(helper.make_tensor_value_info(
+            mask, TensorProto.FLOAT, [f"{tag}_{d}" for d in "hqk"]))
+        added = mask
+        if opset >= 15:
+            added = tag + "_mask_typed"
+            before = [helper.make_node("CastLike", [mask, softmax.input[0]],
+                                       [added], name=added)]
+        else:
+            before = []
+        scores = tag + "_scores"
+        before.append(helper.make_node("Add", [softmax.input[0], added],
+                                       [scores], name=scores))
+        at = list(m.graph.node).index(softmax)
+        for k, node in enumerate(before):
+            m.graph.node.insert(at + k, node)
+        softmax.input[0] = scores
+        # Right after the Softmax (and with the priority order of
+        # _session): each layer's probabilities are freed once used.
         gathered = p + "_rows"
-        # Right after the Softmax (onnxruntime runs nodes in graph order
-        # where it can): the whole probabilities are freed at once, not
-        # kept for a Gather at the end of the graph.
         at = list(m.graph.node).index(softmax) + 1
         for k, node in enumerate([
                 helper.make_node("Gather", [softmax.output[0], idx],
@@ -132,7 +160,7 @@ def _probe_model(model, layers, rows, out):
         for name in (p, v):
             m.graph.output.append(
                 helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-        probes.append((p, v))
+        probes.append((mask, p, v))
     onnx.save(m, out)
     return probes
 
@@ -141,7 +169,9 @@ def head_errors(p, v, rows, seq, kv_heads, candidates, causal):
     """Relative output error of each candidate span per key/value head.
 
     p: [q_heads, R, S] probabilities of query rows `rows`; v: [heads, S, D]
-    values, heads either q_heads, kv_heads or 1. Returns [kv_heads, C].
+    values, heads either q_heads, kv_heads or 1. Returns the relative
+    errors [kv_heads, C] (sum |o_span - o|^2 / sum |o|^2 over the rows and
+    the group's query heads) and the absolute ones (the numerators).
     """
     q_heads = p.shape[0]
     group = q_heads // kv_heads
@@ -165,7 +195,7 @@ def head_errors(p, v, rows, seq, kv_heads, candidates, causal):
             o = (kept @ vh) / np.maximum(mass, 1e-30)
             num[h // group, ci] += float(((o - full).astype(np.float64)
                                           ** 2).sum())
-    return num / np.maximum(den, 1e-30)[:, None]
+    return num / np.maximum(den, 1e-30)[:, None], num
 
 
 def _allowed(rows, seq, cand, causal):
@@ -256,8 +286,55 @@ def _plan_layers(layers, choice, candidates):
     return out
 
 
+def _hash(ids):
+    import hashlib
+    return hashlib.sha256(np.ascontiguousarray(ids, np.int64).tobytes()) \
+        .hexdigest()[:16]
+
+
+def _measure(model, layers, ids, sample, cands, ref, causal, threads, log):
+    """Step 1: the original loss, the heads' absolute output errors [heads,
+    candidates] and each layer's loss rise at candidate `ref`."""
+    seq = len(ids)
+    probe = _tmp_path(model, "calibrate")
+    t0 = time.time()
+    try:
+        probes = _probe_model(model, layers, sample, probe)
+        sess = _session(probe, threads)
+        logits_name = sess.get_outputs()[0].name
+        none = np.zeros((1, 1, 1), np.float32)
+        feeds = _feeds(ids)
+        feeds.update({mask: none for mask, _, _ in probes})
+        names = [o.name for o in sess.get_outputs()]
+        outs = dict(zip(names, sess.run(None, feeds)))
+        base = _nll(outs[logits_name][0], ids)
+        log(f"calibration: {len(layers)} layers, {seq} tokens, original "
+            f"perplexity {np.exp(base):.3f} ({time.time() - t0:.0f} s)")
+        num = []
+        for c, (_, p, v) in zip(layers, probes):
+            num.extend(head_errors(outs[p][0], outs[v][0], sample, seq,
+                                   c.kv_heads, cands, causal)[1])
+        del outs
+        allowed = _allowed(np.arange(seq), seq, cands[ref], causal)
+        span_mask = np.where(allowed, 0.0, -np.inf).astype(np.float32)[None]
+        rise = []
+        for c, (mask, _, _) in zip(layers, probes):
+            t1 = time.time()
+            feeds[mask] = span_mask
+            logits = sess.run([logits_name], feeds)[0][0]
+            feeds[mask] = none
+            rise.append(_nll(logits, ids) - base)
+            log(f"  layer {c.layer} alone with window {cands[ref][1]} + "
+                f"{cands[ref][2]} sinks: loss +{rise[-1]:.4f} nats "
+                f"({time.time() - t1:.0f} s)")
+    finally:
+        _remove(probe)
+    return base, np.array(num), np.array(rise)
+
+
 def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
               sink=64, rows=256, offset=0, check=True, threads=0,
+              ref_window=256, measurements=None, save_measurements=None,
               import_len=1024, log=print):
     """Returns the plan (a dict, masformer-span-plan version 2) for `model`
     calibrated on `tokens[offset:offset + seq_len]`."""
@@ -298,29 +375,48 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
 
     sample = np.unique(np.linspace(0, seq_len - 1, rows).round()
                        .astype(np.int64))
-    probe = _tmp_path(model, "calibrate")
-    t0 = time.time()
-    try:
-        probes = _probe_model(model, layers, sample, probe)
-        sess = _session(probe, threads)
-        names = [o.name for o in sess.get_outputs()]
-        outs = dict(zip(names, sess.run(None, _feeds(ids))))
-    finally:
-        _remove(probe)
-    base = _nll(outs[names[0]][0], ids)
-    log(f"calibration: {len(layers)} layers, {seq_len} tokens, original "
-        f"perplexity {np.exp(base):.3f} ({time.time() - t0:.0f} s)")
-    errors, weights, labels = [], [], []
-    for c, (p, v) in zip(layers, probes):
-        e = head_errors(outs[p][0], outs[v][0], sample, seq_len, c.kv_heads,
-                        cands, causal)
-        errors.extend(e)
+    windows_used = [c[1] for c in cands[1:]]
+    if ref_window not in windows_used:
+        raise CalibrationError(f"--ref-window {ref_window} is not one of the "
+                               f"candidate windows {windows_used}")
+    ref = windows_used.index(ref_window) + 1
+    key = dict(seq_len=seq_len, offset=offset, sink=sink,
+               windows=windows_used, rows=len(sample), ref_window=ref_window,
+               layers=len(layers), tokens_hash=_hash(ids))
+    if measurements is not None:
+        try:
+            meas = dict(np.load(measurements, allow_pickle=False))
+            saved = json.loads(str(meas["key"]))
+        except (OSError, ValueError, KeyError) as e:
+            raise CalibrationError(f"--measurements {measurements}: {e}")
+        if saved != key:
+            raise CalibrationError(
+                f"--measurements {measurements} were taken with other "
+                f"options or tokens: {saved}, not {key}")
+        base, num, rise = float(meas["base"]), meas["num"], meas["rise"]
+        log(f"calibration: measurements from {measurements}")
+    else:
+        base, num, rise = _measure(model, layers, ids, sample, cands, ref,
+                                   causal, threads, log)
+        if save_measurements:
+            np.savez(save_measurements, key=json.dumps(key), base=base,
+                     num=num, rise=rise)
+    # Predicted loss of each head and candidate: its layer's measured rise
+    # at the reference span, shared out by the heads' output errors.
+    weights, heads_of = [], []
+    for li, c in enumerate(layers):
         group = c.heads // c.kv_heads
         weights.extend([group * c.head_dim] * c.kv_heads)
-        labels.extend((c.layer, h) for h in range(c.kv_heads))
-    errors = np.array(errors)
-    # A wider window errs less: keep the errors of the windows (ascending
-    # after full, which errs 0) monotone, as rounding could wobble them.
+        heads_of.extend([li] * c.kv_heads)
+    heads_of = np.array(heads_of)
+    errors = np.zeros_like(num)
+    for li in range(len(layers)):
+        sel = heads_of == li
+        total = num[sel, ref].sum()
+        if total > 0:
+            errors[sel] = max(rise[li], 0.0) * num[sel] / total
+    # A wider window errs less: keep the windows' errors (ascending after
+    # full, which errs 0) monotone, as sampling could wobble them.
     errors[:, 1:] = np.minimum.accumulate(errors[:, 1:], axis=1)
     choice = choose(errors, cost, weights, budget)
     plan_layers = _plan_layers(layers, choice, cands)
@@ -340,8 +436,10 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
     info = {"model": os.path.basename(model), "seq_len": seq_len,
             "offset": offset, "budget": budget,
             "cost": rep.fraction_of_full, "sink": sink,
-            "windows": [c[1] for c in cands[1:]], "rows": len(sample),
-            "predicted_error": predicted,
+            "windows": windows_used, "rows": len(sample),
+            "ref_window": ref_window,
+            "predicted_loss_rise": predicted,
+            "layer_loss_rise": [float(r) for r in rise],
             "original_perplexity": float(np.exp(base))}
     if check:
         tmp = _tmp_path(model, "check")
@@ -384,6 +482,14 @@ def main(argv=None):
                     help="query rows sampled per layer (default 256)")
     ap.add_argument("--offset", type=int, default=0,
                     help="first calibration token in --tokens")
+    ap.add_argument("--ref-window", type=int, default=256,
+                    help="the window (with the sinks) each layer alone gets "
+                         "to measure its loss rise (default 256)")
+    ap.add_argument("--save-measurements", metavar="NPZ",
+                    help="keep the measurements for other budgets")
+    ap.add_argument("--measurements", metavar="NPZ",
+                    help="reuse saved measurements (same model, tokens and "
+                         "options) instead of running them")
     ap.add_argument("--no-check", action="store_true",
                     help="skip the run of the rewritten model")
     ap.add_argument("--threads", type=int, default=0)
@@ -402,7 +508,9 @@ def main(argv=None):
         plan = calibrate(a.model, tokens, a.seq_len, a.budget,
                          windows=a.windows, sink=a.sink, rows=a.rows,
                          offset=a.offset, check=not a.no_check,
-                         threads=a.threads)
+                         threads=a.threads, ref_window=a.ref_window,
+                         measurements=a.measurements,
+                         save_measurements=a.save_measurements)
     except CalibrationError as e:
         sys.exit(f"masformer.calibrate: {a.model}: {e}")
     plan["calibration"]["tokens"] = os.path.basename(a.tokens)

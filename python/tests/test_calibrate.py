@@ -33,9 +33,9 @@ def test_head_errors_are_the_span_attention_error():
     p /= p.sum(-1, keepdims=True)
     rows = np.array([0, 5, 17, 30, 39])
     cands = [("full", 0, 0), ("window", 4, 0), ("window", 8, 2)]
-    got = calibrate.head_errors(p[:, rows].astype(np.float32),
-                                v.astype(np.float32), rows, seq, kv_heads,
-                                cands, True)
+    got, absolute = calibrate.head_errors(p[:, rows].astype(np.float32),
+                                          v.astype(np.float32), rows, seq,
+                                          kv_heads, cands, True)
     i, j = np.arange(seq)[:, None], np.arange(seq)[None, :]
     for h_kv, (ci, (_, w, k)) in itertools.product(range(kv_heads),
                                                    enumerate(cands)):
@@ -47,6 +47,7 @@ def test_head_errors_are_the_span_attention_error():
             num += ((span - full) ** 2).sum()
             den += (full ** 2).sum()
         assert got[h_kv, ci] == pytest.approx(num / den, rel=1e-3, abs=1e-9)
+        assert absolute[h_kv, ci] == pytest.approx(num, rel=1e-3, abs=1e-9)
     assert np.all(got[:, 0] == 0) and np.all(got[:, 1] > got[:, 2])
 
 
@@ -92,11 +93,29 @@ def test_calibrate_end_to_end(fixtures, tmp_path, name):
     tokens = tmp_path / "calib.npy"
     np.save(tokens, np.random.default_rng(1).integers(0, 128, 80))
     plan_path = tmp_path / "plan.json"
+    meas = tmp_path / "m.npz"
     calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",
                     "--budget", "0.5", "--windows", "4", "8", "16",
                     "--sink", "2", "--rows", "32", "--offset", "8",
+                    "--ref-window", "8", "--save-measurements", str(meas),
                     "-o", str(plan_path)])
     plan = json.loads(plan_path.read_text())
+    # Every layer's loss rise was measured; the same measurements give the
+    # same plan again, and a plan at another budget.
+    assert len(plan["calibration"]["layer_loss_rise"]) == 3
+    again = tmp_path / "again.json"
+    calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",
+                    "--budget", "0.5", "--windows", "4", "8", "16",
+                    "--sink", "2", "--rows", "32", "--offset", "8",
+                    "--ref-window", "8", "--measurements", str(meas),
+                    "--no-check", "-o", str(again)])
+    assert json.loads(again.read_text())["layers"] == plan["layers"]
+    with pytest.raises(SystemExit, match="taken with other options"):
+        calibrate.main([str(model), "--tokens", str(tokens), "--seq-len",
+                        "32", "--budget", "0.3", "--windows", "4", "8",
+                        "--sink", "2", "--rows", "32", "--offset", "8",
+                        "--ref-window", "8", "--measurements", str(meas),
+                        "-o", str(again)])
     assert plan["format"] == "masformer-span-plan" and plan["version"] == 2
     assert [entry["layer"] for entry in plan["layers"]] == [0, 1, 2]
     info = plan["calibration"]
@@ -132,6 +151,11 @@ def test_calibrate_errors(fixtures, tmp_path):
     with pytest.raises(SystemExit, match=r"--budget must be in \(0, 1\]"):
         calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens", str(tokens),
                         "--seq-len", "16", "--budget", "1.5", "-o",
+                        str(tmp_path / "p.json")])
+    with pytest.raises(SystemExit, match="--ref-window 100 is not one of"):
+        calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens", str(tokens),
+                        "--seq-len", "16", "--budget", "0.5", "--windows",
+                        "4", "--ref-window", "100", "-o",
                         str(tmp_path / "p.json")])
     with pytest.raises(SystemExit, match="--tokens"):
         calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens",
