@@ -5,7 +5,8 @@ causal), side by side in one run:
 - ours: masformer.attention through --masformer-lower-to-cpu (span-aware
   tiles of 64 x 64, online softmax, OpenMP over batch x head x query tile),
   full, with block spans of 256 and 512, and with any --spans (windows and
-  attention sinks: "window 256, sink 64"), timed inside the compiled module
+  attention sinks: "window 256, sink 64"; per-head spans: "full x2;
+  window 512, sink 64 x10"), timed inside the compiled module
   (rtclock around each call, after a warm-up call);
 - onnxruntime: the same attention as MatMul-Softmax-MatMul, and as its fused
   com.microsoft.MultiHeadAttention op.
@@ -16,7 +17,7 @@ head_dim FLOP each), the fraction of this machine's measured FMA peak
 (1 / density).
 
   python3 bench/attention_cpu.py [--seqs 1024 2048] [--reps 2] [--rounds 2]
-      [--spans "window 256, sink 64" ...]
+      [--spans "window 256, sink 64" "full x2; window 256, sink 64 x10" ...]
 """
 
 import argparse
@@ -91,7 +92,7 @@ func.func private @rtclock() -> f64
 func.func private @printF64(f64)
 func.func private @printNewline()
 func.func @attn(%q: {ty}, %k: {ty}, %v: {ty}) -> {ty} {{
-  %o = masformer.attention %q, %k, %v {{span = {span}}} : {ty}, {ty}, {ty} -> {ty}
+  %o = masformer.attention %q, %k, %v {{{span}}} : {ty}, {ty}, {ty} -> {ty}
   return %o : {ty}
 }}
 func.func @main() {{{''.join(fill)}
@@ -198,11 +199,39 @@ def fma_peak():
     return 5 * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
 
 
+def head_spans(spec):
+    """Per-head spans "full x2; window 256, sink 64 x10" (the span report's
+    text: each span with its number of heads, in head order) as a list of
+    H span texts; None for one span."""
+    if " x" not in spec:
+        return None
+    heads = []
+    for part in spec.split(";"):
+        text, _, count = part.strip().rpartition(" x")
+        heads += [text.strip()] * int(count)
+    if len(heads) != H:
+        raise SystemExit(f"--spans {spec!r}: {len(heads)} head spans for "
+                         f"{H} heads")
+    return heads
+
+
+def span_attr(spec):
+    """The op's span attributes for a span or per-head spans."""
+    heads = head_spans(spec)
+    if heads is None:
+        return f"span = #masformer.span<{spec}>"
+    return ("span = #masformer.span<full>, head_spans = [" +
+            ", ".join(f"#masformer.span<{t}>" for t in heads) + "]")
+
+
 def span_pairs(s, span):
-    """(query, key) pairs a bidirectional span ("block B", "window W",
-    either with ", sink K") keeps at s tokens, from the definition."""
-    return int(masformer_ref.span_allowed(s, s, masformer_ref.parse_span(span),
-                                          False).sum())
+    """(query, key) pairs per head a bidirectional span ("block B", "window
+    W", either with ", sink K"; or per-head spans, averaged over the heads)
+    keeps at s tokens, from the definition."""
+    heads = head_spans(span) or [span]
+    return sum(int(masformer_ref.span_allowed(
+        s, s, masformer_ref.parse_span(t), False).sum()) for t in heads) \
+        / len(heads)
 
 
 def main():
@@ -211,7 +240,9 @@ def main():
     ap.add_argument("--blocks", type=int, nargs="+", default=[256, 512])
     ap.add_argument("--spans", nargs="*", default=[],
                     help='more spans, as the attribute writes them: '
-                         '"window 256", "window 256, sink 64"')
+                         '"window 256", "window 256, sink 64"; per-head '
+                         'spans as the span report writes them: "full x2; '
+                         'window 256, sink 64 x10" (12 heads)')
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2,
                     help="every variant is timed once per round (each time "
@@ -226,16 +257,16 @@ def main():
     for s in a.seqs:
         pairs_full = s * s
         variants = [("ours full", pairs_full,
-                     lambda: time_ours(s, "#masformer.span<full>", a.reps))]
+                     lambda: time_ours(s, span_attr("full"), a.reps))]
         for b in a.blocks:
             nb, r = divmod(s, b)
             variants.append((f"ours block {b}", nb * b * b + r * r,
                              lambda b=b: time_ours(
-                                 s, f"#masformer.span<block {b}>", a.reps)))
+                                 s, span_attr(f"block {b}"), a.reps)))
         for span in a.spans:
             variants.append((f"ours {span}", span_pairs(s, span),
                              lambda span=span: time_ours(
-                                 s, f"#masformer.span<{span}>", a.reps)))
+                                 s, span_attr(span), a.reps)))
         variants.append(("onnxruntime MatMul-Softmax-MatMul", pairs_full,
                          lambda: time_ort(s, False, a.reps)))
         variants.append(("onnxruntime MultiHeadAttention (fused)", pairs_full,

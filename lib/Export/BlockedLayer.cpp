@@ -114,6 +114,72 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
   });
 }
 
+FailureOr<std::string> LayerExporter::sinkOperand(const std::string &name) {
+  FailureOr<RankedTensorType> ty = typeOf(name);
+  if (failed(ty))
+    return failure();
+  ArrayRef<int64_t> shape = ty->getShape();
+  if (shape.size() > 4)
+    return error() << "mask operand '" << name << "' has rank "
+                   << shape.size(),
+           failure();
+  SmallVector<int64_t> d(4 - shape.size(), 1);
+  llvm::append_range(d, shape);
+  if (llvm::all_of(d, [](int64_t x) { return x == 1; }) && shape.size() <= 1)
+    return name;
+  auto isSeq = [&](int64_t x) { return x == seq && seq != 1; };
+  if ((d[2] != 1 && !isSeq(d[2])) || (d[3] != 1 && !isSeq(d[3])))
+    return error() << "mask operand '" << name << "' of type " << *ty
+                   << " does not broadcast along the sequence",
+           failure();
+  std::string m = name;
+  if (shape.size() < 4) {
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0, e = 4 - shape.size(); i < e; ++i)
+      axes.push_back(i);
+    m = emit.node("Unsqueeze", {m, emit.constI64(axes)});
+  }
+  // The first keys: [.., q, K].
+  if (isSeq(d[3]))
+    m = emit.node("Slice", {m, emit.constI64({0}), emit.constI64({sinks}),
+                            emit.constI64({3})});
+  if (!isSeq(d[2]))
+    return emit.node("Unsqueeze", {m, emit.constI64({2})});
+  // Queries into blocks: pad, then [.., nb, b, K].
+  std::string pads = emit.node(
+      "Concat", {emit.constI64({0, 0, 0, 0, 0, 0}), pad, emit.constI64({0})},
+      [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+  m = emit.node("Pad", {m, pads});
+  std::string shape5 =
+      emit.node("Concat", {emit.constI64({0, 0}), nb,
+                           emit.constI64({block, -1})},
+                [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+  return emit.node("Reshape", {m, shape5});
+}
+
+std::string LayerExporter::sinkColumnMask(const std::string &sinkCount,
+                                          const MaskConstants &c) {
+  // Query block k's own key region starts at k*B (blocks) or (k-1)*W
+  // (windows); sinks from there on are scored in the region itself, with
+  // the span's rule or'ed with "is a sink". Before it, every sink is
+  // allowed: it is before every query of the block, so causality holds.
+  std::string one = emit.constI64({1}, true);
+  std::string blocks = emit.node(
+      "Range", {emit.constI64({0}, true), emit.node("Squeeze", {nb, c.axis0}),
+                one});
+  std::string start =
+      emit.node("Mul", {windowed ? emit.node("Sub", {blocks, one}) : blocks,
+                        emit.constI64({block}, true)});
+  std::string cols = emit.node(
+      "Range", {emit.constI64({0}, true),
+                emit.node("Squeeze", {sinkCount, c.axis0}), one});
+  std::string before =
+      emit.node("Less", {emit.node("Unsqueeze", {cols, c.axis0}),
+                         emit.node("Unsqueeze", {start, emit.constI64({1})})});
+  std::string m = emit.node("Where", {before, c.zero, c.ninf});
+  return emit.node("Unsqueeze", {m, emit.constI64({1})});
+}
+
 void LayerExporter::emitBlockCount(const std::string &b1) {
   pad = emit.node("Mod",
                   {emit.node("Sub", {b1, emit.node("Mod", {seq1, b1})}), b1});
@@ -165,7 +231,8 @@ LayerExporter::blockInputs(const std::string &q, const std::string &kt,
   return {qb, ktb, vb};
 }
 
-FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores) {
+FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
+                                                      bool forSinks) {
   for (auto [idx, k] : layer.chain) {
     const onnx::NodeProto &orig = graph.node(idx);
     onnx::NodeProto copy = orig;
@@ -174,7 +241,8 @@ FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores) {
         copy.set_input(i, scores);
         continue;
       }
-      FailureOr<std::string> blocked = blockOperand(orig.input(i));
+      FailureOr<std::string> blocked = forSinks ? sinkOperand(orig.input(i))
+                                                : blockOperand(orig.input(i));
       if (failed(blocked))
         return failure();
       copy.set_input(i, *blocked);
@@ -240,9 +308,18 @@ std::string LayerExporter::maskWindowScores(const std::string &scores,
       {emit.node("Add", {emit.node("Unsqueeze", {rows, emit.constI64({1})}),
                          emit.constI64({block}, true)}),
        emit.node("Unsqueeze", {cols, c.axis0})});
+  std::string causalOk =
+      emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)});
   std::string inWindow = emit.node(
-      "And", {emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)}),
-              emit.node("Less", {dist, emit.constI64({block}, true)})});
+      "And", {causalOk, emit.node("Less", {dist, emit.constI64({block}, true)})});
+  if (sinks > 0) {
+    // Sinks inside the region: allowed before the query ([nb, b, 2W]).
+    std::string isSink = emit.node(
+        "Less", {emit.node("Unsqueeze", {keyPos, emit.constI64({1})}),
+                 emit.constI64({sinks}, true)});
+    inWindow = emit.node("Or", {inWindow, emit.node("And", {isSink,
+                                                            causalOk})});
+  }
   std::string windowMask = emit.node("Where", {inWindow, c.zero, c.ninf});
   return emit.node("Add", {emit.node("Add", {scores, keyMask}), windowMask});
 }
@@ -304,11 +381,61 @@ LogicalResult LayerExporter::emitBlocked() {
   scores = maskScores(*scores);
   if (failed(scores))
     return failure();
-  std::string probs = emit.node("Softmax", {*scores}, [](onnx::NodeProto &n) {
-    Emitter::intAttr(n, "axis", -1);
-  });
-  probs = applyPostCasts(probs);
-  std::string ob = emit.node("MatMul", {probs, in.v});
+  std::string probs, ob;
+  if (sinks == 0) {
+    probs = emit.node("Softmax", {*scores}, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", -1);
+    });
+    probs = applyPostCasts(probs);
+    ob = emit.node("MatMul", {probs, in.v});
+  } else {
+    // Sinks: every query block also scores the first K keys ([.., nb, b,
+    // K], the chain applied to them too), one softmax over both.
+    std::string ktSink = emit.node(
+        "Unsqueeze",
+        {emit.node("Slice", {kt, emit.constI64({0}), emit.constI64({sinks}),
+                             emit.constI64({3})}),
+         emit.constI64({2})});
+    std::string vSink = emit.node(
+        "Unsqueeze",
+        {emit.node("Slice", {v, emit.constI64({0}), emit.constI64({sinks}),
+                             emit.constI64({2})}),
+         emit.constI64({2})});
+    FailureOr<std::string> sinkScores = applyScoreChain(
+        emit.node("MatMul", {in.q, ktSink}), /*forSinks=*/true);
+    if (failed(sinkScores))
+      return failure();
+    FailureOr<RankedTensorType> sTy =
+        typeOf(graph.node(layer.softmax).input(0));
+    if (failed(sTy))
+      return failure();
+    MaskConstants c;
+    c.axis0 = emit.constI64({0});
+    int32_t et = onnxFloatType(sTy->getElementType());
+    c.zero = emit.constFloat(0.0, et);
+    c.ninf = emit.constFloat(-std::numeric_limits<double>::infinity(), et);
+    // Fewer keys than sinks: as many sink columns as keys.
+    std::string count = emit.node(
+        "Gather", {emit.node("Shape", {ktSink}), emit.constI64({4})},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+    std::string masked =
+        emit.node("Add", {*sinkScores, sinkColumnMask(count, c)});
+    std::string all = emit.node("Concat", {masked, *scores},
+                                [](onnx::NodeProto &n) {
+                                  Emitter::intAttr(n, "axis", -1);
+                                });
+    probs = emit.node("Softmax", {all}, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", -1);
+    });
+    probs = applyPostCasts(probs);
+    std::string end = emit.constI64({std::numeric_limits<int64_t>::max()});
+    std::string pSink = emit.node(
+        "Slice", {probs, emit.constI64({0}), count, emit.constI64({4})});
+    std::string pRegion =
+        emit.node("Slice", {probs, count, end, emit.constI64({4})});
+    ob = emit.node("Add", {emit.node("MatMul", {pSink, vSink}),
+                           emit.node("MatMul", {pRegion, in.v})});
+  }
   std::string o = emit.node("Reshape", {ob, emit.constI64({0, 0, -1, dv})});
   // Back to the sequence length, under the original output's name.
   o = emit.node("Slice", {o, emit.constI64({0}), seq1, emit.constI64({2})});

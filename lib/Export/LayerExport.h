@@ -190,8 +190,17 @@ private:
   /// of K^T and V.
   BlockedInputs blockInputs(const std::string &q, const std::string &kt,
                             const std::string &v, int64_t d, int64_t dv);
-  /// The layer's scale / mask / cast chain re-applied to blocked `scores`.
-  FailureOr<std::string> applyScoreChain(std::string scores);
+  /// The operand `name` in the layout of the sink scores [.., .., nb, qb,
+  /// K]: the first K keys, queries cut into blocks.
+  FailureOr<std::string> sinkOperand(const std::string &name);
+  /// The layer's scale / mask / cast chain re-applied to blocked `scores`
+  /// (or, with `forSinks`, to the sink scores).
+  FailureOr<std::string> applyScoreChain(std::string scores,
+                                         bool forSinks = false);
+  /// -inf for the sink columns of each query block that lie inside the
+  /// block's own key region (counted there) : [nb, 1, K] to add.
+  std::string sinkColumnMask(const std::string &sinkCount,
+                             const MaskConstants &c);
   /// `scores` with -inf for padded keys and, when causal, above each
   /// block's diagonal.
   std::string maskBlockScores(const std::string &scores,
@@ -206,7 +215,7 @@ private:
   std::string applyPostCasts(std::string probs);
   LogicalResult emitBlocked();
   /// The fallback that computes every pair: the original Softmax on scores
-  /// plus the span's mask (bidirectional windows, spans with sinks).
+  /// plus the span's mask (bidirectional windows, per-head spans).
   LogicalResult emitDenseSpanMask();
   /// A layer imported from an opset-23 Attention node: the same node on
   /// blocks folded into the batch.
@@ -222,6 +231,9 @@ private:
   /// Causal window W: blocks of W, each query block attending its own and
   /// the previous key block ([.., nb, W, 2W] scores).
   bool windowed = false;
+  /// Attention sinks: the first `sinks` keys, scored for every query block
+  /// next to its own key region ([.., nb, b, K] more scores).
+  int64_t sinks = 0;
   // Run-time sizes of the blocked layout.
   std::string seq1, pad, nb;
 };

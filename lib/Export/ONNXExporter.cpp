@@ -144,9 +144,10 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   block = span.getSize();
   // Blocks, or a causal window as blocks of W that also see the previous
   // block.
-  if (!op.hasHeadSpans() && span.getSink() == 0 &&
+  if (!op.hasHeadSpans() &&
       (span.getKind() == SpanKind::Block || op.getCausal())) {
     windowed = span.getKind() == SpanKind::Window;
+    sinks = span.getSink();
     if (failed(emitBlocked()))
       return failure();
     removed.push_back(layer.qk);
@@ -158,9 +159,8 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
     anchor = layer.pv;
   } else {
     op.emitWarning() << "layer " << op.getLayer().value_or(-1) << ": "
-                     << (op.hasHeadSpans()    ? "per-head spans"
-                         : span.getSink() > 0 ? "a span with sinks"
-                                              : "a bidirectional window span")
+                     << (op.hasHeadSpans() ? "per-head spans"
+                                           : "a bidirectional window span")
                      << " is exported as an added dense mask; onnxruntime "
                         "still computes every pair";
     if (failed(emitDenseSpanMask()))
