@@ -24,7 +24,8 @@ std::string LayerExporter::previousBlock(const std::string &x, int64_t axis,
                              emit.constI64({axis})});
 }
 
-FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
+FailureOr<LayerExporter::ScoreOperand>
+LayerExporter::scoreOperand(const std::string &name) {
   FailureOr<RankedTensorType> ty = typeOf(name);
   if (failed(ty))
     return failure();
@@ -33,26 +34,54 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
     return error() << "mask operand '" << name << "' has rank "
                    << shape.size(),
            failure();
-  SmallVector<int64_t> d(4 - shape.size(), 1);
-  llvm::append_range(d, shape);
-  bool allOnes = llvm::all_of(d, [](int64_t x) { return x == 1; });
-  if (allOnes && shape.size() <= 1)
-    return name; // A scalar broadcasts to any layout.
+  ScoreOperand o;
+  o.dims.assign(4 - shape.size(), 1);
+  llvm::append_range(o.dims, shape);
+  o.name = name;
+  if (llvm::all_of(o.dims, [](int64_t x) { return x == 1; }) &&
+      shape.size() <= 1) {
+    o.scalar = true; // A scalar broadcasts to any layout.
+    return o;
+  }
   auto isSeq = [&](int64_t x) { return x == seq && seq != 1; };
+  ArrayRef<int64_t> d = o.dims;
   if ((d[2] != 1 && !isSeq(d[2])) || (d[3] != 1 && !isSeq(d[3])))
     return error() << "mask operand '" << name << "' of type " << *ty
                    << " does not broadcast along the sequence",
            failure();
+  o.q = isSeq(d[2]);
+  o.k = isSeq(d[3]);
   // Leading unit dims by Unsqueeze, never by a static Reshape: the sizes
   // that equal the sequence here change with it at run time.
-  std::string m = name;
   if (shape.size() < 4) {
     SmallVector<int64_t> axes;
     for (int64_t i = 0, e = 4 - shape.size(); i < e; ++i)
       axes.push_back(i);
-    m = emit.node("Unsqueeze", {m, emit.constI64(axes)});
+    o.name = emit.node("Unsqueeze", {o.name, emit.constI64(axes)});
   }
-  bool q = isSeq(d[2]), k = isSeq(d[3]);
+  // Per-head groups: the group's heads of an operand with a heads axis.
+  if (!headIndex.empty() && d[1] != 1) {
+    if (d[1] != qHeads)
+      return error() << "mask operand '" << name << "' of type " << *ty
+                     << " has " << d[1] << " heads, expected 1 or "
+                     << qHeads,
+             failure();
+    o.name = emit.node("Gather", {o.name, headIndex},
+                       [](onnx::NodeProto &n) {
+                         Emitter::intAttr(n, "axis", 1);
+                       });
+  }
+  return o;
+}
+
+FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
+  FailureOr<ScoreOperand> op = scoreOperand(name);
+  if (failed(op))
+    return failure();
+  if (op->scalar)
+    return op->name;
+  std::string m = op->name;
+  bool q = op->q, k = op->k;
   if (!q && !k)
     return emit.node("Unsqueeze", {m, emit.constI64({2})});
   std::string zero = q && k ? std::string() : emit.constI64({0});
@@ -115,35 +144,17 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
 }
 
 FailureOr<std::string> LayerExporter::sinkOperand(const std::string &name) {
-  FailureOr<RankedTensorType> ty = typeOf(name);
-  if (failed(ty))
+  FailureOr<ScoreOperand> op = scoreOperand(name);
+  if (failed(op))
     return failure();
-  ArrayRef<int64_t> shape = ty->getShape();
-  if (shape.size() > 4)
-    return error() << "mask operand '" << name << "' has rank "
-                   << shape.size(),
-           failure();
-  SmallVector<int64_t> d(4 - shape.size(), 1);
-  llvm::append_range(d, shape);
-  if (llvm::all_of(d, [](int64_t x) { return x == 1; }) && shape.size() <= 1)
-    return name;
-  auto isSeq = [&](int64_t x) { return x == seq && seq != 1; };
-  if ((d[2] != 1 && !isSeq(d[2])) || (d[3] != 1 && !isSeq(d[3])))
-    return error() << "mask operand '" << name << "' of type " << *ty
-                   << " does not broadcast along the sequence",
-           failure();
-  std::string m = name;
-  if (shape.size() < 4) {
-    SmallVector<int64_t> axes;
-    for (int64_t i = 0, e = 4 - shape.size(); i < e; ++i)
-      axes.push_back(i);
-    m = emit.node("Unsqueeze", {m, emit.constI64(axes)});
-  }
+  if (op->scalar)
+    return op->name;
+  std::string m = op->name;
   // The first keys: [.., q, K].
-  if (isSeq(d[3]))
+  if (op->k)
     m = emit.node("Slice", {m, emit.constI64({0}), emit.constI64({sinks}),
                             emit.constI64({3})});
-  if (!isSeq(d[2]))
+  if (!op->q)
     return emit.node("Unsqueeze", {m, emit.constI64({2})});
   // Queries into blocks: pad, then [.., nb, b, K].
   std::string pads = emit.node(
@@ -232,7 +243,7 @@ LayerExporter::blockInputs(const std::string &q, const std::string &kt,
 }
 
 FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
-                                                      bool forSinks) {
+                                                      ChainLayout layout) {
   for (auto [idx, k] : layer.chain) {
     const onnx::NodeProto &orig = graph.node(idx);
     onnx::NodeProto copy = orig;
@@ -241,8 +252,16 @@ FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
         copy.set_input(i, scores);
         continue;
       }
-      FailureOr<std::string> blocked = forSinks ? sinkOperand(orig.input(i))
-                                                : blockOperand(orig.input(i));
+      FailureOr<std::string> blocked;
+      if (layout == ChainLayout::Sinks) {
+        blocked = sinkOperand(orig.input(i));
+      } else if (layout == ChainLayout::Blocked) {
+        blocked = blockOperand(orig.input(i));
+      } else {
+        FailureOr<ScoreOperand> dense = scoreOperand(orig.input(i));
+        if (succeeded(dense))
+          blocked = dense->name;
+      }
       if (failed(blocked))
         return failure();
       copy.set_input(i, *blocked);
@@ -353,18 +372,17 @@ std::string LayerExporter::applyPostCasts(std::string probs) {
   return probs;
 }
 
-LogicalResult LayerExporter::emitBlocked() {
-  const onnx::NodeProto &qk = graph.node(layer.qk);
-  const onnx::NodeProto &pv = graph.node(layer.pv);
-  std::string q = qk.input(0), kt = qk.input(1), v = pv.input(1);
+FailureOr<std::string> LayerExporter::emitBlockedCore(const std::string &q,
+                                                      const std::string &kt,
+                                                      const std::string &v) {
   FailureOr<RankedTensorType> qTy = typeOf(q), ktTy = typeOf(kt),
                               vTy = typeOf(v);
   if (failed(qTy) || failed(ktTy) || failed(vTy))
     return failure();
   if (qTy->getRank() != 4 || ktTy->getRank() != 4 || vTy->getRank() != 4)
-    return error() << "Q, K^T and V must be rank 4";
+    return error() << "Q, K^T and V must be rank 4", failure();
   if (qTy->getDimSize(2) != ktTy->getDimSize(3))
-    return error() << "block spans need as many queries as keys";
+    return error() << "block spans need as many queries as keys", failure();
   int64_t d = qTy->getDimSize(3), dv = vTy->getDimSize(3);
 
   // pad = (B - S % B) % B; nb = (S + pad) / B, all [1] int64 at run time.
@@ -402,7 +420,7 @@ LogicalResult LayerExporter::emitBlocked() {
                              emit.constI64({2})}),
          emit.constI64({2})});
     FailureOr<std::string> sinkScores = applyScoreChain(
-        emit.node("MatMul", {in.q, ktSink}), /*forSinks=*/true);
+        emit.node("MatMul", {in.q, ktSink}), ChainLayout::Sinks);
     if (failed(sinkScores))
       return failure();
     FailureOr<RankedTensorType> sTy =
@@ -437,8 +455,105 @@ LogicalResult LayerExporter::emitBlocked() {
                            emit.node("MatMul", {pRegion, in.v})});
   }
   std::string o = emit.node("Reshape", {ob, emit.constI64({0, 0, -1, dv})});
-  // Back to the sequence length, under the original output's name.
-  o = emit.node("Slice", {o, emit.constI64({0}), seq1, emit.constI64({2})});
+  // Back to the sequence length.
+  return emit.node("Slice", {o, emit.constI64({0}), seq1, emit.constI64({2})});
+}
+
+LogicalResult LayerExporter::emitBlocked() {
+  const onnx::NodeProto &qk = graph.node(layer.qk);
+  const onnx::NodeProto &pv = graph.node(layer.pv);
+  if (failed(emitBlockedCore(qk.input(0), qk.input(1), pv.input(1))))
+    return failure();
+  // Under the original output's name.
+  emit.nodes.back().set_output(0, pv.output(0));
+  return success();
+}
+
+LogicalResult LayerExporter::emitPerHeadBlocked() {
+  const onnx::NodeProto &qk = graph.node(layer.qk);
+  const onnx::NodeProto &pv = graph.node(layer.pv);
+  std::string q = qk.input(0), kt = qk.input(1), v = pv.input(1);
+  FailureOr<RankedTensorType> qTy = typeOf(q), ktTy = typeOf(kt),
+                              vTy = typeOf(v);
+  if (failed(qTy) || failed(ktTy) || failed(vTy))
+    return failure();
+  if (qTy->getRank() != 4 || ktTy->getRank() != 4 || vTy->getRank() != 4)
+    return error() << "Q, K^T and V must be rank 4";
+  qHeads = op.getQueryType().getDimSize(1);
+  std::optional<int64_t> group = op.getStaticGroupSize();
+  if (!group || qTy->getDimSize(1) != qHeads)
+    return error() << "per-head spans need Q shaped [batch, " << qHeads
+                   << " heads, seq, head_dim], got " << *qTy;
+  for (RankedTensorType t : {*ktTy, *vTy})
+    if (t.getDimSize(1) != qHeads && t.getDimSize(1) != 1)
+      return error() << "per-head spans need K^T and V with " << qHeads
+                     << " heads (or 1), got " << t;
+  // One group per distinct span, in order of first appearance: its query
+  // heads gathered, attended with that span, put back in head order.
+  ArrayAttr heads = *op.getHeadSpans();
+  SmallVector<std::pair<SpanAttr, SmallVector<int64_t>>> groups;
+  for (int64_t h = 0; h < qHeads; ++h) {
+    auto span = cast<SpanAttr>(heads[h / *group]);
+    auto *it = llvm::find_if(groups, [&](auto &g) { return g.first == span; });
+    if (it == groups.end()) {
+      groups.push_back({span, {}});
+      it = std::prev(groups.end());
+    }
+    it->second.push_back(h);
+  }
+  seq = qTy->getDimSize(2);
+  SmallVector<std::string> outs;
+  SmallVector<int64_t> order;
+  for (auto &[span, members] : groups) {
+    headIndex = emit.constI64(members);
+    auto gather = [&](const std::string &x, RankedTensorType t) {
+      if (t.getDimSize(1) == 1)
+        return x;
+      std::string g = emit.node("Gather", {x, headIndex},
+                                [](onnx::NodeProto &n) {
+                                  Emitter::intAttr(n, "axis", 1);
+                                });
+      SmallVector<int64_t> shape(t.getShape());
+      shape[1] = members.size();
+      localTypes[g] = t.clone(shape);
+      return g;
+    };
+    std::string qg = gather(q, *qTy), ktg = gather(kt, *ktTy),
+                vg = gather(v, *vTy);
+    FailureOr<std::string> out;
+    if (span.isFull()) {
+      // Every pair of these heads: the layer as it was, on the group.
+      FailureOr<std::string> scores =
+          applyScoreChain(emit.node("MatMul", {qg, ktg}), ChainLayout::Dense);
+      if (failed(scores))
+        return failure();
+      std::string probs = emit.node("Softmax", {*scores},
+                                    [](onnx::NodeProto &n) {
+                                      Emitter::intAttr(n, "axis", -1);
+                                    });
+      out = emit.node("MatMul", {applyPostCasts(probs), vg});
+    } else {
+      block = span.getSize();
+      windowed = span.getKind() == SpanKind::Window;
+      sinks = span.getSink();
+      out = emitBlockedCore(qg, ktg, vg);
+    }
+    if (failed(out))
+      return failure();
+    outs.push_back(*out);
+    llvm::append_range(order, members);
+  }
+  headIndex.clear();
+  // Back to head order: position of each head among the groups' outputs.
+  SmallVector<int64_t> inverse(qHeads);
+  for (auto [pos, h] : llvm::enumerate(order))
+    inverse[h] = pos;
+  std::string all = emit.node("Concat", outs, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 1);
+  });
+  emit.node("Gather", {all, emit.constI64(inverse)}, [](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", 1);
+  });
   emit.nodes.back().set_output(0, pv.output(0));
   return success();
 }

@@ -166,6 +166,14 @@ private:
   }
   LogicalResult findNodes();
   FailureOr<RankedTensorType> typeOf(const std::string &name);
+  /// An operand of the score chain as rank 4 ([B, H, q, k] broadcast),
+  /// with its heads gathered for a per-head group; scalars as they are.
+  struct ScoreOperand {
+    std::string name;
+    SmallVector<int64_t, 4> dims;
+    bool scalar = false, q = false, k = false;
+  };
+  FailureOr<ScoreOperand> scoreOperand(const std::string &name);
   /// The operand `name` cut into the blocked layout [.., .., nb, qb, kb]
   /// (kb = 2B when windowed: the previous block, then the own block).
   FailureOr<std::string> blockOperand(const std::string &name);
@@ -193,10 +201,12 @@ private:
   /// The operand `name` in the layout of the sink scores [.., .., nb, qb,
   /// K]: the first K keys, queries cut into blocks.
   FailureOr<std::string> sinkOperand(const std::string &name);
-  /// The layer's scale / mask / cast chain re-applied to blocked `scores`
-  /// (or, with `forSinks`, to the sink scores).
-  FailureOr<std::string> applyScoreChain(std::string scores,
-                                         bool forSinks = false);
+  /// Which scores the chain is re-applied to: blocked, the sink columns,
+  /// or dense (a per-head group with full attention).
+  enum class ChainLayout { Blocked, Sinks, Dense };
+  /// The layer's scale / mask / cast chain re-applied to `scores`.
+  FailureOr<std::string> applyScoreChain(
+      std::string scores, ChainLayout layout = ChainLayout::Blocked);
   /// -inf for the sink columns of each query block that lie inside the
   /// block's own key region (counted there) : [nb, 1, K] to add.
   std::string sinkColumnMask(const std::string &sinkCount,
@@ -214,6 +224,14 @@ private:
   /// The layer's Casts between Softmax and P*V re-applied to `probs`.
   std::string applyPostCasts(std::string probs);
   LogicalResult emitBlocked();
+  /// The blocked layer on Q, K^T, V (of the whole layer or a per-head
+  /// group): its output [B, H, S, dv].
+  FailureOr<std::string> emitBlockedCore(const std::string &q,
+                                         const std::string &kt,
+                                         const std::string &v);
+  /// Per-head spans: one group of query heads per distinct span, each
+  /// gathered, blocked (or dense when full), and put back in head order.
+  LogicalResult emitPerHeadBlocked();
   /// The fallback that computes every pair: the original Softmax on scores
   /// plus the span's mask (bidirectional windows, per-head spans).
   LogicalResult emitDenseSpanMask();
@@ -234,6 +252,12 @@ private:
   /// Attention sinks: the first `sinks` keys, scored for every query block
   /// next to its own key region ([.., nb, b, K] more scores).
   int64_t sinks = 0;
+  /// Per-head groups: the group's query heads (an int64 constant) and the
+  /// layer's number of query heads.
+  std::string headIndex;
+  int64_t qHeads = 0;
+  /// Types of tensors this exporter made (a group's gathered Q, K^T, V).
+  llvm::StringMap<RankedTensorType> localTypes;
   // Run-time sizes of the blocked layout.
   std::string seq1, pad, nb;
 };

@@ -101,6 +101,8 @@ LogicalResult LayerExporter::findNodes() {
 }
 
 FailureOr<RankedTensorType> LayerExporter::typeOf(const std::string &name) {
+  if (auto local = localTypes.find(name); local != localTypes.end())
+    return local->second;
   auto it = types.find(name);
   if (it == types.end())
     return error() << "no static type is known for tensor '" << name << "'",
@@ -144,8 +146,26 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   block = span.getSize();
   // Blocks, or a causal window as blocks of W that also see the previous
   // block.
-  if (!op.hasHeadSpans() &&
-      (span.getKind() == SpanKind::Block || op.getCausal())) {
+  // Per-head spans whose every head is full, a block, or a window of a
+  // causal layer: grouped by span, each group blocked.
+  bool perHeadBlocked =
+      op.hasHeadSpans() &&
+      llvm::all_of(*op.getHeadSpans(), [&](Attribute a) {
+        auto s = cast<SpanAttr>(a);
+        return s.getKind() != SpanKind::Window || op.getCausal();
+      });
+  if (perHeadBlocked) {
+    if (failed(emitPerHeadBlocked()))
+      return failure();
+    removed.push_back(layer.qk);
+    for (auto [idx, k] : layer.chain)
+      removed.push_back(idx);
+    removed.push_back(layer.softmax);
+    llvm::append_range(removed, layer.post);
+    removed.push_back(layer.pv);
+    anchor = layer.pv;
+  } else if (!op.hasHeadSpans() &&
+             (span.getKind() == SpanKind::Block || op.getCausal())) {
     windowed = span.getKind() == SpanKind::Window;
     sinks = span.getSink();
     if (failed(emitBlocked()))
