@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
 """onnxruntime CPU time of a GPT-2-small-shaped model (12 layers, d_model
 768, 12 heads, random weights) against its MASFormer rewrites (2 full
-layers, blocks of 256 and 512), at S = 2048, 4096, 8192, batch 1, in one
-run. Reports the measured time ratio next to the ideal attention-cost ratio
-from --masformer-span-report.
+layers, blocks of 256 and 512; any --spans: windows with sinks, per-head
+plans), at S = 2048, 4096, 8192, batch 1, in one run. Reports the measured
+time ratio next to the ideal model-time ratio: the model's FLOPs as
+onnxruntime computes them, with each rewritten layer's attention at the
+pairs its exported form computes (blocks: B + K keys per query, windows:
+2W + K, full heads: S; the span report's causal cost is printed too).
 
   python3 bench/rewrite_ort.py [--seqs 2048 4096 8192] [--work /tmp/masformer-bench]
+      [--spans "span=window:512 sink=64 full-layers=0,1" "plan=per-head" ...]
+
+"plan=per-head" is a built-in per-head plan: in every layer but 0 and 1,
+2 of the 12 heads full, 4 with window 1024 + 64 sinks, 6 with window 256 +
+64 sinks.
 
 Needs a build (build/bin/masformer-opt), numpy, onnx, onnxruntime.
 """
@@ -22,6 +30,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 
+from machine import cpu_model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -32,18 +42,44 @@ def run(cmd):
     return r.stdout
 
 
-def model_ratio(s, b, layers=12, full=2, d=768, vocab=50257):
+def computed_fraction(span, size, sink, s):
+    """Keys per query the exported form computes for one head, over S."""
+    if span == "full":
+        return 1.0
+    per = size + sink if span == "block" else 2 * size + sink
+    return min(1.0, per / s)
+
+
+def model_ratio(report, s, d=768, vocab=50257):
     """FLOPs of the rewritten model over the original's, as onnxruntime
-    computes them: every score of the S x S matrix (it does not skip the
-    causal half), projections and MLP (24 S d^2 per layer), the LM head."""
+    computes them: every score of the S x S matrix for dense attention (it
+    does not skip the causal half), the exported form's pairs for rewritten
+    layers, projections and MLP (24 S d^2 per layer), the LM head."""
     dense = 24 * s * d * d
     attn_full = 4 * s * s * d
-    attn_block = 4 * s * b * d
     head = 2 * s * d * vocab
-    before = layers * (dense + attn_full) + head
-    after = (layers * dense + full * attn_full + (layers - full) * attn_block
-             + head)
+    layers = report["layers"]
+    before = len(layers) * (dense + attn_full) + head
+    after = head
+    for c in layers:
+        heads = c.get("head_spans") or [dict(span=c["span"],
+                                             size=c["span_size"],
+                                             sink=c["sink"])]
+        frac = sum(computed_fraction(h["span"], h["size"], h["sink"], s)
+                   for h in heads) / len(heads)
+        after += dense + frac * attn_full
     return after / before
+
+
+def per_head_plan(path, layers=12):
+    heads = ([{"span": "full"}] * 2
+             + [{"span": "window", "size": 1024, "sink": 64}] * 4
+             + [{"span": "window", "size": 256, "sink": 64}] * 6)
+    plan = {"format": "masformer-span-plan", "version": 2,
+            "layers": [{"layer": l, "heads": heads}
+                       for l in range(2, layers)]}
+    with open(path, "w") as f:
+        json.dump(plan, f)
 
 
 def time_model(path, seq, reps, threads):
@@ -65,6 +101,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqs", type=int, nargs="+", default=[2048, 4096, 8192])
     ap.add_argument("--blocks", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--spans", nargs="*", default=[],
+                    help="more rewrites: --masformer-rewrite-spans options, "
+                         "or plan=per-head (the built-in per-head plan)")
     ap.add_argument("--work", default="/tmp/masformer-bench")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
@@ -75,43 +114,56 @@ def main():
         run([sys.executable, os.path.join(ROOT, "bench", "make_gpt_model.py"),
              "--layers", "12", "--d-model", "768", "--heads", "12",
              "--out", model])
+    specs = [(f"block {b}", f"span=block:{b} full-layers=0,1")
+             for b in a.blocks]
+    for spec in a.spans:
+        if spec == "plan=per-head":
+            plan = os.path.join(a.work, "per-head-plan.json")
+            per_head_plan(plan)
+            specs.append(("per-head plan", f"plan={plan}"))
+        else:
+            specs.append((spec, spec))
     variants = {"original": model}
-    ideal = {}
-    for b in a.blocks:
-        out = os.path.join(a.work, f"gpt2-small-block{b}.onnx")
-        spans = f"span=block:{b} full-layers=0,1"
+    reports = {}
+    for i, (name, spans) in enumerate(specs):
+        out = os.path.join(a.work, f"gpt2-small-variant{i}.onnx")
         t0 = time.perf_counter()
         run([opt, model, "--input-shape", "input_ids=1x2048",
              f"--masformer-rewrite-spans={spans}", "-o", out])
-        print(f"rewrite block {b}: {time.perf_counter() - t0:.1f} s",
+        print(f"rewrite {name}: {time.perf_counter() - t0:.1f} s",
               flush=True)
-        variants[f"block {b}"] = out
+        variants[name] = out
         for s in a.seqs:
-            rep = os.path.join(a.work, f"report-{b}-{s}.json")
+            rep = os.path.join(a.work, f"report-{i}-{s}.json")
             run([opt, model, "--input-shape", "input_ids=1x2048",
                  f"--masformer-rewrite-spans={spans}",
                  f"--masformer-span-report=seq-len={s} json={rep}",
                  "--mlir-elide-resource-strings-if-larger=16",
                  "-o", os.devnull])
-            ideal[(b, s)] = json.load(open(rep))["fraction_of_full"]
+            reports[(name, s)] = json.load(open(rep))
     rows = []
     for s in a.seqs:
         reps = 3 if s <= 4096 else 1
         base = time_model(model, s, reps, a.threads)
         print(f"S={s} original: {base:.2f} s", flush=True)
-        for b in a.blocks:
-            t = time_model(variants[f"block {b}"], s, reps, a.threads)
-            print(f"S={s} block {b}: {t:.2f} s", flush=True)
-            rows.append((s, b, base, t, t / base, ideal[(b, s)]))
+        for name, _ in specs:
+            t = time_model(variants[name], s, reps, a.threads)
+            print(f"S={s} {name}: {t:.2f} s", flush=True)
+            rep = reports[(name, s)]
+            rows.append((s, name, base, t, t / base,
+                         rep["fraction_of_full"], model_ratio(rep, s)))
     print()
     print(f"machine: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, onnxruntime {ort.__version__}, "
           f"{a.threads} threads")
-    print("| S | B | original (s) | rewritten (s) | time ratio | ideal attention ratio | ideal model ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for s, b, base, t, r, i in rows:
-        print(f"| {s} | {b} | {base:.2f} | {t:.2f} | {r:.3f} | {i:.3f} | "
-              f"{model_ratio(s, b):.3f} |")
+    print(f"CPU: {cpu_model()}")
+    print("| S | rewrite | original (s) | rewritten (s) | time ratio | "
+          "attention cost (span report) | ideal model ratio (export) | "
+          "of ideal |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s, name, base, t, r, cost, ideal in rows:
+        print(f"| {s} | {name} | {base:.2f} | {t:.2f} | {r:.3f} | "
+              f"{cost:.3f} | {ideal:.3f} | {(1 / r) / (1 / ideal):.2f} |")
 
 
 if __name__ == "__main__":
