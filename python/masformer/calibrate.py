@@ -20,8 +20,8 @@ on the attention cost.
    A head's predicted loss for a candidate is its layer's measured rise
    shared out in proportion to the heads' output errors:
    rise(l) * err(h, c) / sum over the layer's heads of err(h', ref).
-2. The plan: one candidate per key/value head, the least total predicted
-   loss whose attention cost (the span report's: pairs kept / pairs of full
+2. The plan: one candidate per key/value head (or per layer, with
+   --per-layer), the least total predicted loss whose attention cost (the span report's: pairs kept / pairs of full
    attention, at --seq-len) is within --budget. A Lagrangian relaxation of
    this multiple-choice knapsack, then greedy upgrades into the budget left.
 3. A check: the model rewritten with the plan (masformer.rewrite), on the
@@ -335,7 +335,7 @@ def _measure(model, layers, ids, sample, cands, ref, causal, threads, log):
 def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
               sink=64, rows=256, offset=0, check=True, threads=0,
               ref_window=256, measurements=None, save_measurements=None,
-              import_len=1024, log=print):
+              per_layer=False, import_len=1024, log=print):
     """Returns the plan (a dict, masformer-span-plan version 2) for `model`
     calibrated on `tokens[offset:offset + seq_len]`."""
     if not 0 < budget <= 1:
@@ -418,7 +418,16 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
     # A wider window errs less: keep the windows' errors (ascending after
     # full, which errs 0) monotone, as sampling could wobble them.
     errors[:, 1:] = np.minimum.accumulate(errors[:, 1:], axis=1)
-    choice = choose(errors, cost, weights, budget)
+    weights = np.array(weights, np.float64)
+    if per_layer:
+        # One span per layer: the layer's heads chosen together.
+        layer_err = np.stack([errors[heads_of == li].sum(0)
+                              for li in range(len(layers))])
+        layer_w = np.array([weights[heads_of == li].sum()
+                            for li in range(len(layers))])
+        choice = choose(layer_err, cost, layer_w, budget)[heads_of]
+    else:
+        choice = choose(errors, cost, weights, budget)
     plan_layers = _plan_layers(layers, choice, cands)
     predicted = float(errors[np.arange(len(choice)), choice].sum())
     plan = {"format": "masformer-span-plan", "version": 2,
@@ -438,6 +447,7 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
             "cost": rep.fraction_of_full, "sink": sink,
             "windows": windows_used, "rows": len(sample),
             "ref_window": ref_window,
+            "granularity": "layer" if per_layer else "head",
             "predicted_loss_rise": predicted,
             "layer_loss_rise": [float(r) for r in rise],
             "original_perplexity": float(np.exp(base))}
@@ -490,6 +500,9 @@ def main(argv=None):
     ap.add_argument("--measurements", metavar="NPZ",
                     help="reuse saved measurements (same model, tokens and "
                          "options) instead of running them")
+    ap.add_argument("--per-layer", action="store_true",
+                    help="one span per layer (all its heads alike) instead "
+                         "of one per key/value head")
     ap.add_argument("--no-check", action="store_true",
                     help="skip the run of the rewritten model")
     ap.add_argument("--threads", type=int, default=0)
@@ -510,7 +523,8 @@ def main(argv=None):
                          offset=a.offset, check=not a.no_check,
                          threads=a.threads, ref_window=a.ref_window,
                          measurements=a.measurements,
-                         save_measurements=a.save_measurements)
+                         save_measurements=a.save_measurements,
+                         per_layer=a.per_layer)
     except CalibrationError as e:
         sys.exit(f"masformer.calibrate: {a.model}: {e}")
     plan["calibration"]["tokens"] = os.path.basename(a.tokens)

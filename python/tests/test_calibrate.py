@@ -110,6 +110,16 @@ def test_calibrate_end_to_end(fixtures, tmp_path, name):
                     "--ref-window", "8", "--measurements", str(meas),
                     "--no-check", "-o", str(again)])
     assert json.loads(again.read_text())["layers"] == plan["layers"]
+    # One span per layer from the same measurements.
+    calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",
+                    "--budget", "0.5", "--windows", "4", "8", "16",
+                    "--sink", "2", "--rows", "32", "--offset", "8",
+                    "--ref-window", "8", "--measurements", str(meas),
+                    "--per-layer", "--no-check", "-o", str(again)])
+    per_layer = json.loads(again.read_text())
+    assert all("heads" not in entry for entry in per_layer["layers"])
+    assert per_layer["calibration"]["granularity"] == "layer"
+    assert per_layer["calibration"]["cost"] <= 0.5
     with pytest.raises(SystemExit, match="taken with other options"):
         calibrate.main([str(model), "--tokens", str(tokens), "--seq-len",
                         "32", "--budget", "0.3", "--windows", "4", "8",
