@@ -284,6 +284,8 @@ struct RewriteSpansPass final
     for (auto [i, op] : llvm::enumerate(*layers)) {
       bool keep = llvm::is_contained(full, static_cast<int64_t>(i));
       op.setSpanAttr(keep ? SpanAttr::get(ctx, SpanKind::Full) : *newSpan);
+      // One span for the whole layer replaces any per-head spans.
+      op.removeHeadSpansAttr();
     }
     return success();
   }

@@ -32,6 +32,10 @@
 // HEADS: layer = 0 : i64, span = #masformer.span<full>}
 // HEADS: head_spans = [#masformer.span<full>, #masformer.span<window 4, sink 2>, #masformer.span<window 4, sink 2>, #masformer.span<block 2>], layer = 1 : i64, span = #masformer.span<full>}
 // HEADS: layer = 4 : i64, span = #masformer.span<window 3, sink 1>}
+// A later rewrite with one span per layer replaces the head spans.
+// RUN: masformer-opt %s --masformer-rewrite-spans="plan=%S/Inputs/plan-heads.json" --masformer-rewrite-spans="span=block:4 num-full=0" | FileCheck %s --check-prefix=REPLACED
+// REPLACED-NOT: head_spans
+// REPLACED: layer = 1 : i64, span = #masformer.span<block 4>}
 // policy=calibrated applies the calibration's plan.
 // RUN: masformer-opt %s --masformer-rewrite-spans="policy=calibrated calibration=%S/Inputs/plan-heads.json" | FileCheck %s --check-prefix=HEADS
 // RUN: not masformer-opt %s --masformer-rewrite-spans="policy=calibrated span=block:4" 2>&1 | FileCheck %s --check-prefix=NOCALIB
