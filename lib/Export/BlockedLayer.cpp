@@ -171,9 +171,10 @@ FailureOr<std::string> LayerExporter::sinkOperand(const std::string &name) {
 std::string LayerExporter::sinkColumnMask(const std::string &sinkCount,
                                           const MaskConstants &c) {
   // Query block k's own key region starts at k*B (blocks) or (k-1)*W
-  // (windows); sinks from there on are scored in the region itself, with
-  // the span's rule or'ed with "is a sink". Before it, every sink is
-  // allowed: it is before every query of the block, so causality holds.
+  // (windows); sinks inside it are scored in the region itself (the span's
+  // rule or'ed with "is a sink"). Before it, every sink is allowed: it is
+  // before every query of the block, so causality holds. After it, only a
+  // bidirectional block span allows them (a causal query never sees them).
   std::string one = emit.constI64({1}, true);
   std::string blocks = emit.node(
       "Range", {emit.constI64({0}, true), emit.node("Squeeze", {nb, c.axis0}),
@@ -184,10 +185,20 @@ std::string LayerExporter::sinkColumnMask(const std::string &sinkCount,
   std::string cols = emit.node(
       "Range", {emit.constI64({0}, true),
                 emit.node("Squeeze", {sinkCount, c.axis0}), one});
-  std::string before =
-      emit.node("Less", {emit.node("Unsqueeze", {cols, c.axis0}),
-                         emit.node("Unsqueeze", {start, emit.constI64({1})})});
-  std::string m = emit.node("Where", {before, c.zero, c.ninf});
+  std::string col = emit.node("Unsqueeze", {cols, c.axis0});
+  std::string outside = emit.node(
+      "Less", {col, emit.node("Unsqueeze", {start, emit.constI64({1})})});
+  if (!windowed && !op.getCausal()) {
+    // Bidirectional blocks: sinks after the own block are allowed too.
+    std::string end = emit.node(
+        "Mul", {emit.node("Add", {blocks, one}), emit.constI64({block}, true)});
+    outside = emit.node(
+        "Or", {outside,
+               emit.node("GreaterOrEqual",
+                         {col, emit.node("Unsqueeze",
+                                         {end, emit.constI64({1})})})});
+  }
+  std::string m = emit.node("Where", {outside, c.zero, c.ninf});
   return emit.node("Unsqueeze", {m, emit.constI64({1})});
 }
 
