@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Quality against attention cost of every pattern measured, in one plot
+per sequence length: the results.json files of python -m masformer.evaluate
+lm runs (several runs, one text), each row put in a family: blocks, windows
+without sinks, windows with sinks (one span for every rewritten layer),
+per-layer plans and per-head plans (python -m masformer.calibrate).
+
+    python scripts/eval/plot_frontier.py results/*/results.json \\
+        --title "SmolLM2-135M, pydoc" -o docs/images/eval-plans.png
+
+Prints, per length, the lowest cost at which perplexity rises at most 5%
+and at most 10%. Needs matplotlib.
+"""
+
+import argparse
+import json
+
+
+def family(row):
+    span = row["span"]
+    if row["policy"] == "plan":
+        return "per-layer plan" if "layer" in span else "per-head plan"
+    if span.startswith("block"):
+        return "blocks"
+    if "sink" in span:
+        return "window + sinks"
+    return "window"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--title", default="")
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args()
+    rows = []
+    for path in a.results:
+        rows += [r for r in json.load(open(path))["rows"]
+                 if r["policy"] != "original"]
+    seqs = sorted({r["seq_len"] for r in rows})
+    for s in seqs:
+        at = [r for r in rows if r["seq_len"] == s]
+        for limit in (1.05, 1.10):
+            ok = [r for r in at if r["ppl_ratio"] <= limit]
+            best = min(ok, key=lambda r: r["cost"]) if ok else None
+            print(f"S={s}: ppl x{limit:.2f} or less: " +
+                  (f"cost {best['cost']:.3f} ({best['span']}, "
+                   f"x{best['ppl_ratio']:.3f})" if best else "not reached"))
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    styles = {"blocks": ("tab:red", "s"), "window": ("tab:gray", "x"),
+              "window + sinks": ("tab:blue", "o"),
+              "per-layer plan": ("tab:orange", "^"),
+              "per-head plan": ("tab:green", "*")}
+    fig, axes = plt.subplots(1, len(seqs), figsize=(5.2 * len(seqs), 4.3),
+                             squeeze=False)
+    for ax, s in zip(axes[0], seqs):
+        for fam, (colour, marker) in styles.items():
+            pts = sorted((r["cost"], r["ppl_ratio"]) for r in rows
+                         if r["seq_len"] == s and family(r) == fam)
+            if pts:
+                ax.plot(*zip(*pts), color=colour, marker=marker, ls=":"
+                        if fam in ("blocks", "window", "window + sinks")
+                        else "-", ms=8 if marker == "*" else 6, label=fam)
+        for y in (1.05, 1.10):
+            ax.axhline(y, color="gray", lw=0.7, ls="--")
+        ax.set_xlabel("attention cost (fraction of full)")
+        ax.set_ylabel("perplexity / original")
+        ax.set_yscale("log")
+        ax.set_title(f"S = {s}")
+        ax.legend(fontsize=8)
+    fig.suptitle(a.title)
+    fig.tight_layout()
+    fig.savefig(a.output, dpi=110)
+    print(f"wrote {a.output}")
+
+
+if __name__ == "__main__":
+    main()
