@@ -72,7 +72,10 @@ class SpanReport:
 
     @property
     def full_layers(self) -> list:
-        return [c.layer for c in self.layers if c.span == "full"]
+        """Layers whose every head keeps full attention."""
+        return [c.layer for c in self.layers
+                if c.span == "full" and
+                all(h["span"] == "full" for h in c.head_spans)]
 
     @classmethod
     def from_dict(cls, d: dict) -> "SpanReport":

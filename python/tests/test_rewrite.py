@@ -113,6 +113,8 @@ def test_rewrite_with_a_per_head_plan(fixtures, tool, tmp_path):
     # 136 for the other two.
     assert l0.fraction_of_full == pytest.approx((70 + 136) / 272)
     assert report.layers[1].span_text == "full"
+    # Layer 0 has a full head and a windowed one: not a full layer.
+    assert report.full_layers == [1]
     assert report.layers[2].span_text == "block 4"
     assert len(l0.nodes) == 3 and all(l0.nodes)
     # The same plan from a path, and the report alone.
