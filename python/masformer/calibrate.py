@@ -30,7 +30,9 @@ on the attention cost.
 
 --save-measurements m.npz keeps step 1's results; --measurements m.npz
 reuses them (same model, tokens and options) to choose plans at other
-budgets in seconds.
+budgets in seconds. --rises-from m.npz takes the layers' loss rises from
+measurements at another length (one run per layer saved at long lengths;
+an approximation: the heads' errors are still measured at --seq-len).
 
 The plan (masformer-span-plan version 2, docs/rewrite.md) is applied with
 masformer-opt --masformer-rewrite-spans="plan=plan.json", masformer-compile
@@ -292,9 +294,11 @@ def _hash(ids):
         .hexdigest()[:16]
 
 
-def _measure(model, layers, ids, sample, cands, ref, causal, threads, log):
+def _measure(model, layers, ids, sample, cands, ref, causal, threads, log,
+             rises=None):
     """Step 1: the original loss, the heads' absolute output errors [heads,
-    candidates] and each layer's loss rise at candidate `ref`."""
+    candidates] and each layer's loss rise at candidate `ref` (or `rises`,
+    measured elsewhere)."""
     seq = len(ids)
     probe = _tmp_path(model, "calibrate")
     t0 = time.time()
@@ -315,6 +319,8 @@ def _measure(model, layers, ids, sample, cands, ref, causal, threads, log):
             num.extend(head_errors(outs[p][0], outs[v][0], sample, seq,
                                    c.kv_heads, cands, causal)[1])
         del outs
+        if rises is not None:
+            return base, np.array(num), np.asarray(rises, np.float64)
         allowed = _allowed(np.arange(seq), seq, cands[ref], causal)
         span_mask = np.where(allowed, 0.0, -np.inf).astype(np.float32)[None]
         rise = []
@@ -332,10 +338,29 @@ def _measure(model, layers, ids, sample, cands, ref, causal, threads, log):
     return base, np.array(num), np.array(rise)
 
 
+def _rises_from(path, key, log):
+    """The layer loss rises of measurements taken at another length (same
+    model, sinks and reference window)."""
+    try:
+        meas = dict(np.load(path, allow_pickle=False))
+        saved = json.loads(str(meas["key"]))
+    except (OSError, ValueError, KeyError) as e:
+        raise CalibrationError(f"--rises-from {path}: {e}")
+    for k in ("layers", "sink", "ref_window"):
+        if saved.get(k) != key[k]:
+            raise CalibrationError(
+                f"--rises-from {path}: taken with {k} {saved.get(k)}, not "
+                f"{key[k]}")
+    log(f"calibration: layer loss rises from {path} (measured at "
+        f"{saved['seq_len']} tokens)")
+    return meas["rise"]
+
+
 def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
               sink=64, rows=256, offset=0, check=True, threads=0,
               ref_window=256, measurements=None, save_measurements=None,
-              per_layer=False, import_len=1024, log=print):
+              per_layer=False, rises_from=None, import_len=1024,
+              log=print):
     """Returns the plan (a dict, masformer-span-plan version 2) for `model`
     calibrated on `tokens[offset:offset + seq_len]`."""
     if not 0 < budget <= 1:
@@ -382,7 +407,9 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
     ref = windows_used.index(ref_window) + 1
     key = dict(seq_len=seq_len, offset=offset, sink=sink,
                windows=windows_used, rows=len(sample), ref_window=ref_window,
-               layers=len(layers), tokens_hash=_hash(ids))
+               layers=len(layers), tokens_hash=_hash(ids),
+               rises_from=os.path.basename(rises_from) if rises_from
+               else None)
     if measurements is not None:
         try:
             meas = dict(np.load(measurements, allow_pickle=False))
@@ -396,8 +423,11 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
         base, num, rise = float(meas["base"]), meas["num"], meas["rise"]
         log(f"calibration: measurements from {measurements}")
     else:
+        rises = None
+        if rises_from is not None:
+            rises = _rises_from(rises_from, key, log)
         base, num, rise = _measure(model, layers, ids, sample, cands, ref,
-                                   causal, threads, log)
+                                   causal, threads, log, rises)
         if save_measurements:
             np.savez(save_measurements, key=json.dumps(key), base=base,
                      num=num, rise=rise)
@@ -500,6 +530,11 @@ def main(argv=None):
     ap.add_argument("--measurements", metavar="NPZ",
                     help="reuse saved measurements (same model, tokens and "
                          "options) instead of running them")
+    ap.add_argument("--rises-from", metavar="NPZ",
+                    help="take the layers' loss rises from measurements "
+                         "saved at another (shorter) length instead of "
+                         "running them: an approximation that saves one "
+                         "run per layer")
     ap.add_argument("--per-layer", action="store_true",
                     help="one span per layer (all its heads alike) instead "
                          "of one per key/value head")
@@ -524,7 +559,7 @@ def main(argv=None):
                          threads=a.threads, ref_window=a.ref_window,
                          measurements=a.measurements,
                          save_measurements=a.save_measurements,
-                         per_layer=a.per_layer)
+                         per_layer=a.per_layer, rises_from=a.rises_from)
     except CalibrationError as e:
         sys.exit(f"masformer.calibrate: {a.model}: {e}")
     plan["calibration"]["tokens"] = os.path.basename(a.tokens)

@@ -117,6 +117,20 @@ def test_calibrate_end_to_end(fixtures, tmp_path, name):
                     "--ref-window", "8", "--measurements", str(meas),
                     "--per-layer", "--no-check", "-o", str(again)])
     per_layer = json.loads(again.read_text())
+    # The layers' rises taken from the 32-token measurements at 48 tokens.
+    longer = tmp_path / "longer.json"
+    calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "48",
+                    "--budget", "0.5", "--windows", "4", "8", "16",
+                    "--sink", "2", "--rows", "32", "--ref-window", "8",
+                    "--rises-from", str(meas), "--no-check", "-o",
+                    str(longer)])
+    assert json.loads(longer.read_text())["calibration"]["layer_loss_rise"] \
+        == plan["calibration"]["layer_loss_rise"]
+    with pytest.raises(SystemExit, match="taken with sink 2, not 3"):
+        calibrate.main([str(model), "--tokens", str(tokens), "--seq-len",
+                        "48", "--budget", "0.5", "--windows", "4", "8",
+                        "16", "--sink", "3", "--ref-window", "8",
+                        "--rises-from", str(meas), "-o", str(longer)])
     assert all("heads" not in entry for entry in per_layer["layers"])
     assert per_layer["calibration"]["granularity"] == "layer"
     assert per_layer["calibration"]["cost"] <= 0.5
