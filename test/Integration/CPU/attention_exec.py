@@ -79,6 +79,8 @@ CASES = {
                                                           ("block", 4, 3)],
                                        causal=False, sq=6, skv=19,
                                        mask="padding"),
+    "dynamic-heads": dict(hq=4, hkv=2, span=[("window", 3, 1), ("full", 0)],
+                          causal=True, sq=13, skv=13, dynamic="query"),
     "kernel-heads": dict(hq=4, hkv=2, span=[("window", 16, 4), ("full", 0)],
                          causal=True, sq=72, skv=72, d=32),
     "kernel-full": dict(span=("full", 0), causal=False, sq=40, skv=40, d=32),
@@ -144,7 +146,9 @@ def build_module(c, q, k, v, mask):
     dt = c["dtype"]
     qt, kt = mlir_type(q.shape, dt), mlir_type(k.shape, dt)
     dq = mlir_type(q.shape, dt, c["dynamic"])
-    dk = mlir_type(k.shape, dt, c["dynamic"])
+    # dynamic="query": only the query (and result) are dynamic, as per-head
+    # spans need a static number of key/value heads.
+    dk = mlir_type(k.shape, dt, c["dynamic"] is True)
     def span_attr(span):
         return (f"#masformer.span<{span[0]}"
                 + (f" {span[1]}" if span[0] != "full" else "")
@@ -179,7 +183,8 @@ def build_module(c, q, k, v, mask):
         xt = dt if name != "m" else "f32"
         t = mlir_type(x.shape, xt)
         lines.append(f"  %{name}0 = arith.constant {mlir_dense(x, xt)} : {t}")
-        if c["dynamic"] and name != "m":
+        if c["dynamic"] and name != "m" and (name == "q"
+                                              or c["dynamic"] is True):
             lines.append(f"  %{name}1 = tensor.cast %{name}0 : {t} to "
                          f"{mlir_type(x.shape, dt, True)}")
             call_args.append(f"%{name}1")

@@ -163,13 +163,16 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
       spans.push_back(op.getSpan());
     bool causal = op.getCausal();
     bool positional = causal || op.hasSparseSpan();
+    // Query heads per key/value head (kv_heads is static with head spans;
+    // q_heads may be known only at run time).
     Value group;
     if (spans.size() > 1) {
-      std::optional<int64_t> g = op.getStaticGroupSize();
-      if (!g)
-        return rewriter.notifyMatchFailure(
-            op, "head_spans with a dynamic number of query heads");
-      group = arith::ConstantIndexOp::create(b, loc, *g);
+      if (std::optional<int64_t> g = op.getStaticGroupSize())
+        group = arith::ConstantIndexOp::create(b, loc, *g);
+      else
+        group = arith::DivUIOp::create(
+            b, loc, getValueOrCreateConstantIndexOp(b, loc, qSizes[1]),
+            arith::ConstantIndexOp::create(b, loc, spans.size()));
     }
     bool hasMask = op.getMask() != nullptr;
     Value logits =

@@ -2,8 +2,10 @@
 
 #include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 using namespace mlir;
 using namespace mlir::masformer;
@@ -17,14 +19,28 @@ struct HeadRun {
 
 /// `value` sliced to [start, start + count) along dimension `dim`.
 Value sliceDim(OpBuilder &b, Location loc, Value value, int64_t dim,
-               int64_t start, int64_t count) {
+               OpFoldResult start, OpFoldResult count) {
   auto ty = cast<RankedTensorType>(value.getType());
   SmallVector<OpFoldResult> offsets(ty.getRank(), b.getIndexAttr(0));
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, value);
   SmallVector<OpFoldResult> strides(ty.getRank(), b.getIndexAttr(1));
-  offsets[dim] = b.getIndexAttr(start);
-  sizes[dim] = b.getIndexAttr(count);
+  offsets[dim] = start;
+  sizes[dim] = count;
   return tensor::ExtractSliceOp::create(b, loc, value, offsets, sizes, strides);
+}
+
+/// `group * n`, folded when the group size is static.
+OpFoldResult timesGroup(OpBuilder &b, Location loc, OpFoldResult group,
+                        int64_t n) {
+  if (std::optional<int64_t> g = getConstantIntValue(group))
+    return b.getIndexAttr(*g * n);
+  if (n == 0)
+    return b.getIndexAttr(0);
+  if (n == 1)
+    return group;
+  return arith::MulIOp::create(b, loc, cast<Value>(group),
+                               arith::ConstantIndexOp::create(b, loc, n))
+      .getResult();
 }
 } // namespace
 
@@ -32,10 +48,6 @@ FailureOr<SmallVector<AttentionOp>>
 mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
   std::optional<ArrayAttr> heads = op.getHeadSpans();
   assert(heads && "op has no head spans");
-  std::optional<int64_t> group = op.getStaticGroupSize();
-  if (!group)
-    return op.emitOpError("with head_spans needs a static number of query "
-                          "heads to be split by head");
   // The mask's query-heads dimension, where it has one (rank >= 3, size not
   // 1): sliced with the query.
   Value mask = op.getMask();
@@ -64,6 +76,17 @@ mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(op);
   Location loc = op.getLoc();
+  // Query heads per key/value head: static, or q_heads / kv_heads at run
+  // time (kv_heads is static with head spans).
+  OpFoldResult group;
+  if (std::optional<int64_t> g = op.getStaticGroupSize())
+    group = rewriter.getIndexAttr(*g);
+  else
+    group = arith::DivUIOp::create(
+                rewriter, loc,
+                tensor::DimOp::create(rewriter, loc, op.getQuery(), 1),
+                arith::ConstantIndexOp::create(rewriter, loc, heads->size()))
+                .getResult();
   SmallVector<NamedAttribute> attrs;
   for (NamedAttribute a : op->getAttrs())
     if (a.getName() != op.getHeadSpansAttrName() &&
@@ -75,11 +98,14 @@ mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
                                       op.getQueryType().getElementType());
   SmallVector<AttentionOp> parts;
   for (const HeadRun &run : runs) {
-    int64_t qStart = run.start * *group, qCount = run.count * *group;
+    OpFoldResult qStart = timesGroup(rewriter, loc, group, run.start);
+    OpFoldResult qCount = timesGroup(rewriter, loc, group, run.count);
+    OpFoldResult kvStart = rewriter.getIndexAttr(run.start);
+    OpFoldResult kvCount = rewriter.getIndexAttr(run.count);
     SmallVector<Value> operands = {
         sliceDim(rewriter, loc, op.getQuery(), 1, qStart, qCount),
-        sliceDim(rewriter, loc, op.getKey(), 1, run.start, run.count),
-        sliceDim(rewriter, loc, op.getValue(), 1, run.start, run.count)};
+        sliceDim(rewriter, loc, op.getKey(), 1, kvStart, kvCount),
+        sliceDim(rewriter, loc, op.getValue(), 1, kvStart, kvCount)};
     if (mask)
       operands.push_back(maskHeadDim >= 0 ? sliceDim(rewriter, loc, mask,
                                                      maskHeadDim, qStart,
@@ -91,7 +117,7 @@ mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
                                     operands, partAttrs);
     parts.push_back(part);
     SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0));
-    offsets[1] = rewriter.getIndexAttr(qStart);
+    offsets[1] = qStart;
     SmallVector<OpFoldResult> sizes =
         tensor::getMixedSizes(rewriter, loc, part.getResult());
     SmallVector<OpFoldResult> strides(4, rewriter.getIndexAttr(1));

@@ -39,8 +39,24 @@ func.func @broadcast_mask_dynamic(%q: tensor<?x3x?x16xf32>, %k: tensor<?x3x?x16x
 
 // -----
 
+// A dynamic number of query heads: the group size is q_heads / kv_heads at
+// run time, the query slices start and end at multiples of it.
+// CHECK-LABEL: func @dynamic_query_heads
+// CHECK: %[[H:.*]] = tensor.dim %arg0, %c1
+// CHECK: %[[G:.*]] = arith.divui %[[H]], %c2
+// CHECK: tensor.extract_slice %arg0[0, 0, 0, 0] [1, %[[G]], 8, 4]
+// CHECK: masformer.attention {{.*}}span = #masformer.span<full>} : tensor<1x?x8x4xf32>, tensor<1x1x8x4xf32>
+// CHECK: tensor.extract_slice %arg0[0, %[[G]], 0, 0] [1, %[[G]], 8, 4]
+// CHECK: masformer.attention {{.*}}span = #masformer.span<window 2>} : tensor<1x?x8x4xf32>, tensor<1x1x8x4xf32>
 func.func @dynamic_query_heads(%q: tensor<1x?x8x4xf32>, %kv: tensor<1x2x8x4xf32>) -> tensor<1x?x8x4xf32> {
-  // expected-error @+1 {{with head_spans needs a static number of query heads to be split by head}}
   %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x?x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x?x8x4xf32>
   return %0 : tensor<1x?x8x4xf32>
+}
+
+// -----
+
+func.func @dynamic_mask_heads(%q: tensor<1x4x8x4xf32>, %kv: tensor<1x2x8x4xf32>, %m: tensor<1x?x8x8xf32>) -> tensor<1x4x8x4xf32> {
+  // expected-error @+1 {{with head_spans and a mask whose heads dimension is dynamic cannot be split by head}}
+  %0 = masformer.attention %q, %kv, %kv mask(%m : tensor<1x?x8x8xf32>) {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x4x8x4xf32>
+  return %0 : tensor<1x4x8x4xf32>
 }

@@ -19,9 +19,10 @@ namespace mlir::masformer {
 /// Replaces `op`, which has `head_spans`, by one masformer.attention per run
 /// of consecutive key/value heads with the same span, on slices of the query
 /// (and of the mask where it has a heads dimension), key and value, whose
-/// results are inserted into one tensor shaped like the query. Fails (with
-/// an error on `op`) when the number of query heads, or a mask's heads
-/// dimension, is dynamic. Returns the new ops, in head order.
+/// results are inserted into one tensor shaped like the query (the query
+/// heads per key/value head computed at run time when q_heads is dynamic).
+/// Fails (with an error on `op`) when a mask's heads dimension is dynamic.
+/// Returns the new ops, in head order.
 FailureOr<SmallVector<AttentionOp>> splitHeadSpans(RewriterBase &rewriter,
                                                    AttentionOp op);
 
