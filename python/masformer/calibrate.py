@@ -82,9 +82,15 @@ def _nll(logits, ids):
     return float((logz - logits[np.arange(len(ids) - 1), ids[1:]]).mean())
 
 
-def _feeds(ids):
+def _feeds(ids, sess=None):
+    """input_ids and attention_mask (all ones) for one sequence; only those
+    `sess` takes when given."""
     x = ids[None, :]
-    return {"input_ids": x, "attention_mask": np.ones_like(x)}
+    feeds = {"input_ids": x, "attention_mask": np.ones_like(x)}
+    if sess is not None:
+        names = [i.name for i in sess.get_inputs()]
+        feeds = {k: v for k, v in feeds.items() if k in names}
+    return feeds
 
 
 def _tmp_path(model, tag):
@@ -309,6 +315,12 @@ def _measure(model, layers, ids, sample, cands, ref, causal, threads, log,
         none = np.zeros((1, 1, 1), np.float32)
         feeds = _feeds(ids)
         feeds.update({mask: none for mask, _, _ in probes})
+        missing = [i.name for i in sess.get_inputs() if i.name not in feeds]
+        if missing or "input_ids" not in [i.name for i in sess.get_inputs()]:
+            raise CalibrationError(
+                f"the model's inputs must be input_ids (and optionally "
+                f"attention_mask); it also needs {missing}")
+        feeds = {i.name: feeds[i.name] for i in sess.get_inputs()}
         names = [o.name for o in sess.get_outputs()]
         outs = dict(zip(names, sess.run(None, feeds)))
         base = _nll(outs[logits_name][0], ids)
@@ -490,7 +502,8 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
                 warnings.simplefilter("ignore")
                 rewrite(model, tmp, plan=plan, seq_len=seq_len,
                         input_shapes=shapes)
-            logits = _session(tmp, threads).run(None, _feeds(ids))[0][0]
+            sess = _session(tmp, threads)
+            logits = sess.run(None, _feeds(ids, sess))[0][0]
         finally:
             _remove(tmp)
         loss = _nll(logits, ids)
