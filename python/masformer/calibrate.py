@@ -38,8 +38,8 @@ The plan (masformer-span-plan version 2, docs/rewrite.md) is applied with
 masformer-opt --masformer-rewrite-spans="plan=plan.json", masformer-compile
 --spans="plan=plan.json" or masformer.rewrite(plan=...). Calibrate on the
 user's own text; report quality on other text (docs/EVALUATION.md). Needs
-onnxruntime; the inputs are input_ids and attention_mask, the first output
-the logits.
+onnxruntime; the model's inputs are input_ids and optionally
+attention_mask, its first output the logits.
 """
 
 import argparse
