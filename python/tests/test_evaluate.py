@@ -63,6 +63,34 @@ def test_lm_sweep_windows_with_sinks(fixtures, tmp_path):
         (out / "results.md").read_text()
 
 
+def test_lm_plans(fixtures, tmp_path):
+    """--plans: one row per plan, at the plan's cost from the span report
+    (per-head layers are not counted as full layers)."""
+    model = tmp_path / "gpt2.onnx"
+    model.write_bytes((fixtures / "gpt2.onnx").read_bytes())
+    tokens = tmp_path / "tokens.npy"
+    np.save(tokens, np.random.default_rng(0).integers(0, 128, 80))
+    plan = tmp_path / "heads.json"
+    plan.write_text(json.dumps({
+        "format": "masformer-span-plan", "version": 2, "layers": [
+            {"layer": 1, "heads": [{"span": "full"},
+                                   {"span": "window", "size": 4, "sink": 1},
+                                   {"span": "window", "size": 4, "sink": 1},
+                                   {"span": "full"}]},
+            {"layer": 2, "span": "window", "size": 8}]}))
+    out = tmp_path / "out"
+    evaluate.main(["lm", "--model", str(model), "--tokens", str(tokens),
+                   "--seq-lens", "32", "--windows", "1", "--calib-len", "16",
+                   "--blocks", "--policies", "top", "--num-full", "0",
+                   "--plans", str(plan), "--out", str(out)])
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["policy"] for r in rows] == ["original", "plan"]
+    row = rows[1]
+    assert row["span"] == "plan heads" and row["full_layers"] == [0]
+    assert row["per_head_layers"] == 1 and 0.5 < row["cost"] < 1
+    assert row["ppl"] > 1
+
+
 def test_encoder_sweep(fixtures, tmp_path):
     model = tmp_path / "bert.onnx"
     model.write_bytes((fixtures / "bert.onnx").read_bytes())
