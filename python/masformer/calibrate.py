@@ -93,6 +93,20 @@ def _feeds(ids, sess=None):
     return feeds
 
 
+def _token_inputs(model):
+    """Which of input_ids and attention_mask the model takes."""
+    import onnx
+    try:
+        graph = onnx.load(model, load_external_data=False).graph
+    except Exception as e:  # noqa: BLE001 - any reason it cannot be read
+        raise CalibrationError(f"cannot read the model: {e}")
+    names = [i.name for i in graph.input]
+    if "input_ids" not in names:
+        raise CalibrationError(f"the model has no input_ids input (inputs: "
+                               f"{names})")
+    return [n for n in ("input_ids", "attention_mask") if n in names]
+
+
 def _tmp_path(model, tag):
     """Next to the model, so that its external data is found."""
     stem = os.path.splitext(os.path.basename(model))[0]
@@ -383,8 +397,8 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
             f"the calibration text has {len(tokens)} tokens: too few for "
             f"--seq-len {seq_len} from offset {offset}")
     ids = tokens[offset:offset + seq_len]
-    shapes = {"input_ids": [1, min(seq_len, import_len)],
-              "attention_mask": [1, min(seq_len, import_len)]}
+    shapes = {name: [1, min(seq_len, import_len)]
+              for name in _token_inputs(model)}
     layers = span_report(model, seq_len=seq_len, input_shapes=shapes).layers
     causal = all(c.causal for c in layers)
     if not causal:
