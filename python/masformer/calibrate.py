@@ -442,7 +442,7 @@ def _measure(model, layers, text, sample, cands, ref, threads, log,
             firsts, _ = text.run(sess, dict(masks, **{mask: span_mask}))
             rise.append(text.loss(firsts) - base)
             log(f"  layer {c.layer} alone with window {cands[ref][1]} + "
-                f"{cands[ref][2]} sinks: loss +{rise[-1]:.4f} {unit} "
+                f"{cands[ref][2]} sinks: loss {rise[-1]:+.4f} {unit} "
                 f"({time.time() - t1:.0f} s)")
     finally:
         _remove(probe)

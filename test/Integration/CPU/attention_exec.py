@@ -66,6 +66,17 @@ CASES = {
                                skv=72, d=32),
     "kernel-block-sink-f16": dict(dtype="f16", span=("block", 16, 8),
                                   causal=True, sq=64, skv=64, d=32),
+    # Boundary tiles of the micro-kernel path mask in the softmax rows:
+    # two-sided windows and blocks with sinks that end inside a tile,
+    # queries aligned to the end of longer keys.
+    "kernel-window-sink-bidirectional": dict(span=("window", 20, 8),
+                                             causal=False, sq=56, skv=72,
+                                             d=32),
+    "kernel-block-sink-bidirectional": dict(span=("block", 24, 5),
+                                            causal=False, sq=64, skv=64,
+                                            d=32),
+    "kernel-full-causal-offset": dict(span=("full", 0), causal=True, sq=40,
+                                      skv=56, d=32),
     # Per-head spans (head_spans): one span per key/value head.
     "heads-mixed": dict(hkv=3, span=[("full", 0), ("window", 4, 2),
                                      ("block", 5)], causal=True, sq=22,
