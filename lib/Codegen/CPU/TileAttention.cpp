@@ -113,60 +113,8 @@ Value buildPVKernel(OpBuilder &b, Location loc, Value p, Value v, Value acc,
 struct SoftmaxRows {
   Value probs, m, l, corr;
 };
-
-/// The span's position mask of a boundary tile, applied in vectors inside
-/// the softmax rows: for one query the allowed keys are one run [lo, hi)
-/// (the span and the triangle, buildSpanKeyRange of that query alone) and,
-/// with sinks, the keys before the sink end; each row compares the tile's
-/// key offsets against them, in i32 (offsets clamped to [0, tile-kv]).
-struct RowMask {
-  SpanAttr span;
-  bool causal;
-  Value qPos0, k0, skv;
-};
-
-/// The logits `x` (row i, vectors of W) with -inf where `mask` forbids.
-void applyRowMask(OpBuilder &b, Location loc, const RowMask &mask, Value i,
-                  int64_t tk, int64_t w, SmallVectorImpl<Value> &x) {
-  Idx ix{b, loc};
-  Value qp = ix.add(mask.qPos0, i);
-  auto [lo, hi] =
-      buildSpanKeyRange(ix, mask.span, mask.causal, qp, qp, mask.skv);
-  Value sinkEnd = buildSinkKeyEnd(ix, mask.span, mask.causal, qp, mask.skv);
-  Type i32 = b.getI32Type();
-  auto iv = VectorType::get({w}, i32);
-  auto local = [&](Value pos) {
-    Value off = ix.max(ix.min(ix.sub(pos, mask.k0), ix.c(tk)), ix.c(0));
-    return vector::BroadcastOp::create(
-               b, loc, iv, arith::IndexCastOp::create(b, loc, i32, off))
-        .getResult();
-  };
-  Value loV = local(lo), hiV = local(hi);
-  Value sinkV = sinkEnd ? local(sinkEnd) : Value();
-  auto vt = VectorType::get({w}, b.getF32Type());
-  Value negInf = arith::ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(vt, -std::numeric_limits<float>::infinity()));
-  using P = arith::CmpIPredicate;
-  for (size_t c = 0; c < x.size(); ++c) {
-    SmallVector<int32_t> offsets(w);
-    for (int64_t k = 0; k < w; ++k)
-      offsets[k] = static_cast<int32_t>(c * w + k);
-    Value j = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(iv, ArrayRef<int32_t>(offsets)));
-    Value ok = arith::AndIOp::create(
-        b, loc, arith::CmpIOp::create(b, loc, P::sge, j, loV),
-        arith::CmpIOp::create(b, loc, P::slt, j, hiV));
-    if (sinkV)
-      ok = arith::OrIOp::create(b, loc, ok,
-                                arith::CmpIOp::create(b, loc, P::slt, j, sinkV));
-    x[c] = arith::SelectOp::create(b, loc, ok, x[c], negInf);
-  }
-}
-
 SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
-                             Value l, int64_t tq, int64_t tk, int64_t w,
-                             const RowMask *mask = nullptr) {
+                             Value l, int64_t tq, int64_t tk, int64_t w) {
   Idx ix{b, loc};
   Type f32 = b.getF32Type();
   auto vt = VectorType::get({w}, f32);
@@ -183,8 +131,6 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
   SmallVector<Value> x;
   for (int64_t c = 0; c < tk; c += w)
     x.push_back(readF32(b, loc, logits, i, ix.c(c), w));
-  if (mask)
-    applyRowMask(b, loc, *mask, i, tk, w, x);
   // maxnumf: plain vmaxps (a NaN logit still makes its row's output NaN
   // through exp).
   Value vmax;
@@ -713,41 +659,11 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
       SmallVector<OpFoldResult>(5, bb.getIndexAttr(1)));
   Value scores = buildScoresKernel(bb, loc, qS, packed, scaleAt(bb, loc), tileQ,
                                    tileKV, dd, w);
-  Value mS = castTo(bb, loc, m, {tileQ}), lS = castTo(bb, loc, l, {tileQ});
-  Value probs, mNew, lNew, corr;
-  if (kt.interior && !kt.mask) {
-    // A boundary tile masks its logits in the softmax rows' vectors; an
-    // interior one uses the scores as they are.
-    RowMask rowMask{span, causal, qt.qPos0, kt.k0,
-                    getValueOrCreateConstantIndexOp(bb, loc, skvF)};
-    auto ifOp = scf::IfOp::create(
-        bb, loc, kt.interior,
-        [&](OpBuilder &tb, Location) {
-          SoftmaxRows r =
-              buildSoftmaxRows(tb, loc, scores, mS, lS, tileQ, tileKV, w);
-          scf::YieldOp::create(tb, loc,
-                               ValueRange{r.probs, r.m, r.l, r.corr});
-        },
-        [&](OpBuilder &eb, Location) {
-          SoftmaxRows r = buildSoftmaxRows(eb, loc, scores, mS, lS, tileQ,
-                                           tileKV, w, &rowMask);
-          scf::YieldOp::create(eb, loc,
-                               ValueRange{r.probs, r.m, r.l, r.corr});
-        });
-    probs = ifOp.getResult(0);
-    mNew = ifOp.getResult(1);
-    lNew = ifOp.getResult(2);
-    corr = ifOp.getResult(3);
-  } else {
-    Value logits = castTo(
-        bb, loc, logitsOf(bb, qt, kt, scores, /*scaled=*/true),
-        {tileQ, tileKV});
-    SoftmaxRows r = buildSoftmaxRows(bb, loc, logits, mS, lS, tileQ, tileKV, w);
-    probs = r.probs;
-    mNew = r.m;
-    lNew = r.l;
-    corr = r.corr;
-  }
+  Value logits = castTo(bb, loc, logitsOf(bb, qt, kt, scores, /*scaled=*/true),
+                        {tileQ, tileKV});
+  auto [probs, mNew, lNew, corr] =
+      buildSoftmaxRows(bb, loc, logits, castTo(bb, loc, m, {tileQ}),
+                       castTo(bb, loc, l, {tileQ}), tileQ, tileKV, w);
   Value accNew = buildPVKernel(
       bb, loc, probs, castTo(bb, loc, kt.v, {tileKV, dd}),
       castTo(bb, loc, acc, {tileQ, dd}), corr, tileQ, tileKV, dd, w);
