@@ -395,11 +395,11 @@ def _hash(ids):
         .hexdigest()[:16]
 
 
-def _measure(model, layers, text, sample, cands, ref, threads, log,
+def _measure(model, layers, text, sample, cands, refs, threads, log,
              rises=None):
     """Step 1: the original loss, the heads' absolute output errors [heads,
-    candidates] and each layer's loss rise at candidate `ref` (or `rises`,
-    measured elsewhere)."""
+    candidates] and each layer's loss rise [refs, layers] at each reference
+    candidate in `refs` (or `rises`, measured elsewhere)."""
     seq = text.seq_len
     probe = _tmp_path(model, "calibrate")
     t0 = time.time()
@@ -433,38 +433,66 @@ def _measure(model, layers, text, sample, cands, ref, threads, log,
             f"({time.time() - t0:.0f} s)")
         if rises is not None:
             return base, num, np.asarray(rises, np.float64)
-        allowed = _allowed(np.arange(seq), seq, cands[ref], text.causal)
-        span_mask = np.where(allowed, 0.0, -np.inf).astype(np.float32)[None]
-        rise = []
         unit = "nats" if text.causal else "(1 - cosine)"
-        for c, (mask, _, _) in zip(layers, probes):
-            t1 = time.time()
-            firsts, _ = text.run(sess, dict(masks, **{mask: span_mask}))
-            rise.append(text.loss(firsts) - base)
-            log(f"  layer {c.layer} alone with window {cands[ref][1]} + "
-                f"{cands[ref][2]} sinks: loss {rise[-1]:+.4f} {unit} "
-                f"({time.time() - t1:.0f} s)")
+        rise = np.zeros((len(refs), len(layers)))
+        for k, ref in enumerate(refs):
+            allowed = _allowed(np.arange(seq), seq, cands[ref], text.causal)
+            span_mask = np.where(allowed, 0.0,
+                                 -np.inf).astype(np.float32)[None]
+            for li, (c, (mask, _, _)) in enumerate(zip(layers, probes)):
+                t1 = time.time()
+                firsts, _ = text.run(sess, dict(masks, **{mask: span_mask}))
+                rise[k, li] = text.loss(firsts) - base
+                log(f"  layer {c.layer} alone with window {cands[ref][1]} + "
+                    f"{cands[ref][2]} sinks: loss {rise[k, li]:+.4f} {unit} "
+                    f"({time.time() - t1:.0f} s)")
     finally:
         _remove(probe)
-    return base, num, np.array(rise)
+    return base, num, rise
 
 
-def _rises_from(path, key, log):
-    """The layer loss rises of measurements taken at another length (same
-    model, sinks and reference window)."""
-    try:
-        meas = dict(np.load(path, allow_pickle=False))
-        saved = json.loads(str(meas["key"]))
-    except (OSError, ValueError, KeyError) as e:
-        raise CalibrationError(f"--rises-from {path}: {e}")
-    for k in ("layers", "sink", "ref_window"):
-        if saved.get(k) != key[k]:
-            raise CalibrationError(
-                f"--rises-from {path}: taken with {k} {saved.get(k)}, not "
-                f"{key[k]}")
-    log(f"calibration: layer loss rises from {path} (measured at "
-        f"{saved['seq_len']} tokens)")
-    return meas["rise"]
+def _saved_rises(meas, saved):
+    """{reference window: rises per layer} of saved measurements (one
+    reference window saved as an int and rises [layers], several as a list
+    and [refs, layers])."""
+    refs = saved["ref_window"]
+    rise = np.asarray(meas["rise"], np.float64)
+    if isinstance(refs, int):
+        return {refs: rise.reshape(-1)}
+    return dict(zip(refs, rise.reshape(len(refs), -1)))
+
+
+def _rises_from(paths, key, log):
+    """The layer loss rises [refs, layers] at the reference windows of
+    `key`, from measurements taken at another length (same model and
+    sinks), several files together covering every reference window."""
+    found = {}
+    for path in paths:
+        try:
+            meas = dict(np.load(path, allow_pickle=False))
+            saved = json.loads(str(meas["key"]))
+            got = _saved_rises(meas, saved)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CalibrationError(f"--rises-from {path}: {e}")
+        for k in ("layers", "sink"):
+            if saved.get(k) != key[k]:
+                raise CalibrationError(
+                    f"--rises-from {path}: taken with {k} {saved.get(k)}, "
+                    f"not {key[k]}")
+        log(f"calibration: layer loss rises at window(s) {list(got)} from "
+            f"{path} (measured at {saved['seq_len']} tokens)")
+        found.update(got)
+    refs = _as_list(key["ref_window"])
+    missing = [r for r in refs if r not in found]
+    if missing:
+        raise CalibrationError(
+            f"--rises-from has no layer loss rises at --ref-window "
+            f"{missing} (it has {sorted(found)})")
+    return np.stack([found[r] for r in refs])
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
@@ -539,6 +567,7 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
         sink = 64 if causal else 8
     if ref_window is None:
         ref_window = 256 if causal else 32
+    ref_windows = sorted(set(_as_list(ref_window)))
     cands = [("full", 0, 0)] + [("window", w, sink) for w in sorted(windows)
                                 if 0 < w < seq_len]
     if len(cands) == 1:
@@ -562,15 +591,20 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
     sample = np.unique(np.linspace(0, seq_len - 1, rows).round()
                        .astype(np.int64))
     windows_used = [c[1] for c in cands[1:]]
-    if ref_window not in windows_used:
-        raise CalibrationError(f"--ref-window {ref_window} is not one of the "
-                               f"candidate windows {windows_used}")
-    ref = windows_used.index(ref_window) + 1
+    for r in ref_windows:
+        if r not in windows_used:
+            raise CalibrationError(f"--ref-window {r} is not one of the "
+                                   f"candidate windows {windows_used}")
+    refs = [windows_used.index(r) + 1 for r in ref_windows]
+    # One reference window is saved as a number (as before several were
+    # allowed).
+    ref_window = ref_windows[0] if len(ref_windows) == 1 else ref_windows
     key = dict(seq_len=seq_len, offset=offset, sink=sink,
                windows=windows_used, rows=len(sample), ref_window=ref_window,
                layers=len(layers), tokens_hash=_hash(ids),
-               rises_from=os.path.basename(rises_from) if rises_from
-               else None)
+               rises_from=(",".join(os.path.basename(p) for p in
+                                    _as_list(rises_from))
+                           if rises_from else None))
     if sequences:
         key.update(sequences=len(ids), mask_hash=_hash(mask))
     if measurements is not None:
@@ -583,17 +617,18 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
             raise CalibrationError(
                 f"--measurements {measurements} were taken with other "
                 f"options or tokens: {saved}, not {key}")
-        base, num, rise = float(meas["base"]), meas["num"], meas["rise"]
+        base, num = float(meas["base"]), meas["num"]
+        rise = np.asarray(meas["rise"], np.float64).reshape(len(refs), -1)
         log(f"calibration: measurements from {measurements}")
     else:
         rises = None
         if rises_from is not None:
-            rises = _rises_from(rises_from, key, log)
-        base, num, rise = _measure(model, layers, text, sample, cands, ref,
+            rises = _rises_from(_as_list(rises_from), key, log)
+        base, num, rise = _measure(model, layers, text, sample, cands, refs,
                                    threads, log, rises)
         if save_measurements:
             np.savez(save_measurements, key=json.dumps(key), base=base,
-                     num=num, rise=rise)
+                     num=num, rise=rise if len(refs) > 1 else rise[0])
     # Predicted loss of each head and candidate: its layer's measured rise
     # at the reference span, shared out by the heads' output errors.
     weights, heads_of = [], []
@@ -602,12 +637,21 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
         weights.extend([group * c.head_dim] * c.kv_heads)
         heads_of.extend([li] * c.kv_heads)
     heads_of = np.array(heads_of)
+    # Each window candidate is scaled by the reference window nearest to
+    # it (in log size; the narrower one on a tie), so that the prediction
+    # matches every measured rise for its own window.
+    logs = np.log([cands[r][1] for r in refs])
+    nearest = [0] + [int(np.argmin(np.abs(logs - np.log(c[1])) + 1e-9 *
+                                   np.arange(len(refs))))
+                     for c in cands[1:]]
     errors = np.zeros_like(num)
     for li in range(len(layers)):
         sel = heads_of == li
-        total = num[sel, ref].sum()
-        if total > 0:
-            errors[sel] = max(rise[li], 0.0) * num[sel] / total
+        for ci in range(1, len(cands)):
+            k = nearest[ci]
+            total = num[sel, refs[k]].sum()
+            if total > 0:
+                errors[sel, ci] = max(rise[k, li], 0.0) * num[sel, ci] / total
     # A wider window errs less: keep the windows' errors (ascending after
     # full, which errs 0) monotone, as sampling could wobble them.
     errors[:, 1:] = np.minimum.accumulate(errors[:, 1:], axis=1)
@@ -642,7 +686,10 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
             "ref_window": ref_window,
             "granularity": "layer" if per_layer else "head",
             "predicted_loss_rise": predicted,
-            "layer_loss_rise": [float(r) for r in rise],
+            "layer_loss_rise": ([float(r) for r in rise[0]]
+                                if len(refs) == 1 else
+                                {str(w): [float(r) for r in rise[k]]
+                                 for k, w in enumerate(ref_windows)}),
             "objective": "perplexity" if causal else "cosine"}
     if causal:
         info["original_perplexity"] = float(np.exp(base))
@@ -710,16 +757,18 @@ def main(argv=None):
     ap.add_argument("--offset", type=int, default=0,
                     help="first calibration token in --tokens (first "
                          "sequence in --sequences)")
-    ap.add_argument("--ref-window", type=int,
-                    help="the window (with the sinks) each layer alone gets "
-                         "to measure its loss rise (default 256 for a "
-                         "causal LM, 32 for an encoder)")
+    ap.add_argument("--ref-window", type=int, nargs="+",
+                    help="the window(s) (with the sinks) each layer alone "
+                         "gets to measure its loss rise, one run per layer "
+                         "and window; each candidate is predicted from the "
+                         "nearest (default 256 for a causal LM, 32 for an "
+                         "encoder)")
     ap.add_argument("--save-measurements", metavar="NPZ",
                     help="keep the measurements for other budgets")
     ap.add_argument("--measurements", metavar="NPZ",
                     help="reuse saved measurements (same model, tokens and "
                          "options) instead of running them")
-    ap.add_argument("--rises-from", metavar="NPZ",
+    ap.add_argument("--rises-from", metavar="NPZ", nargs="+",
                     help="take the layers' loss rises from measurements "
                          "saved at another (shorter) length instead of "
                          "running them: an approximation that saves one "

@@ -277,3 +277,60 @@ def test_calibrate_encoder(fixtures, tmp_path):
     assert again["layers"] == plan["layers"]
     assert again["calibration"]["cosine"] == pytest.approx(info["cosine"])
     assert not list(tmp_path.glob(".bert-masformer-*"))
+
+
+def test_calibrate_several_reference_windows(fixtures, tmp_path):
+    """With --ref-window 4 8 every layer runs once per reference window;
+    each rise equals the rewritten model's (masformer.rewrite, onnxruntime,
+    numpy log-likelihood), and the rises saved at one length serve another
+    from several files."""
+    ort = pytest.importorskip("onnxruntime")
+    model = tmp_path / "gpt2.onnx"
+    model.write_bytes((fixtures / "gpt2.onnx").read_bytes())
+    tokens = tmp_path / "calib.npy"
+    ids = np.random.default_rng(4).integers(0, 128, 80)
+    np.save(tokens, ids)
+    common = [str(model), "--tokens", str(tokens), "--budget", "0.5",
+              "--windows", "4", "8", "16", "--sink", "2", "--rows", "32"]
+    both, plan_path = tmp_path / "both.npz", tmp_path / "plan.json"
+    calibrate.main(common + ["--seq-len", "32", "--ref-window", "8", "4",
+                             "--save-measurements", str(both), "--no-check",
+                             "-o", str(plan_path)])
+    info = json.loads(plan_path.read_text())["calibration"]
+    assert info["ref_window"] == [4, 8]
+    rises = info["layer_loss_rise"]
+    assert sorted(rises) == ["4", "8"] and len(rises["4"]) == 3
+    x = ids[None, :32]
+    shapes = {"input_ids": [1, 32], "attention_mask": [1, 32]}
+
+    def loss(path):
+        sess = ort.InferenceSession(str(path))
+        feeds = {i.name: (x if i.name == "input_ids" else np.ones_like(x))
+                 for i in sess.get_inputs()}
+        return calibrate._nll(sess.run(None, feeds)[0][0], x[0])
+
+    base = loss(model)
+    out = tmp_path / "one-layer.onnx"
+    for w in (4, 8):
+        for layer in range(3):
+            masformer.rewrite(model, out, span=f"window:{w}", sink=2,
+                              seq_len=32, input_shapes=shapes,
+                              full_layers=[k for k in range(3) if k != layer])
+            assert rises[str(w)][layer] == pytest.approx(loss(out) - base,
+                                                         abs=1e-5)
+    # One reference's rises from a file of its own and one from the pair.
+    one = tmp_path / "one.npz"
+    calibrate.main(common + ["--seq-len", "32", "--ref-window", "16",
+                             "--save-measurements", str(one), "--no-check",
+                             "-o", str(plan_path)])
+    longer = tmp_path / "longer.json"
+    calibrate.main(common + ["--seq-len", "48", "--ref-window", "4", "16",
+                             "--rises-from", str(both), str(one),
+                             "--no-check", "-o", str(longer)])
+    got = json.loads(longer.read_text())["calibration"]["layer_loss_rise"]
+    assert got["4"] == rises["4"]
+    with pytest.raises(SystemExit, match=r"no layer loss rises at "
+                                         r"--ref-window \[16\]"):
+        calibrate.main(common + ["--seq-len", "48", "--ref-window", "4",
+                                 "16", "--rises-from", str(both), "-o",
+                                 str(longer)])
