@@ -135,16 +135,15 @@ class _Text:
                 feeds[i.name] = np.zeros_like(self.ids[batch])
         return feeds
 
-    def run(self, sess, extra=None, outputs=None):
-        """The first output of every batch (or `outputs` of the last)."""
+    def run(self, sess, extra=None):
+        """The first output of every batch (`extra`: more feeds)."""
         firsts = []
         name = sess.get_outputs()[0].name
         for b in self.batches:
             feeds = self.feeds(sess, b)
             feeds.update(extra or {})
-            res = sess.run(outputs or [name], feeds)
-            firsts.append(res[0])
-        return firsts, res
+            firsts.append(sess.run([name], feeds)[0])
+        return firsts
 
     def loss(self, firsts):
         """The run's loss; the first run an encoder is judged on is its
@@ -441,7 +440,7 @@ def _measure(model, layers, text, sample, cands, refs, threads, log,
                                  -np.inf).astype(np.float32)[None]
             for li, (c, (mask, _, _)) in enumerate(zip(layers, probes)):
                 t1 = time.time()
-                firsts, _ = text.run(sess, dict(masks, **{mask: span_mask}))
+                firsts = text.run(sess, dict(masks, **{mask: span_mask}))
                 rise[k, li] = text.loss(firsts) - base
                 log(f"  layer {c.layer} alone with window {cands[ref][1]} + "
                     f"{cands[ref][2]} sinks: loss {rise[k, li]:+.4f} {unit} "
@@ -698,7 +697,7 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
     if check:
         if text.reference is None and not causal:
             # Measurements came from a file: the original's embeddings.
-            text.loss(text.run(_session(model, threads))[0])
+            text.loss(text.run(_session(model, threads)))
         tmp = _tmp_path(model, "check")
         try:
             # The export's note that per-head spans run as a dense mask in
@@ -707,7 +706,7 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
                 warnings.simplefilter("ignore")
                 rewrite(model, tmp, plan=plan, seq_len=seq_len,
                         input_shapes=shapes)
-            loss = text.loss(text.run(_session(tmp, threads))[0])
+            loss = text.loss(text.run(_session(tmp, threads)))
         finally:
             _remove(tmp)
         if causal:
