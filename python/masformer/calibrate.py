@@ -610,8 +610,12 @@ def calibrate(model, tokens, seq_len, budget, *, windows=None, sink=None,
         try:
             meas = dict(np.load(measurements, allow_pickle=False))
             saved = json.loads(str(meas["key"]))
+            if not isinstance(saved, dict):
+                raise ValueError("its key is not a JSON object")
         except (OSError, ValueError, KeyError) as e:
             raise CalibrationError(f"--measurements {measurements}: {e}")
+        # Measurements saved before --rises-from existed took none.
+        saved.setdefault("rises_from", None)
         if saved != key:
             raise CalibrationError(
                 f"--measurements {measurements} were taken with other "
