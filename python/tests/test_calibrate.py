@@ -108,11 +108,11 @@ def test_calibrate_end_to_end(fixtures, tmp_path, name):
     # same plan again, and a plan at another budget.
     assert len(plan["calibration"]["layer_loss_rise"]) == 3
     again = tmp_path / "again.json"
-    calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",
-                    "--budget", "0.5", "--windows", "4", "8", "16",
-                    "--sink", "2", "--rows", "32", "--offset", "8",
-                    "--ref-window", "8", "--measurements", str(meas),
-                    "--no-check", "-o", str(again)])
+    reuse = [str(model), "--tokens", str(tokens), "--seq-len", "32",
+             "--budget", "0.5", "--windows", "4", "8", "16", "--sink", "2",
+             "--rows", "32", "--offset", "8", "--ref-window", "8",
+             "--measurements", str(meas), "--no-check", "-o", str(again)]
+    calibrate.main(reuse)
     assert json.loads(again.read_text())["layers"] == plan["layers"]
     # Measurements saved before the key named rises_from still serve.
     old = dict(np.load(meas))
@@ -121,11 +121,7 @@ def test_calibrate_end_to_end(fixtures, tmp_path, name):
     old["key"] = json.dumps(key)
     old_path = tmp_path / "old.npz"
     np.savez(old_path, **old)
-    calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",
-                    "--budget", "0.5", "--windows", "4", "8", "16",
-                    "--sink", "2", "--rows", "32", "--offset", "8",
-                    "--ref-window", "8", "--measurements", str(old_path),
-                    "--no-check", "-o", str(again)])
+    calibrate.main([str(old_path) if a == str(meas) else a for a in reuse])
     assert json.loads(again.read_text())["layers"] == plan["layers"]
     # One span per layer from the same measurements.
     calibrate.main([str(model), "--tokens", str(tokens), "--seq-len", "32",

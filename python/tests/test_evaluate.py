@@ -93,16 +93,21 @@ def test_lm_plans(fixtures, tmp_path):
     assert row["ppl"] > 1
 
 
-def test_encoder_sweep(fixtures, tmp_path):
+def _encoder_inputs(fixtures, tmp_path, seed, length):
+    """The BERT fixture and 6 paragraphs of 16 tokens, `length` unpadded."""
     model = tmp_path / "bert.onnx"
     model.write_bytes((fixtures / "bert.onnx").read_bytes())
-    rng = np.random.default_rng(1)
-    ids = rng.integers(1, 128, (6, 16))
+    ids = np.random.default_rng(seed).integers(1, 128, (6, 16))
     mask = np.ones_like(ids)
-    mask[:, 12:] = 0
+    mask[:, length:] = 0
     data = tmp_path / "p.npz"
     np.savez(data, input_ids=ids, attention_mask=mask, query_ids=ids[:, ::-1],
              query_mask=mask, doc_ids=ids, doc_mask=mask)
+    return model, data
+
+
+def test_encoder_sweep(fixtures, tmp_path):
+    model, data = _encoder_inputs(fixtures, tmp_path, 1, 12)
     out = tmp_path / "out"
     evaluate.main(["encoder", "--model", str(model), "--paragraphs",
                    str(data), "--blocks", "4", "--num-full", "0", "1",
@@ -117,15 +122,7 @@ def test_encoder_sweep(fixtures, tmp_path):
 def test_encoder_spans_and_plans(fixtures, tmp_path):
     """Spans with sinks and per-head plans on an encoder: one row each, at
     the span report's cost."""
-    model = tmp_path / "bert.onnx"
-    model.write_bytes((fixtures / "bert.onnx").read_bytes())
-    rng = np.random.default_rng(2)
-    ids = rng.integers(1, 128, (6, 16))
-    mask = np.ones_like(ids)
-    mask[:, 13:] = 0
-    data = tmp_path / "p.npz"
-    np.savez(data, input_ids=ids, attention_mask=mask, query_ids=ids[:, ::-1],
-             query_mask=mask, doc_ids=ids, doc_mask=mask)
+    model, data = _encoder_inputs(fixtures, tmp_path, 2, 13)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({
         "format": "masformer-span-plan", "version": 2, "layers": [
