@@ -44,45 +44,55 @@ Value mlir::masformer::buildBlockedMatmul(
     llvm::function_ref<Value(OpBuilder &, Value)> finish) {
   Idx ix{b, loc};
   int64_t vecs = std::min(kVecs, n / w);
+  int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
   auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
                                  ValueRange{out});
   b.setInsertionPointToStart(rows.getBody());
   Value i0 = rows.getInductionVar();
-  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(n), ix.c(vecs * w),
-                                 ValueRange{rows.getRegionIterArg(0)});
-  b.setInsertionPointToStart(cols.getBody());
-  Value j0 = cols.getInductionVar();
-  Value o = cols.getRegionIterArg(0);
   auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
-  auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
-  SmallVector<Value> acc0;
-  for (int64_t r = 0; r < kRows; ++r)
-    for (int64_t c = 0; c < vecs; ++c)
-      acc0.push_back(init(b, o, rowOf(r), colOf(c)));
-  auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen), ix.c(1), acc0);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(red.getBody());
-    Value k = red.getInductionVar();
-    SmallVector<Value> bv;
-    for (int64_t c = 0; c < vecs; ++c)
-      bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
-    SmallVector<Value> next;
-    for (int64_t r = 0; r < kRows; ++r) {
-      Value av = splatF32(b, loc, a, rowOf(r), k, w);
-      for (int64_t c = 0; c < vecs; ++c)
-        next.push_back(vector::FMAOp::create(
-            b, loc, av, bv[c], red.getRegionIterArg(r * vecs + c)));
+  // One register block: kRows rows x nv vectors of W columns from j0.
+  auto block = [&](Value o, Value j0, int64_t nv) {
+    auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
+    SmallVector<Value> acc0;
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < nv; ++c)
+        acc0.push_back(init(b, o, rowOf(r), colOf(c)));
+    auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen), ix.c(1), acc0);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(red.getBody());
+      Value k = red.getInductionVar();
+      SmallVector<Value> bv;
+      for (int64_t c = 0; c < nv; ++c)
+        bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
+      SmallVector<Value> next;
+      for (int64_t r = 0; r < kRows; ++r) {
+        Value av = splatF32(b, loc, a, rowOf(r), k, w);
+        for (int64_t c = 0; c < nv; ++c)
+          next.push_back(vector::FMAOp::create(
+              b, loc, av, bv[c], red.getRegionIterArg(r * nv + c)));
+      }
+      scf::YieldOp::create(b, loc, next);
     }
-    scf::YieldOp::create(b, loc, next);
-  }
-  for (int64_t r = 0; r < kRows; ++r)
-    for (int64_t c = 0; c < vecs; ++c)
-      o = writeVec(b, loc, finish(b, red.getResult(r * vecs + c)), o, rowOf(r),
-                   colOf(c));
-  scf::YieldOp::create(b, loc, o);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < nv; ++c)
+        o = writeVec(b, loc, finish(b, red.getResult(r * nv + c)), o, rowOf(r),
+                     colOf(c));
+    return o;
+  };
+  auto cols =
+      scf::ForOp::create(b, loc, ix.c(0), ix.c(mainCols), ix.c(blockCols),
+                         ValueRange{rows.getRegionIterArg(0)});
+  b.setInsertionPointToStart(cols.getBody());
+  scf::YieldOp::create(
+      b, loc, block(cols.getRegionIterArg(0), cols.getInductionVar(), vecs));
   b.setInsertionPointAfter(cols);
-  scf::YieldOp::create(b, loc, cols.getResult(0));
+  Value o = cols.getResult(0);
+  // The columns left over when n is not a multiple of the block (n = 80
+  // with W = 16: one block of 4 vectors, then one of 1).
+  if (int64_t tail = (n - mainCols) / w)
+    o = block(o, ix.c(mainCols), tail);
+  scf::YieldOp::create(b, loc, o);
   b.setInsertionPointAfter(rows);
   return rows.getResult(0);
 }

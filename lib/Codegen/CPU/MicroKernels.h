@@ -24,6 +24,11 @@ namespace mlir::masformer {
 constexpr int64_t kRows = 4;
 constexpr int64_t kVecs = 4;
 
+/// Whether buildBlockedMatmul covers `n` columns with vectors of `w`.
+inline bool blockedFits(int64_t n, int64_t w) {
+  return w > 0 && n >= w && n % w == 0;
+}
+
 /// A vector<W x f32> read from a static 2-D tensor at (r, c), extended to
 /// f32.
 Value readF32(OpBuilder &b, Location loc, Value t, Value r, Value c, int64_t w);
@@ -39,9 +44,11 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
 /// [tq, n] tile, register-blocked: each step of the (row block, column
 /// block) loops keeps kRows x vecs vectors of W results in registers while
 /// it runs over k (per k: vecs vector loads of bm, kRows broadcasts of a,
-/// kRows * vecs FMAs), then stores them into `out`. `init(out, row, col)`
-/// and `finish(acc)` work on one vector of W results. tq must be a multiple
-/// of kRows, n of min(kVecs, n / w) * w.
+/// kRows * vecs FMAs), then stores them into `out`; columns left over past
+/// the last whole block of vecs = min(kVecs, n / w) vectors take one
+/// narrower block. `init(out, row, col)` and `finish(acc)` work on one
+/// vector of W results. tq must be a multiple of kRows, n of w
+/// (blockedFits).
 Value buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
     int64_t n, int64_t kLen, int64_t w,

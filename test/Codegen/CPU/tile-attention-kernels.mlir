@@ -19,6 +19,10 @@
 // CHECK:     %[[FULLK:.+]] = arith.cmpi eq, %{{.+}}, %c32{{.*}} : index
 // CHECK:     %[[FULL:.+]] = arith.andi %[[FULLQ]], %[[FULLK]] : i1
 // CHECK:     scf.if %[[FULL]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
+// A tile whose every pair the span allows runs whole, without a position
+// mask.
+// CHECK:       scf.if %{{.+}} -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
+// CHECK-NOT:     arith.select
 // Q K^T: the packed key tile, then 4 query rows x 2 vectors of 16 keys of
 // accumulators over the 32 elements of the head dimension.
 // CHECK:       tensor.extract_slice %[[PACKED]]{{.+}} : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
@@ -37,6 +41,31 @@
 // CHECK:       arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
 // CHECK-COUNT-8: vector.fma
+// A tile on the span's edge (here the causal diagonal): two halves of 8
+// query rows. A half whose rows see none of the tile's keys skips it; one
+// whose keys all lie in one half of the tile computes just those 16 keys
+// (from column 0 or 16 of the packed tile), the other all 32.
+// CHECK:       } else {
+// CHECK:         scf.for %[[R0:.+]] = %c0{{.*}} to %c16{{.*}} step %c8{{.*}} iter_args(%[[M:[^ ]+]] = %{{[^,]+}}, %[[L:[^ ]+]] = %{{[^,]+}}, %[[ACC:[^ ]+]] = %{{[^)]+}}) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
+// CHECK:           %[[NONE:.+]] = arith.cmpi sle
+// CHECK:           %[[UPPER:.+]] = arith.cmpi sge
+// CHECK:           %[[LOWER:.+]] = arith.cmpi sle
+// CHECK:           %[[NARROW:.+]] = arith.ori %[[UPPER]], %[[LOWER]] : i1
+// CHECK:           %[[COL:.+]] = arith.select %[[UPPER]], %c16{{.*}}, %c0{{.*}} : index
+// CHECK:           scf.if %[[NONE]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
+// CHECK-NEXT:        scf.yield %[[M]], %[[L]], %[[ACC]] : tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>
+// CHECK-NEXT:      } else {
+// CHECK-NEXT:        scf.if %[[NARROW]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
+// CHECK:               tensor.extract_slice %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<?x32xf32> to tensor<8x32xf32>
+// CHECK:               tensor.extract_slice %[[PACKED]][{{.+}}, 0, %[[COL]]] [1, 1, 1, 32, 16] [1, 1, 1, 1, 1] : tensor<1x2x3x32x32xf32> to tensor<32x16xf32>
+// CHECK:               scf.for %{{.+}} = %c0{{.*}} to %c8{{.*}} step %c4
+// CHECK:                 scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c16
+// CHECK-COUNT-4:             vector.fma
+// CHECK:               tensor.insert_slice %{{.+}} into %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<8x32xf32> into tensor<?x32xf32>
+// CHECK:             } else {
+// CHECK:               tensor.extract_slice %[[PACKED]][{{.+}}, 0, %c0{{.*}}] [1, 1, 1, 32, 32] [1, 1, 1, 1, 1] : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
+// CHECK:               tensor.insert_slice %{{.+}} into %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<8x32xf32> into tensor<?x32xf32>
+// Partial tiles: the linalg step.
 // CHECK:     } else {
 // CHECK-NOT:   vector.fma
 // CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]

@@ -105,6 +105,10 @@ CASES = {
                                  mask="full4d"),
     "kernel-decode": dict(sq=24, skv=40, d=32, span=("block", 16),
                           causal=True),
+    # head_dim 80 (Phi-2, GPT-J): not a multiple of the micro-kernels'
+    # blocks of 4 vectors; the last columns take a narrower block.
+    "kernel-head-dim-80": dict(span=("window", 16, 4), causal=True, sq=40,
+                               skv=40, d=80),
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",

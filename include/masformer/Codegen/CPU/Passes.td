@@ -31,7 +31,11 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     of f32 accumulators per step of the head dimension), and `P V` with 4
     output rows x 4 vectors of the head dimension held in registers across
     the tile's keys. Partial tiles at the sequence ends take the linalg
-    path.
+    path. A full tile on the span's edge (where the span, its sinks or the
+    causal triangle cut across it) runs in two halves of its query rows:
+    a half skips the tile when its rows see none of its keys, and computes
+    only the half of the keys it sees when that is all it sees, so a band
+    of W keys costs W + tile-q / 2 keys per query instead of W + tile-q.
 
     ```mlir
     %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
