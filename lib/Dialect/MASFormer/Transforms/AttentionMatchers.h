@@ -67,10 +67,11 @@ bool isCausalPattern(DenseElementsAttr attr,
 bool isUpperMasked(Value v, int depth = 16);
 
 /// For a mask computed from dynamic sizes only (no input data): evaluates
-/// it at two sets of small probe sizes (MaskProbe.cpp) and returns whether
-/// `check(shape, element)` holds for both. False when the mask has a static
-/// shape, depends on the model's inputs, or uses ops the evaluator does not
-/// know.
+/// it at two sets of small probe sizes and once with sequence sizes beyond
+/// every position constant it uses (MaskProbe.cpp), and returns whether
+/// `check(shape, element)` holds for all of them. False when the mask has a
+/// static shape, depends on the model's inputs, uses ops the evaluator does
+/// not know, or is too large to evaluate at the large sizes.
 bool probeMask(Value mask,
                llvm::function_ref<bool(ArrayRef<int64_t> shape,
                                        llvm::function_ref<double(int64_t)> at)>

@@ -18,8 +18,10 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallBitVector.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -83,8 +85,12 @@ std::optional<double> constScalar(Value v) {
 class Evaluator {
 public:
   /// `base`: the probe size of the first dynamic input dimension; the k-th
-  /// distinct one gets base + k.
-  explicit Evaluator(int64_t base) : base(base) {}
+  /// distinct one gets base + k, or bigBase + k when bit k of `big` is set.
+  explicit Evaluator(int64_t base, int64_t bigBase = 0, unsigned big = 0)
+      : base(base), bigBase(bigBase), big(big) {}
+
+  /// The distinct dynamic input dimensions met so far.
+  size_t numDims() const { return argDims.size(); }
 
   std::optional<ProbeTensor> tensor(Value v, int depth = 64);
   std::optional<int64_t> index(Value v, int depth = 64);
@@ -104,7 +110,8 @@ private:
   std::optional<SmallVector<int64_t>> sizesOf(ArrayRef<OpFoldResult> ofrs,
                                               int depth);
 
-  int64_t base;
+  int64_t base, bigBase;
+  unsigned big;
   /// Probe sizes of the dynamic dimensions of function arguments.
   std::map<std::pair<void *, int64_t>, int64_t> argDims;
   DenseMap<Value, ProbeTensor> tensors;
@@ -162,8 +169,11 @@ std::optional<int64_t> Evaluator::dimOf(Value src, int64_t d, int depth) {
       return std::nullopt;
     auto key = std::make_pair(arg.getAsOpaquePointer(), d);
     auto it = argDims.find(key);
-    if (it == argDims.end())
-      it = argDims.emplace(key, base + argDims.size()).first;
+    if (it == argDims.end()) {
+      int64_t k = argDims.size();
+      bool isBig = k < 32 && (big >> k & 1);
+      it = argDims.emplace(key, (isBig ? bigBase : base) + k).first;
+    }
     return it->second;
   }
   // Otherwise the size the producer was built with.
@@ -561,9 +571,112 @@ std::optional<double> Evaluator::scalar(Value v, ArrayRef<int64_t> loops,
 /// The probe bases: two sets of sizes, so that a mask must have the causal
 /// structure at two different sequence lengths (and batch sizes).
 constexpr int64_t kProbeBases[] = {3, 8};
+/// Integer constants up to this are taken as positions or lengths (a
+/// window's width); larger ones are sentinels (INT32_MAX, float-min).
+constexpr double kMaxPositionConstant = 1 << 20;
+/// The distinct dynamic sizes the large probe varies (2^k combinations).
+constexpr unsigned kMaxBigDims = 4;
+
+/// The largest integer-valued constant of magnitude at most
+/// kMaxPositionConstant that the computation of `mask` uses (scalars and
+/// tensors of up to 64 elements, inside linalg bodies too): a window or
+/// offset the mask may compare positions against. 0 when there is none.
+int64_t largestPositionConstant(Value mask) {
+  int64_t largest = 0;
+  auto note = [&](double x) {
+    x = std::fabs(x);
+    if (x <= kMaxPositionConstant && x == std::floor(x))
+      largest = std::max(largest, static_cast<int64_t>(x));
+  };
+  SmallVector<Value> work = {mask};
+  DenseSet<Value> seen;
+  DenseSet<Operation *> walked;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    Operation *op = v.getDefiningOp();
+    if (!op || !walked.insert(op).second)
+      continue;
+    Attribute a;
+    if (matchPattern(v, m_Constant(&a))) {
+      if (auto f = dyn_cast<FloatAttr>(a))
+        note(f.getValueAsDouble());
+      else if (auto i = dyn_cast<IntegerAttr>(a))
+        note(static_cast<double>(i.getValue().getSExtValue()));
+      else if (auto d = dyn_cast<DenseElementsAttr>(a)) {
+        if (d.isSplat() || d.getNumElements() <= 64) {
+          if (isa<FloatType>(d.getElementType())) {
+            for (APFloat x : d.getValues<APFloat>()) {
+              note(x.convertToDouble());
+              if (d.isSplat())
+                break;
+            }
+          } else if (d.getElementType().isIntOrIndex()) {
+            for (APInt x : d.getValues<APInt>()) {
+              note(static_cast<double>(x.getSExtValue()));
+              if (d.isSplat())
+                break;
+            }
+          }
+        }
+      }
+      continue;
+    }
+    for (Value operand : op->getOperands())
+      work.push_back(operand);
+    // Values a region uses from above (linalg bodies' captured scalars).
+    op->walk([&](Operation *inner) {
+      if (inner == op)
+        return;
+      for (Value operand : inner->getOperands())
+        if (!op->isAncestor(operand.getParentBlock()->getParentOp()))
+          work.push_back(operand);
+        else if (matchPattern(operand, m_Constant()))
+          work.push_back(operand);
+    });
+  }
+  return largest;
+}
+
+/// Evaluates `mask` with `ev` and runs `check` on it: true, false, or
+/// nullopt when it could not be evaluated (an unknown op, input data, or
+/// more than kMaxProbeElements elements).
+std::optional<bool>
+probeOnce(Evaluator &ev, Value mask,
+          llvm::function_ref<bool(ArrayRef<int64_t> shape,
+                                  llvm::function_ref<double(int64_t)> at)>
+              check,
+          SmallVector<int64_t> &shape) {
+  std::optional<ProbeTensor> t = ev.tensor(mask);
+  if (!t)
+    return std::nullopt;
+  int64_t n = numElements(t->shape);
+  if (n > kMaxProbeElements)
+    return std::nullopt;
+  std::vector<double> data(n);
+  for (int64_t i = 0; i < n; ++i) {
+    std::optional<double> x = t->at(delinearize(i, t->shape));
+    if (!x)
+      return std::nullopt;
+    data[i] = *x;
+  }
+  shape = t->shape;
+  return check(t->shape, [&](int64_t i) { return data[i]; });
+}
 
 } // namespace
 
+/// The small probes cannot tell a causal mask from a sliding window (or
+/// any rule) whose width exceeds their sizes: a window of 16 is the causal
+/// triangle at 3 and 8 tokens. So a mask that passes them is probed once
+/// more with sequence sizes beyond every position constant its computation
+/// uses (each distinct dynamic size small or large in turn, so that the
+/// batch can stay small while the sequence grows). It holds only if the
+/// check passes wherever the mask could be evaluated, and it was evaluated
+/// with both of its last two sizes that large; when no such evaluation
+/// fits in kMaxProbeElements, nothing is concluded (the caller keeps the
+/// mask as a mask).
 bool mlir::masformer::probeMask(
     Value mask,
     llvm::function_ref<bool(ArrayRef<int64_t> shape,
@@ -572,23 +685,29 @@ bool mlir::masformer::probeMask(
   auto ty = dyn_cast<RankedTensorType>(mask.getType());
   if (!ty || ty.hasStaticShape())
     return false;
+  SmallVector<int64_t> shape;
+  size_t dims = 0;
   for (int64_t base : kProbeBases) {
     Evaluator ev(base);
-    std::optional<ProbeTensor> t = ev.tensor(mask);
-    if (!t)
+    if (probeOnce(ev, mask, check, shape) != true)
       return false;
-    int64_t n = numElements(t->shape);
-    if (n > kMaxProbeElements)
-      return false;
-    std::vector<double> data(n);
-    for (int64_t i = 0; i < n; ++i) {
-      std::optional<double> x = t->at(delinearize(i, t->shape));
-      if (!x)
-        return false;
-      data[i] = *x;
-    }
-    if (!check(t->shape, [&](int64_t i) { return data[i]; }))
-      return false;
+    dims = ev.numDims();
   }
-  return true;
+  int64_t bigBase = largestPositionConstant(mask) + 2;
+  if (bigBase <= kProbeBases[std::size(kProbeBases) - 1])
+    return true;
+  bool verified = false;
+  unsigned combos = 1u << std::min<size_t>(dims, kMaxBigDims);
+  for (unsigned big = 1; big < combos; ++big) {
+    Evaluator ev(kProbeBases[0], bigBase, big);
+    std::optional<bool> ok = probeOnce(ev, mask, check, shape);
+    if (!ok)
+      continue;
+    if (!*ok)
+      return false;
+    if (shape.size() >= 2 && shape[shape.size() - 2] >= bigBase &&
+        shape.back() >= bigBase)
+      verified = true;
+  }
+  return verified;
 }
