@@ -1,9 +1,9 @@
 //===- BlockedLayer.cpp - Block and window spans as blocked ONN -*- C++ -*-===//
 //
-// A MatMul/Softmax attention layer with a block span (or a causal window,
-// which also sees the previous block) as padded, blocked standard ONNX ops,
-// the layer's own scale / mask / cast chain re-applied on blocked operands;
-// and the dense window-mask fallback.
+// A MatMul/Softmax attention layer with a block or window span as padded,
+// blocked standard ONNX ops (a window of W: blocks of W that also see the
+// previous block, and the next one when the layer is not causal), the
+// layer's own scale / mask / cast chain re-applied on blocked operands.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,36 @@ std::string LayerExporter::previousBlock(const std::string &x, int64_t axis,
   std::string shifted = emit.node("Pad", {x, emit.constI64(pads)});
   return emit.node("Slice", {shifted, emit.constI64({0}), nb,
                              emit.constI64({axis})});
+}
+
+std::string LayerExporter::nextBlock(const std::string &x, int64_t axis,
+                                     int64_t rank) {
+  SmallVector<int64_t> pads(2 * rank, 0);
+  pads[rank + axis] = 1;
+  std::string shifted = emit.node("Pad", {x, emit.constI64(pads)});
+  return emit.node("Slice",
+                   {shifted, emit.constI64({1}),
+                    emit.constI64({std::numeric_limits<int64_t>::max()}),
+                    emit.constI64({axis})});
+}
+
+std::string LayerExporter::keyRegion(const std::string &x, int64_t axis,
+                                     int64_t rank) {
+  if (!windowed)
+    return x;
+  SmallVector<std::string> parts = {previousBlock(x, 2, rank), x};
+  if (twoSided)
+    parts.push_back(nextBlock(x, 2, rank));
+  return emit.node("Concat", parts, [&](onnx::NodeProto &n) {
+    Emitter::intAttr(n, "axis", axis);
+  });
+}
+
+void LayerExporter::setSpan(SpanAttr span) {
+  block = span.getSize();
+  windowed = span.getKind() == SpanKind::Window;
+  twoSided = windowed && !op.getCausal();
+  sinks = span.getSink();
 }
 
 FailureOr<LayerExporter::ScoreOperand>
@@ -93,10 +123,7 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
   if (!q) {
     std::string cur =
         emit.node("Reshape", {m, emit.constI64({0, 0, -1, 1, block})});
-    if (!windowed)
-      return cur;
-    return emit.node("Concat", {previousBlock(cur, 2, 5), cur},
-                     [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
+    return keyRegion(cur, 4, 5);
   }
   if (!k)
     return emit.node("Reshape", {m, emit.constI64({0, 0, -1, block, 1})});
@@ -138,9 +165,19 @@ FailureOr<std::string> LayerExporter::blockOperand(const std::string &name) {
   std::string prev = emit.node("Gather", {m, sub}, [](onnx::NodeProto &n) {
     Emitter::intAttr(n, "axis", 2);
   });
-  return emit.node("Concat", {prev, own}, [](onnx::NodeProto &n) {
-    Emitter::intAttr(n, "axis", 4);
-  });
+  SmallVector<std::string> parts = {prev, own};
+  if (twoSided) {
+    // The block right of the diagonal (row i, column i+1); the last block
+    // has none and reads its own, which the window mask discards.
+    std::string nextIdx =
+        emit.node("Min", {emit.node("Add", {diag, emit.constI64({1}, true)}),
+                          emit.node("Sub", {nbnbS, emit.constI64({1}, true)})});
+    parts.push_back(emit.node("Gather", {m, nextIdx}, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", 2);
+    }));
+  }
+  return emit.node("Concat", parts,
+                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
 }
 
 FailureOr<std::string> LayerExporter::sinkOperand(const std::string &name) {
@@ -171,10 +208,11 @@ FailureOr<std::string> LayerExporter::sinkOperand(const std::string &name) {
 std::string LayerExporter::sinkColumnMask(const std::string &sinkCount,
                                           const MaskConstants &c) {
   // Query block k's own key region starts at k*B (blocks) or (k-1)*W
-  // (windows); sinks inside it are scored in the region itself (the span's
-  // rule or'ed with "is a sink"). Before it, every sink is allowed: it is
-  // before every query of the block, so causality holds. After it, only a
-  // bidirectional block span allows them (a causal query never sees them).
+  // (windows) and is B, 2W or 3W (two-sided windows) long; sinks inside it
+  // are scored in the region itself (the span's rule or'ed with "is a
+  // sink"). Before it, every sink is allowed: it is before every query of
+  // the block, so causality holds. After it, only a layer that is not
+  // causal allows them (a causal query never sees them).
   std::string one = emit.constI64({1}, true);
   std::string blocks = emit.node(
       "Range", {emit.constI64({0}, true), emit.node("Squeeze", {nb, c.axis0}),
@@ -188,10 +226,12 @@ std::string LayerExporter::sinkColumnMask(const std::string &sinkCount,
   std::string col = emit.node("Unsqueeze", {cols, c.axis0});
   std::string outside = emit.node(
       "Less", {col, emit.node("Unsqueeze", {start, emit.constI64({1})})});
-  if (!windowed && !op.getCausal()) {
-    // Bidirectional blocks: sinks after the own block are allowed too.
+  if (!op.getCausal()) {
+    // Not causal: sinks after the region are allowed too.
     std::string end = emit.node(
-        "Mul", {emit.node("Add", {blocks, one}), emit.constI64({block}, true)});
+        "Mul",
+        {emit.node("Add", {blocks, twoSided ? emit.constI64({2}, true) : one}),
+         emit.constI64({block}, true)});
     outside = emit.node(
         "Or", {outside,
                emit.node("GreaterOrEqual",
@@ -244,13 +284,7 @@ LayerExporter::blockInputs(const std::string &q, const std::string &kt,
   ktb = emit.node("Transpose", {ktb}, [](onnx::NodeProto &n) {
     Emitter::intsAttr(n, "perm", {0, 1, 3, 2, 4});
   });
-  if (windowed) {
-    ktb = emit.node("Concat", {previousBlock(ktb, 2, 5), ktb},
-                    [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 4); });
-    vb = emit.node("Concat", {previousBlock(vb, 2, 5), vb},
-                   [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 3); });
-  }
-  return {qb, ktb, vb};
+  return {qb, keyRegion(ktb, 4, 5), keyRegion(vb, 3, 5)};
 }
 
 FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
@@ -310,14 +344,15 @@ std::string LayerExporter::maskBlockScores(const std::string &scores,
 std::string LayerExporter::maskWindowScores(const std::string &scores,
                                             const MaskConstants &c) {
   // Key j of query block k sits at (k - 1) * W + j: it must exist
-  // (0 <= pos < S) and lie in the causal window, W + i - j in [0, W).
+  // (0 <= pos < S) and lie in the window: W + i - j in [0, W) when causal,
+  // in (-W, W) when two-sided (j < 3W).
   std::string one = emit.constI64({1}, true);
   std::string blocks =
       emit.node("Range", {emit.constI64({0}, true),
                           emit.node("Squeeze", {nb, c.axis0}), one});
-  std::string cols =
-      emit.node("Range", {emit.constI64({0}, true),
-                          emit.constI64({2 * block}, true), one});
+  std::string cols = emit.node(
+      "Range", {emit.constI64({0}, true),
+                emit.constI64({(twoSided ? 3 : 2) * block}, true), one});
   std::string keyPos = emit.node(
       "Add",
       {emit.node("Mul",
@@ -339,16 +374,19 @@ std::string LayerExporter::maskWindowScores(const std::string &scores,
                          emit.constI64({block}, true)}),
        emit.node("Unsqueeze", {cols, c.axis0})});
   std::string causalOk =
-      emit.node("GreaterOrEqual", {dist, emit.constI64({0}, true)});
+      emit.node(twoSided ? "Greater" : "GreaterOrEqual",
+                {dist, emit.constI64({twoSided ? -block : 0}, true)});
   std::string inWindow = emit.node(
       "And", {causalOk, emit.node("Less", {dist, emit.constI64({block}, true)})});
   if (sinks > 0) {
-    // Sinks inside the region: allowed before the query ([nb, b, 2W]).
+    // Sinks inside the region ([nb, b, 2W or 3W]): allowed before the
+    // query, or anywhere when two-sided.
     std::string isSink = emit.node(
         "Less", {emit.node("Unsqueeze", {keyPos, emit.constI64({1})}),
                  emit.constI64({sinks}, true)});
-    inWindow = emit.node("Or", {inWindow, emit.node("And", {isSink,
-                                                            causalOk})});
+    if (!twoSided)
+      isSink = emit.node("And", {isSink, causalOk});
+    inWindow = emit.node("Or", {inWindow, isSink});
   }
   std::string windowMask = emit.node("Where", {inWindow, c.zero, c.ninf});
   return emit.node("Add", {emit.node("Add", {scores, keyMask}), windowMask});
@@ -544,9 +582,7 @@ LogicalResult LayerExporter::emitPerHeadBlocked() {
                                     });
       out = emit.node("MatMul", {applyPostCasts(probs), vg});
     } else {
-      block = span.getSize();
-      windowed = span.getKind() == SpanKind::Window;
-      sinks = span.getSink();
+      setSpan(span);
       out = emitBlockedCore(qg, ktg, vg);
     }
     if (failed(out))
@@ -566,94 +602,5 @@ LogicalResult LayerExporter::emitPerHeadBlocked() {
     Emitter::intAttr(n, "axis", 1);
   });
   emit.nodes.back().set_output(0, pv.output(0));
-  return success();
-}
-
-LogicalResult LayerExporter::emitDenseSpanMask() {
-  const onnx::NodeProto &sm = graph.node(layer.softmax);
-  FailureOr<RankedTensorType> sTy = typeOf(sm.input(0));
-  if (failed(sTy))
-    return failure();
-  int32_t et = onnxFloatType(sTy->getElementType());
-  if (!et)
-    return error() << "unsupported score type " << sTy->getElementType();
-  // Positions: query i at i + kv - q, key j. The span's rule (the layer's
-  // own chain keeps applying causality), or'ed with j < sink.
-  std::string scores = sm.input(0);
-  std::string shape = emit.node("Shape", {scores});
-  std::string qn = emit.node("Gather", {shape, emit.constI64({2}, true)});
-  std::string kn = emit.node("Gather", {shape, emit.constI64({3}, true)});
-  std::string one = emit.constI64({1}, true), zero = emit.constI64({0}, true);
-  std::string qi = emit.node(
-      "Add", {emit.node("Range", {zero, qn, one}), emit.node("Sub", {kn, qn})});
-  std::string kj = emit.node("Range", {zero, kn, one});
-  std::string qCol = emit.node("Unsqueeze", {qi, emit.constI64({1})});
-  std::string kRow = emit.node("Unsqueeze", {kj, emit.constI64({0})});
-  // The keep matrix [q, kv] of one span.
-  auto keepOf = [&](SpanAttr span) {
-    int64_t size = span.getSize();
-    std::string keep;
-    if (span.getKind() == SpanKind::Full) {
-      // Every pair: the span removes none (causality stays in the chain).
-      keep = emit.node("Equal", {emit.node("Sub", {qCol, qCol}),
-                                 emit.node("Sub", {kRow, kRow})});
-    } else if (span.getKind() == SpanKind::Block) {
-      // Positions are non-negative: Div is floor division.
-      std::string b = emit.constI64({size}, true);
-      keep = emit.node("Equal", {emit.node("Div", {qCol, b}),
-                                 emit.node("Div", {kRow, b})});
-    } else {
-      std::string dist = emit.node("Sub", {qCol, kRow});
-      keep = emit.node(
-          "And",
-          {emit.node("Less", {dist, emit.constI64({size}, true)}),
-           emit.node("Greater", {dist, emit.constI64(
-                                           {op.getCausal() ? -1 : -size},
-                                           true)})});
-    }
-    if (span.getSink() > 0)
-      keep = emit.node(
-          "Or", {keep, emit.node("Less", {kRow, emit.constI64({span.getSink()},
-                                                              true)})});
-    return keep;
-  };
-  std::string keep;
-  if (std::optional<ArrayAttr> heads = op.getHeadSpans()) {
-    // Per-head spans: one keep matrix per distinct span, stacked per query
-    // head into [q_heads, q, kv], which broadcasts over the batch of scores
-    // shaped [batch, q_heads, q, kv].
-    int64_t qHeads = op.getQueryType().getDimSize(1);
-    std::optional<int64_t> group = op.getStaticGroupSize();
-    if (!group || sTy->getRank() != 4 || sTy->getDimSize(1) != qHeads)
-      return error() << "per-head spans need the layer's scores shaped "
-                        "[batch, heads, queries, keys] with static heads, "
-                        "got "
-                     << *sTy;
-    llvm::DenseMap<Attribute, std::string> perSpan;
-    SmallVector<std::string> rows;
-    for (int64_t h = 0; h < qHeads; ++h) {
-      auto span = cast<SpanAttr>((*heads)[h / *group]);
-      auto it = perSpan.find(span);
-      if (it == perSpan.end())
-        it = perSpan
-                 .try_emplace(span, emit.node("Unsqueeze",
-                                              {keepOf(span),
-                                               emit.constI64({0})}))
-                 .first;
-      rows.push_back(it->second);
-    }
-    keep = emit.node("Concat", rows, [](onnx::NodeProto &n) {
-      Emitter::intAttr(n, "axis", 0);
-    });
-  } else {
-    keep = keepOf(op.getSpan());
-  }
-  std::string mask = emit.node(
-      "Where", {keep, emit.constFloat(0.0, et),
-                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
-  std::string masked = emit.node("Add", {scores, mask});
-  onnx::NodeProto copy = sm;
-  copy.set_input(0, masked);
-  emit.nodes.push_back(copy);
   return success();
 }

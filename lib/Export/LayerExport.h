@@ -175,11 +175,21 @@ private:
   };
   FailureOr<ScoreOperand> scoreOperand(const std::string &name);
   /// The operand `name` cut into the blocked layout [.., .., nb, qb, kb]
-  /// (kb = 2B when windowed: the previous block, then the own block).
+  /// (kb = 2W for a causal window: the previous block, then the own block;
+  /// 3W for a two-sided one: then the next block too).
   FailureOr<std::string> blockOperand(const std::string &name);
   /// x[.., nb, ...] -> the same with block i holding block i-1 (block 0 gets
   /// padding), along `axis`.
   std::string previousBlock(const std::string &x, int64_t axis, int64_t rank);
+  /// x[.., nb, ...] -> the same with block i holding block i+1 (the last
+  /// block gets padding), along `axis`.
+  std::string nextBlock(const std::string &x, int64_t axis, int64_t rank);
+  /// The key region of each query block along `axis`: the block itself, or
+  /// for a window the previous block before it (and the next after it when
+  /// two-sided).
+  std::string keyRegion(const std::string &x, int64_t axis, int64_t rank);
+  /// Sets block, windowed, twoSided and sinks from `span`.
+  void setSpan(SpanAttr span);
   /// Q, K^T and V in the blocked layout.
   struct BlockedInputs {
     std::string q, kt, v;
@@ -195,7 +205,7 @@ private:
   std::string emitCopy(onnx::NodeProto copy);
   /// Q [B, H, S, D] and V as [B, H, nb, b, D], K^T [B, H, D, S] as
   /// [B, H, nb, D, b]; a window puts the previous block before each block
-  /// of K^T and V.
+  /// of K^T and V (and the next block after it when two-sided).
   BlockedInputs blockInputs(const std::string &q, const std::string &kt,
                             const std::string &v, int64_t d, int64_t dv);
   /// The operand `name` in the layout of the sink scores [.., .., nb, qb,
@@ -216,7 +226,7 @@ private:
   std::string maskBlockScores(const std::string &scores,
                               const std::string &padded,
                               const MaskConstants &c);
-  /// `scores` with -inf for keys outside the sequence or the causal window.
+  /// `scores` with -inf for keys outside the sequence or the window.
   std::string maskWindowScores(const std::string &scores,
                                const MaskConstants &c);
   /// The export's own mask on the scores, blocked or windowed.
@@ -232,9 +242,6 @@ private:
   /// Per-head spans: one group of query heads per distinct span, each
   /// gathered, blocked (or dense when full), and put back in head order.
   LogicalResult emitPerHeadBlocked();
-  /// The fallback that computes every pair: the original Softmax on scores
-  /// plus the span's mask (bidirectional windows, per-head spans).
-  LogicalResult emitDenseSpanMask();
   /// A layer imported from an opset-23 Attention node: the same node on
   /// blocks folded into the batch.
   LogicalResult emitBlockedAttentionNode(int index);
@@ -246,9 +253,10 @@ private:
   Emitter emit;
   LayerNodes layer;
   int64_t seq = 0, block = 0;
-  /// Causal window W: blocks of W, each query block attending its own and
-  /// the previous key block ([.., nb, W, 2W] scores).
-  bool windowed = false;
+  /// Window W: blocks of W, each query block attending its own and the
+  /// previous key block ([.., nb, W, 2W] scores), and the next one too when
+  /// the layer is not causal (`twoSided`: [.., nb, W, 3W]).
+  bool windowed = false, twoSided = false;
   /// Attention sinks: the first `sinks` keys, scored for every query block
   /// next to its own key region ([.., nb, b, K] more scores).
   int64_t sinks = 0;

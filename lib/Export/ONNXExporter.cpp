@@ -143,49 +143,26 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   if (failed(qTy))
     return failure();
   seq = qTy->getDimSize(2);
-  block = span.getSize();
-  // Blocks, or a causal window as blocks of W that also see the previous
-  // block, with their sinks. Per-head spans whose every head is full, a
-  // block, or a window of a causal layer: grouped by span, each group
-  // blocked.
-  bool perHeadBlocked =
-      op.hasHeadSpans() &&
-      llvm::all_of(*op.getHeadSpans(), [&](Attribute a) {
-        auto s = cast<SpanAttr>(a);
-        return s.getKind() != SpanKind::Window || op.getCausal();
-      });
-  bool blocked = !op.hasHeadSpans() &&
-                 (span.getKind() == SpanKind::Block || op.getCausal());
-  if (perHeadBlocked || blocked) {
-    // The whole attention core is replaced: Q*K^T, its chain, Softmax,
-    // the casts after it and P*V.
-    if (perHeadBlocked) {
-      if (failed(emitPerHeadBlocked()))
-        return failure();
-    } else {
-      windowed = span.getKind() == SpanKind::Window;
-      sinks = span.getSink();
-      if (failed(emitBlocked()))
-        return failure();
-    }
-    removed.push_back(layer.qk);
-    for (auto [idx, k] : layer.chain)
-      removed.push_back(idx);
-    removed.push_back(layer.softmax);
-    llvm::append_range(removed, layer.post);
-    removed.push_back(layer.pv);
-    anchor = layer.pv;
-  } else {
-    op.emitWarning() << "layer " << op.getLayer().value_or(-1) << ": "
-                     << (op.hasHeadSpans() ? "per-head spans"
-                                           : "a bidirectional window span")
-                     << " is exported as an added dense mask; onnxruntime "
-                        "still computes every pair";
-    if (failed(emitDenseSpanMask()))
+  // Blocks, or windows as blocks of W that also see the previous block
+  // (and the next one when not causal), with their sinks. Per-head spans:
+  // grouped by span, each group blocked (or left dense when full).
+  if (op.hasHeadSpans()) {
+    if (failed(emitPerHeadBlocked()))
       return failure();
-    removed.push_back(layer.softmax);
-    anchor = layer.softmax;
+  } else {
+    setSpan(span);
+    if (failed(emitBlocked()))
+      return failure();
   }
+  // The whole attention core is replaced: Q*K^T, its chain, Softmax, the
+  // casts after it and P*V.
+  removed.push_back(layer.qk);
+  for (auto [idx, k] : layer.chain)
+    removed.push_back(idx);
+  removed.push_back(layer.softmax);
+  llvm::append_range(removed, layer.post);
+  removed.push_back(layer.pv);
+  anchor = layer.pv;
   added = std::move(emit.nodes);
   return success();
 }

@@ -178,13 +178,8 @@ def evaluate_lm(a, log):
 
 def _plan_row(a, plan_path, seq, windows, base, tmp, log):
     """A span plan (python -m masformer.calibrate) on the windows."""
-    import warnings
-    with warnings.catch_warnings():
-        # Per-head spans run as a dense mask in onnxruntime: the quality is
-        # what is measured here.
-        warnings.simplefilter("ignore")
-        rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq,
-                      input_shapes=_shapes(min(seq, IMPORT_LEN)))
+    rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq,
+                  input_shapes=_shapes(min(seq, IMPORT_LEN)))
     loss = _lm_loss(tmp, windows, a.threads)
     name = os.path.splitext(os.path.basename(plan_path))[0]
     per_head = sum(1 for c in rep.layers if c.head_spans)
@@ -290,12 +285,7 @@ def evaluate_encoder(a, log):
         log(f"{text} {policy} {nf} full {rep.full_layers}: cost "
             f"{rep.fraction_of_full:.3f}, {s}")
     for plan_path in a.plans:
-        import warnings
-        with warnings.catch_warnings():
-            # Per-head spans run as a dense mask in onnxruntime: the quality
-            # is what is measured here.
-            warnings.simplefilter("ignore")
-            rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq)
+        rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq)
         _, s = _encoder_scores(tmp, data, ref, a.threads)
         name = os.path.splitext(os.path.basename(plan_path))[0]
         rows.append(dict(seq_len=seq, span=f"plan {name}", sink=0, block=0,

@@ -265,8 +265,8 @@ def test_calibrate_encoder(fixtures, tmp_path):
     out = tmp_path / "rewritten.onnx"
     import warnings
     with warnings.catch_warnings():
-        # Bidirectional windows export as a dense mask (a note, warned).
-        warnings.simplefilter("ignore")
+        # Two-sided windows export blocked: no layer is left dense.
+        warnings.simplefilter("error")
         for layer, rise in enumerate(info["layer_loss_rise"]):
             masformer.rewrite(model, out, span="window:4", sink=1,
                               seq_len=24, full_layers=[1 - layer])

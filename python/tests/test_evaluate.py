@@ -144,7 +144,8 @@ def test_encoder_spans_and_plans(fixtures, tmp_path):
     assert rows[3]["policy"] == "plan" and rows[3]["per_head_layers"] == 1
     import warnings
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        # Per-head two-sided windows export blocked, without a warning.
+        warnings.simplefilter("error")
         report = masformer.rewrite(model, None, plan=plan, seq_len=16)
     assert rows[3]["cost"] == pytest.approx(report.fraction_of_full)
     assert "| window 2, sink 1 | top | none |" in \

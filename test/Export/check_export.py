@@ -9,8 +9,8 @@
   / mask / cast chain, Softmax) of exactly --rewritten layers;
 - with --block B: after shape inference at batch 2 and --seq S, every new
   Softmax works on [.., ceil(S/B), B, B] scores, i.e. only the pairs inside
-  the blocks are computed ([.., W, 2W] with --window W; K more key columns
-  with --sink K);
+  the blocks are computed ([.., W, 2W] with --window W, [.., W, 3W] with
+  --window W --two-sided; K more key columns with --sink K);
 - the model runs in onnxruntime at several sequence lengths (dynamic axes
   are kept).
 """
@@ -36,6 +36,8 @@ def main():
     ap.add_argument("--block", type=int)
     ap.add_argument("--window", type=int,
                     help="causal window W: scores must be [.., W, 2W]")
+    ap.add_argument("--two-sided", action="store_true",
+                    help="the window is two-sided: scores [.., W, 3W]")
     ap.add_argument("--sink", type=int, default=0,
                     help="K attention sinks: K more key columns per block")
     ap.add_argument("--seq", type=int, default=16)
@@ -79,7 +81,8 @@ def main():
     if a.window:
         a.block = a.window
     if a.block:
-        want = [a.block, 2 * a.block] if a.window else [a.block, a.block]
+        want = [a.block, (3 if a.two_sided else 2) * a.block] if a.window \
+            else [a.block, a.block]
         want[1] += min(a.sink, a.seq)
         inferred = onnx.ModelProto()
         inferred.CopyFrom(out)
