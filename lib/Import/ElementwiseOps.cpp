@@ -157,26 +157,54 @@ Value powOp(OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
   return math::PowFOp::create(b, loc, x, y);
 }
 
+// Integer folding wraps in two's complement, as onnxruntime's and numpy's
+// int64 arithmetic does, instead of overflowing (undefined in C++, a trap
+// for INT64_MIN / -1).
+int64_t wrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) +
+                              static_cast<uint64_t>(b));
+}
+int64_t wrapSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) -
+                              static_cast<uint64_t>(b));
+}
+int64_t wrapMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) *
+                              static_cast<uint64_t>(b));
+}
+/// Truncating division; a zero divisor is refused before folding.
+int64_t wrapDiv(int64_t a, int64_t b) {
+  if (b == 0)
+    return 0;
+  if (b == -1)
+    return wrapSub(0, a);
+  return a / b;
+}
+
+/// x^y by squaring (log y steps), wrapping; a negative exponent gives the
+/// truncated result (0 unless |x| is 1).
 int64_t intPow(int64_t x, int64_t y) {
+  if (y < 0)
+    return x == 1 ? 1 : x == -1 ? (y % 2 ? -1 : 1) : 0;
   int64_t r = 1;
-  for (int64_t i = 0; i < y; ++i)
-    r *= x;
+  while (y > 0) {
+    if (y & 1)
+      r = wrapMul(r, x);
+    x = wrapMul(x, x);
+    y >>= 1;
+  }
   return r;
 }
 
 const BinaryOp kBinaryOps[] = {
     {"Add", [](double a, double b) { return a + b; },
-     [](int64_t a, int64_t b) { return a + b; },
-     arithBinary<arith::AddFOp, arith::AddIOp>, false},
+     wrapAdd, arithBinary<arith::AddFOp, arith::AddIOp>, false},
     {"Sub", [](double a, double b) { return a - b; },
-     [](int64_t a, int64_t b) { return a - b; },
-     arithBinary<arith::SubFOp, arith::SubIOp>, false},
+     wrapSub, arithBinary<arith::SubFOp, arith::SubIOp>, false},
     {"Mul", [](double a, double b) { return a * b; },
-     [](int64_t a, int64_t b) { return a * b; },
-     arithBinary<arith::MulFOp, arith::MulIOp>, false},
+     wrapMul, arithBinary<arith::MulFOp, arith::MulIOp>, false},
     {"Div", [](double a, double b) { return a / b; },
-     [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; },
-     arithBinary<arith::DivFOp, arith::DivSIOp>, false},
+     wrapDiv, arithBinary<arith::DivFOp, arith::DivSIOp>, false},
     {"Max", [](double a, double b) { return std::max(a, b); },
      [](int64_t a, int64_t b) { return std::max(a, b); },
      arithBinary<arith::MaximumFOp, arith::MaxSIOp>, false},
@@ -315,6 +343,12 @@ LogicalResult importBinary(ONNXImporterImpl &im) {
       outType.getNumElements() <= kMaxHostElements &&
       (isFloat ? op->hostFloat != nullptr : op->hostInt != nullptr)) {
     const HostTensor &l = *im.hostInput(0), &r = *im.hostInput(1);
+    if (!isFloat && op->name == "Div" && !r.isSymbolic())
+      for (int64_t i = 0, e = r.numElements(); i < e; ++i)
+        if (r.getInt(i) == 0)
+          return im.error() << "integer division by zero (divisor '"
+                            << im.node->input(1) << "', element " << i
+                            << ")";
     HostTensor out;
     out.shape.assign(outType.getShape().begin(), outType.getShape().end());
     out.elemType = resultElem;

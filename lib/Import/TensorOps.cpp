@@ -46,7 +46,9 @@ Value mlir::masformer::buildReshapeDims(ONNXImporterImpl &im, Value input,
       have.multiply(lng[j]);
       group.push_back(j++);
     }
-    ok = have == want;
+    // A group must take at least one dimension ([b, 2, 2] -> [4b, 1] has
+    // nothing left for the 1).
+    ok = have == want && !group.empty();
     // Trailing unit dimensions join the last group.
     if (i + 1 == shrt.size())
       while (ok && j < lng.size() &&
