@@ -626,15 +626,31 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     return failure();
   }
 
-  for (const onnx::TensorProto &t : graph.initializer())
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    // Two initializers of one name: which one a runtime uses is not
+    // defined (the last wins in some, the first in others).
+    if (values.count(t.name()))
+      return emitError(loc) << "initializer '" << t.name()
+                            << "' is defined more than once";
     if (failed(addInitializer(t, t.name())))
       return failure();
+  }
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   for (const onnx::ValueInfoProto &in : graph.input())
     if (!values.count(in.name()) &&
         failed(addGraphInput(in, argTypes, argNames)))
       return failure();
+  // An --input-shape for no input of the model is a typo, not a no-op.
+  for (const auto &kv : options.inputShapes)
+    if (!llvm::is_contained(argNames, kv.getKey())) {
+      InFlightDiagnostic diag = emitError(loc);
+      diag << "--input-shape " << kv.getKey()
+           << ": the model has no input of that name (its inputs: ";
+      llvm::interleaveComma(argNames, diag);
+      diag << ")";
+      return failure();
+    }
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   builder.setInsertionPointToEnd(module->getBody());

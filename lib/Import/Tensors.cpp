@@ -64,16 +64,28 @@ int64_t mlir::masformer::rawElementSize(int32_t t) {
 
 FailureOr<ONNXImporterImpl::ExternalRef>
 ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
-  std::string location;
+  std::string location, bad;
   int64_t offset = 0, length = -1;
   for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
-    if (kv.key() == "location")
+    if (kv.key() == "location") {
       location = kv.value();
-    else if (kv.key() == "offset" && !llvm::to_integer(kv.value(), offset))
-      offset = -1;
-    else if (kv.key() == "length" && !llvm::to_integer(kv.value(), length))
-      length = -2;
+      continue;
+    }
+    // Decimal, as ONNX writes them: "0200" is 200, not octal 128, and
+    // "0x10" is not a number.
+    int64_t *field = kv.key() == "offset"   ? &offset
+                     : kv.key() == "length" ? &length
+                                            : nullptr;
+    if (field && (!llvm::to_integer(kv.value(), *field, /*Base=*/10) ||
+                  *field < 0) &&
+        bad.empty())
+      bad = kv.key() + " '" + kv.value() + "'";
   }
+  if (!bad.empty())
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data " << bad
+                          << " is not a non-negative decimal integer",
+           failure();
   // External data must stay inside the model's directory: a model file must
   // not make the importer read arbitrary files.
   if (location.empty() || llvm::sys::path::is_absolute(location) ||
@@ -84,10 +96,6 @@ ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
                           << "': external data location '" << location
                           << "' must be a relative path inside the model's "
                              "directory",
-           failure();
-  if (offset < 0 || length < -1)
-    return emitError(loc) << "initializer '" << tensor.name()
-                          << "': invalid external data offset or length",
            failure();
   SmallString<256> path(baseDir);
   llvm::sys::path::append(path, location);

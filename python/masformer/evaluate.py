@@ -32,6 +32,7 @@ is out of scope: this measures the rewrite alone.
 """
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -83,7 +84,7 @@ def _calibrate(model, tmp, spec, layers, window, base_loss, threads, log):
         full = [k for k in range(layers) if k != l]
         rewrite(model, tmp, span=span, sink=sink, full_layers=full,
                 seq_len=len(window),
-                input_shapes=_shapes(min(len(window), IMPORT_LEN)))
+                input_shapes=_shapes(min(len(window), IMPORT_LEN), model))
         sens.append(_lm_loss(tmp, [window], threads) - base_loss)
         log(f"  calibration {spec}: layer {l} +{sens[-1]:.4f} nats")
     return sens
@@ -117,7 +118,7 @@ def evaluate_lm(a, log):
     tmp = _tmp_path(a.model)
     layers = len(span_report(
         a.model, seq_len=a.seq_lens[0],
-        input_shapes=_shapes(min(a.seq_lens[0], IMPORT_LEN))).layers)
+        input_shapes=_shapes(min(a.seq_lens[0], IMPORT_LEN), a.model)).layers)
     rows = []
     # Calibration on the text's last tokens; evaluation windows from the
     # start, apart from it.
@@ -152,7 +153,8 @@ def evaluate_lm(a, log):
             kw = dict(full_layers=full) if full is not None else \
                 dict(policy=policy, num_full=nf)
             rep = rewrite(a.model, tmp, span=span, sink=sink, seq_len=seq,
-                          input_shapes=_shapes(min(seq, IMPORT_LEN)), **kw)
+                          input_shapes=_shapes(min(seq, IMPORT_LEN), a.model),
+                          **kw)
             loss = _lm_loss(tmp, windows, a.threads)
             text = _span_text(span, sink)
             rows.append(dict(seq_len=seq, span=text, sink=sink,
@@ -179,7 +181,7 @@ def evaluate_lm(a, log):
 def _plan_row(a, plan_path, seq, windows, base, tmp, log):
     """A span plan (python -m masformer.calibrate) on the windows."""
     rep = rewrite(a.model, tmp, plan=plan_path, seq_len=seq,
-                  input_shapes=_shapes(min(seq, IMPORT_LEN)))
+                  input_shapes=_shapes(min(seq, IMPORT_LEN), a.model))
     loss = _lm_loss(tmp, windows, a.threads)
     name = os.path.splitext(os.path.basename(plan_path))[0]
     per_head = sum(1 for c in rep.layers if c.head_spans)
@@ -200,8 +202,20 @@ def _tmp_path(model):
                         f".{stem}-masformer-eval-{os.getpid()}.onnx")
 
 
-def _shapes(seq):
-    return {"input_ids": [1, seq], "attention_mask": [1, seq]}
+def _shapes(seq, model):
+    """The token inputs' shapes at `seq`, for the inputs the model has (an
+    --input-shape for an input it lacks is an error)."""
+    names = _input_names(os.path.abspath(model))
+    return {n: [1, seq] for n in ("input_ids", "attention_mask")
+            if n in names}
+
+
+@functools.lru_cache(maxsize=None)
+def _input_names(model):
+    import onnx
+    graph = onnx.load(model, load_external_data=False).graph
+    init = {t.name for t in graph.initializer}
+    return tuple(i.name for i in graph.input if i.name not in init)
 
 
 # Models whose masks only import with fixed shapes (the TorchScript Llama

@@ -179,6 +179,12 @@ def test_compiler_errors_raise_masformer_error(fixtures, tmp_path):
     with pytest.raises(masformer.Error, match=r"num-full=9 is larger than the number of attention layers \(3\)"):
         masformer.rewrite(fixtures / "gpt2.onnx", out, span="block:4",
                           num_full=9)
+    with pytest.raises(masformer.Error,
+                       match=r"--input-shape nosuch: the model has no input "
+                             r"of that name \(its inputs: input_ids, "
+                             r"attention_mask\)"):
+        masformer.rewrite(fixtures / "gpt2.onnx", out, span="block:4",
+                          input_shapes={"nosuch": [1, 16]})
     assert not out.exists()
     inputs = fixtures.parent / "Import" / "Inputs"
     with pytest.raises(masformer.Error,
