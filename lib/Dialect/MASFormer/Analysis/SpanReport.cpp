@@ -19,6 +19,13 @@ FailureOr<SpanReport> mlir::masformer::computeSpanReport(ModuleOp module,
   if (seqLen <= 0)
     return emitError(module.getLoc())
            << "--masformer-span-report needs seq-len=N with N > 0";
+  // Pairs are counted per query: a bound on the work (and on the counts,
+  // which stay exact in int64 for any head count).
+  if (seqLen > kMaxReportSeqLen)
+    return emitError(module.getLoc())
+           << "--masformer-span-report: seq-len=" << seqLen
+           << " is above the largest length it reports on, "
+           << kMaxReportSeqLen;
   FailureOr<SmallVector<AttentionOp>> layers = collectLayers(module);
   if (failed(layers))
     return failure();

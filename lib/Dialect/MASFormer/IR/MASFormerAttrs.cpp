@@ -147,8 +147,9 @@ bool SpanAttr::allows(int64_t pos, int64_t j, bool causal) const {
 }
 
 int64_t SpanAttr::countPairs(int64_t q, int64_t kv, bool causal) const {
-  // Per query, the allowed keys form one interval [lo, hi]: count it in
-  // closed form so that reports at 100k tokens stay instant.
+  // Per query, the allowed keys form one interval [lo, hi] (and the sinks
+  // one more): counted in closed form per query, so the time is linear in
+  // q (callers bound q: kMaxReportSeqLen).
   int64_t total = 0;
   int64_t size = getSize();
   for (int64_t i = 0; i < q; ++i) {

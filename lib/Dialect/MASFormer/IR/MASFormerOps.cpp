@@ -185,8 +185,14 @@ int64_t AttentionOp::countPairs(int64_t q, int64_t kv) {
   }
   int64_t group = getStaticGroupSize().value_or(1);
   int64_t pairs = 0;
-  for (Attribute a : *heads)
-    pairs += group * cast<SpanAttr>(a).countPairs(q, kv, getCausal());
+  // Counted once per distinct span (the count is linear in q).
+  llvm::SmallDenseMap<Attribute, int64_t> counted;
+  for (Attribute a : *heads) {
+    auto [it, fresh] = counted.try_emplace(a, 0);
+    if (fresh)
+      it->second = cast<SpanAttr>(a).countPairs(q, kv, getCausal());
+    pairs += group * it->second;
+  }
   return pairs;
 }
 

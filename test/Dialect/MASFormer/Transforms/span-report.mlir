@@ -32,6 +32,11 @@
 
 // NOLEN: error: --masformer-span-report needs seq-len=N with N > 0
 
+// A length past the cap (pairs are counted per query) is refused at once,
+// not counted for hours.
+// RUN: not masformer-opt %s --masformer-span-report=seq-len=4611686018427387904 -o /dev/null 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: error: --masformer-span-report: seq-len=4611686018427387904 is above the largest length it reports on, 4194304
+
 // Per-head spans (a version-2 plan): layer 1's four key/value heads keep
 // 136 (full), 81 and 81 (window 4, sink 2) and 8 * 3 = 24 (block 2) of 136
 // causal pairs each: 322 / 544 = 0.592; layer 4 (window 3, sink 1): query

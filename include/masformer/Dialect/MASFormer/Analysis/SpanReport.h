@@ -14,9 +14,14 @@
 
 namespace mlir::masformer {
 
+/// The longest sequence a span report counts pairs for (4M tokens): the
+/// count takes time linear in it.
+constexpr int64_t kMaxReportSeqLen = int64_t(1) << 22;
+
 /// The report of every masformer.attention in `module`, in layer order.
 /// Errors (no layers, layer indices missing or repeated, dynamic heads or
-/// head_dim, seqLen <= 0) are emitted on the module.
+/// head_dim, seqLen <= 0 or above kMaxReportSeqLen) are emitted on the
+/// module.
 FailureOr<SpanReport> computeSpanReport(ModuleOp module, int64_t seqLen);
 
 /// The report as the table that --masformer-span-report prints.
