@@ -3,7 +3,9 @@
 TorchScript exporter gives GPT-2: LayerNormalization, Gemm for the fused QKV
 projection, Split, Reshape/Transpose into heads, MatMul(Q, K^T), Div by
 sqrt(head_dim), an added causal triu(-inf) mask built from the input's shape,
-Softmax, MatMul(P, V), tanh-GELU MLP, residuals, tied LM head.
+Softmax, MatMul(P, V), tanh-GELU MLP, residuals, tied LM head. With
+--encoder, the same model without the causal mask (every query sees every
+key, as in an encoder).
 
 The sequence axis stays dynamic. Models are not committed; the benchmarks
 make them:
@@ -37,6 +39,8 @@ def main():
     ap.add_argument("--external-data", action="store_true",
                     help="store the weights in <out>.data beside the model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--encoder", action="store_true",
+                    help="no causal mask: bidirectional attention")
     a = ap.parse_args()
 
     rng = np.random.default_rng(a.seed)
@@ -109,7 +113,8 @@ def main():
                             perm=perm)
         s = node("MatMul", [heads["q"], heads["k"]], f"{p}/attn/MatMul")
         s = node("Div", [s, "c_sqrt"], f"{p}/attn/Div")
-        s = node("Add", [s, causal], f"{p}/attn/Add_mask")
+        if not a.encoder:
+            s = node("Add", [s, causal], f"{p}/attn/Add_mask")
         prob = node("Softmax", [s], f"{p}/attn/Softmax", axis=-1)
         o = node("MatMul", [prob, heads["v"]], f"{p}/attn/MatMul_1")
         o = node("Transpose", [o], f"{p}/attn/Transpose_o", perm=[0, 2, 1, 3])

@@ -6,10 +6,13 @@ plans), at S = 2048, 4096, 8192, batch 1, in one run. Reports the measured
 time ratio next to the ideal model-time ratio: the model's FLOPs as
 onnxruntime computes them, with each rewritten layer's attention at the
 pairs its exported form computes (blocks: B + K keys per query, windows:
-2W + K, full heads: S; the span report's causal cost is printed too).
+2W + K, two-sided windows 3W + K, full heads: S; the span report's cost is
+printed too). With --encoder, the same model without its causal mask
+(bidirectional attention: windows are two-sided).
 
   python3 bench/rewrite_ort.py [--seqs 2048 4096 8192] [--work /tmp/masformer-bench]
       [--spans "span=window:512 sink=64 full-layers=0,1" "plan=per-head" ...]
+      [--encoder]
 
 "plan=per-head" is a built-in per-head plan: in every layer but 0 and 1,
 2 of the 12 heads full, 4 with window 1024 + 64 sinks, 6 with window 256 +
@@ -42,15 +45,18 @@ def run(cmd):
     return r.stdout
 
 
-def computed_fraction(span, size, sink, s):
+def computed_fraction(span, size, sink, s, encoder=False):
     """Keys per query the exported form computes for one head, over S."""
     if span == "full":
         return 1.0
-    per = size + sink if span == "block" else 2 * size + sink
+    if span == "block":
+        per = size + sink
+    else:
+        per = (3 if encoder else 2) * size + sink
     return min(1.0, per / s)
 
 
-def model_ratio(report, s, d=768, vocab=50257):
+def model_ratio(report, s, d=768, vocab=50257, encoder=False):
     """FLOPs of the rewritten model over the original's, as onnxruntime
     computes them: every score of the S x S matrix for dense attention (it
     does not skip the causal half), the exported form's pairs for rewritten
@@ -65,7 +71,8 @@ def model_ratio(report, s, d=768, vocab=50257):
         heads = c.get("head_spans") or [dict(span=c["span"],
                                              size=c["span_size"],
                                              sink=c["sink"])]
-        frac = sum(computed_fraction(h["span"], h["size"], h["sink"], s)
+        frac = sum(computed_fraction(h["span"], h["size"], h["sink"], s,
+                                     encoder)
                    for h in heads) / len(heads)
         after += dense + frac * attn_full
     return after / before
@@ -106,14 +113,17 @@ def main():
                          "or plan=per-head (the built-in per-head plan)")
     ap.add_argument("--work", default="/tmp/masformer-bench")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--encoder", action="store_true",
+                    help="the model without its causal mask (bidirectional)")
     a = ap.parse_args()
     opt = os.path.join(ROOT, "build", "bin", "masformer-opt")
     os.makedirs(a.work, exist_ok=True)
-    model = os.path.join(a.work, "gpt2-small.onnx")
+    kind = "encoder" if a.encoder else "gpt2"
+    model = os.path.join(a.work, f"{kind}-small.onnx")
     if not os.path.exists(model):
         run([sys.executable, os.path.join(ROOT, "bench", "make_gpt_model.py"),
              "--layers", "12", "--d-model", "768", "--heads", "12",
-             "--out", model])
+             "--out", model] + (["--encoder"] if a.encoder else []))
     specs = [(f"block {b}", f"span=block:{b} full-layers=0,1")
              for b in a.blocks]
     for spec in a.spans:
@@ -126,7 +136,7 @@ def main():
     variants = {"original": model}
     reports = {}
     for i, (name, spans) in enumerate(specs):
-        out = os.path.join(a.work, f"gpt2-small-variant{i}.onnx")
+        out = os.path.join(a.work, f"{kind}-small-variant{i}.onnx")
         t0 = time.perf_counter()
         run([opt, model, "--input-shape", "input_ids=1x2048",
              f"--masformer-rewrite-spans={spans}", "-o", out])
@@ -134,7 +144,7 @@ def main():
               flush=True)
         variants[name] = out
         for s in a.seqs:
-            rep = os.path.join(a.work, f"report-{i}-{s}.json")
+            rep = os.path.join(a.work, f"report-{kind}-{i}-{s}.json")
             run([opt, model, "--input-shape", "input_ids=1x2048",
                  f"--masformer-rewrite-spans={spans}",
                  f"--masformer-span-report=seq-len={s} json={rep}",
@@ -151,7 +161,8 @@ def main():
             print(f"S={s} {name}: {t:.2f} s", flush=True)
             rep = reports[(name, s)]
             rows.append((s, name, base, t, t / base,
-                         rep["fraction_of_full"], model_ratio(rep, s)))
+                         rep["fraction_of_full"],
+                         model_ratio(rep, s, encoder=a.encoder)))
     print()
     print(f"machine: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, onnxruntime {ort.__version__}, "

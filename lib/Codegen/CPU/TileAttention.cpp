@@ -346,7 +346,28 @@ Value AttentionTiler::packKeys() {
       {dStatic ? *dStatic : ShapedType::kDynamic, tileKV}, kElem);
   Value tileInit = tensor::ExtractSliceOp::create(
       b, loc, tileTy, pack.getRegionIterArgs()[0], offsets, sizes, strides);
-  Value tile =
+  // A full tile: a plain transpose of its [tile-kv, head_dim] slice of K
+  // (loads LLVM can vectorize). The last, partial tile: element by element,
+  // zeros past the keys.
+  Value k0 = ix.mul(pt, ix.c(tileKV));
+  Value full = ix.cmp(arith::CmpIPredicate::sle, ix.add(k0, ix.c(tileKV)), skv);
+  auto ifFull = scf::IfOp::create(b, loc, TypeRange{tileTy}, full, true, true);
+  b.setInsertionPointToStart(ifFull.thenBlock());
+  Value kSlice = slice2D(b, loc, key, {pb, ph}, k0, b.getIndexAttr(tileKV),
+                         b.getIndexAttr(0), d);
+  Value transposed =
+      linalg::GenericOp::create(
+          b, loc, tileTy, ValueRange{kSlice}, ValueRange{tileInit},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {1, 0}),
+                              AffineMap::getMultiDimIdentityMap(2, ctx)},
+          SmallVector<IteratorType>(2, kPar),
+          [&](OpBuilder &nb, Location nl, ValueRange a) {
+            linalg::YieldOp::create(nb, nl, a[0]);
+          })
+          .getResult(0);
+  scf::YieldOp::create(b, loc, transposed);
+  b.setInsertionPointToStart(ifFull.elseBlock());
+  Value partial =
       linalg::GenericOp::create(
           b, loc, tileInit.getType(), ValueRange{}, ValueRange{tileInit},
           ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(2, ctx)},
@@ -367,6 +388,9 @@ Value AttentionTiler::packKeys() {
                 arith::SelectOp::create(nb, nl, in, x, zero).getResult());
           })
           .getResult(0);
+  scf::YieldOp::create(b, loc, partial);
+  b.setInsertionPointAfter(ifFull);
+  Value tile = ifFull.getResult(0);
   b.setInsertionPointToStart(pack.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(
       b, loc, tile, pack.getRegionIterArgs()[0], offsets, sizes, strides);

@@ -7,10 +7,18 @@
 // dialect; partial tiles keep the linalg contractions.
 // CHECK-LABEL: func @block_causal
 // The keys, packed once as [batch, kv_heads, key tile, head_dim, tile-kv]:
-// one parallel iteration per key tile, written in place.
+// one parallel iteration per key tile, written in place; a full tile as a
+// plain transpose of its slice of K, the last (16 of 32 keys) element by
+// element with zeros past the keys.
 // CHECK: %[[PACKED:.+]] = scf.forall ({{.+}}) in (1, 2, 3) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<1x2x3x32x32xf32>)
 // CHECK:   tensor.extract_slice %{{.+}} : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
-// CHECK:   tensor.extract %{{.+}} : tensor<1x2x80x32xf32>
+// CHECK:   scf.if %{{.+}} -> (tensor<32x32xf32>) {
+// CHECK:     %[[KSLICE:.+]] = tensor.extract_slice %{{.+}} [1, 1, 32, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<32x32xf32>
+// CHECK:     linalg.generic {{.+}} ins(%[[KSLICE]] : tensor<32x32xf32>)
+// CHECK-NEXT:  ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
+// CHECK-NEXT:    linalg.yield %[[IN]] : f32
+// CHECK:   } else {
+// CHECK:     tensor.extract %{{.+}} : tensor<1x2x80x32xf32>
 // The attention: (batch, head, query tile).
 // CHECK: scf.forall ({{.+}}) in (1, 2, 5)
 // CHECK:   scf.for
