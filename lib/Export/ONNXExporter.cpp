@@ -22,13 +22,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Export/ONNXExporter.h"
+#include "masformer/Utils/OutputFile.h"
 
 #include "LayerExport.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -230,16 +230,9 @@ LogicalResult mlir::masformer::writeONNXFile(const onnx::ModelProto &model,
     return emitError(UnknownLoc::get(context))
            << "cannot serialize the ONNX model (over 2 GB? use external "
               "data)";
-  std::error_code ec;
-  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return emitError(UnknownLoc::get(context))
-           << "cannot write '" << path << "': " << ec.message();
-  out.os() << bytes;
-  out.os().flush();
-  if (out.os().has_error())
-    return emitError(UnknownLoc::get(context))
-           << "cannot write '" << path << "'";
-  out.keep();
-  return success();
+  return writeOutputAtomically(path, UnknownLoc::get(context),
+                               [&](llvm::raw_ostream &os) {
+                                 os << bytes;
+                                 return success();
+                               });
 }

@@ -32,7 +32,7 @@ ALLOWED = {
                   "Conversion", "Codegen/Common", "Codegen/CPU",
                   "Codegen/GPU"},
     "Import": {"Dialect/MASFormer/IR"},
-    "Export": {"Dialect/MASFormer/IR"},
+    "Export": {"Dialect/MASFormer/IR", "Utils"},
     "Frontend": {"Import", "Dialect/MASFormer/IR",
                  "Dialect/MASFormer/Transforms"},
     "Runtime": set(),

@@ -14,14 +14,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestPasses.h"
 #include "masformer/API/RewriteONNX.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
-#include "masformer/InitAllPasses.h"
 #include "masformer/Export/ONNXExporter.h"
 #include "masformer/Frontend/ONNXFrontend.h"
 #include "masformer/Import/ONNXImporter.h"
+#include "masformer/InitAllPasses.h"
 #include "masformer/Pipelines/Pipelines.h"
-#include "TestPasses.h"
+#include "masformer/Utils/OutputFile.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -35,10 +36,9 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -130,17 +130,14 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
       return 1;
     return 0;
   }
-  std::string err;
-  std::unique_ptr<llvm::ToolOutputFile> out =
-      openOutputFile(outputFilename, &err);
-  if (!out) {
-    emitError(loc) << err;
-    return 1;
-  }
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
-  return 0;
+  auto print = [&](llvm::raw_ostream &os) {
+    module->print(os);
+    os << "\n";
+    return success();
+  };
+  return failed(masformer::writeOutputAtomically(outputFilename, loc, print))
+             ? 1
+             : 0;
 }
 
 int main(int argc, char **argv) {

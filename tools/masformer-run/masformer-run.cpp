@@ -16,12 +16,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 using masformer::runtime::Error;
@@ -170,20 +173,35 @@ void writeNpy(const std::string &path, const char *descr,
   size_t total = 10 + h.size() + 1;
   h.append((64 - total % 64) % 64, ' ');
   h += '\n';
-  std::string tmp = path + ".tmp";
+  // Written whole or not at all: a temporary file beside the target,
+  // renamed over it; removed on any failure. A target that exists and is
+  // not a regular file (a directory, a device) is refused, never replaced.
+  std::error_code ec;
+  auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st) &&
+      !std::filesystem::is_regular_file(st))
+    throw Error("'" + path + "': exists and is not a regular file");
+  std::string tmp = path + ".tmp-XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0)
+    throw Error("'" + path + "': cannot write");
+  close(fd);
+  bool ok;
   {
-    std::ofstream out(tmp, std::ios::binary);
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write("\x93NUMPY\x01\x00", 8);
     char len[2] = {static_cast<char>(h.size() & 0xFF),
                    static_cast<char>(h.size() >> 8)};
     out.write(len, 2);
     out.write(h.data(), h.size());
     out.write(data, bytes);
-    if (!out)
-      throw Error("'" + path + "': cannot write");
+    out.flush();
+    ok = static_cast<bool>(out);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     throw Error("'" + path + "': cannot write");
+  }
 }
 
 float bf16ToF32(uint16_t v) {

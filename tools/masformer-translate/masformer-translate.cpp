@@ -11,6 +11,7 @@
 
 #include "masformer/Import/ONNXImporter.h"
 #include "masformer/Utils/CommandLine.h"
+#include "masformer/Utils/OutputFile.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -20,7 +21,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -71,16 +71,12 @@ int main(int argc, char **argv) {
       masformer::importONNXFile(input, &context, options);
   if (failed(module))
     return 1;
-  // The output is opened only once the import succeeded: a failure leaves
-  // an existing file as it was.
-  std::string err;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &err);
-  if (!out) {
-    emitError(loc) << err;
-    return 1;
-  }
-  (*module)->print(out->os(), OpPrintingFlags());
-  out->os() << "\n";
-  out->keep();
-  return 0;
+  // Written only once the import succeeded, through a temporary file: a
+  // failure or a kill leaves an existing file as it was.
+  auto print = [&](llvm::raw_ostream &os) {
+    (*module)->print(os, OpPrintingFlags());
+    os << "\n";
+    return success();
+  };
+  return failed(masformer::writeOutputAtomically(output, loc, print)) ? 1 : 0;
 }

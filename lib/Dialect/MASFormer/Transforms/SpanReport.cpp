@@ -5,14 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 #include "masformer/Dialect/MASFormer/Analysis/SpanReport.h"
+#include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Utils/OutputFile.h"
 
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/ToolOutputFile.h"
-#include "mlir/Support/FileUtilities.h"
 
 namespace mlir::masformer {
 #define GEN_PASS_DEF_SPANREPORT
@@ -66,21 +66,19 @@ struct SpanReportPass final
     }
     double frac = r->fractionOfFull();
     if (!json.empty()) {
-      std::string err;
-      std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(json, &err);
-      if (!file)
-        return emitError(module.getLoc())
-               << "--masformer-span-report: cannot write '" << json
-               << "': " << err;
       llvm::json::Object doc{{"seq_len", n},
                              {"batch", 1},
                              {"layers", std::move(rows)},
                              {"total_flops", r->totalFlops},
                              {"full_flops", r->fullFlops},
                              {"fraction_of_full", frac}};
-      file->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc)))
-                 << "\n";
-      file->keep();
+      if (failed(writeOutputAtomically(
+              json, module.getLoc(), [&](llvm::raw_ostream &os) {
+                os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc)))
+                   << "\n";
+                return success();
+              })))
+        return failure();
     }
     return success();
   }
