@@ -799,6 +799,14 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::masformer::importONNXModel(
 FailureOr<std::unique_ptr<onnx::ModelProto>>
 mlir::masformer::readONNXModel(StringRef path, MLIRContext *context) {
   Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
+  // Only a regular file (through links): a FIFO would block and a device
+  // such as /dev/zero read until memory runs out.
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && llvm::sys::fs::exists(st) &&
+      !llvm::sys::fs::is_regular_file(st))
+    return emitError(fileLoc)
+               << "cannot read '" << path << "': not a regular file",
+           failure();
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)

@@ -109,6 +109,14 @@ ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
                           << "' resolves to '" << realFile
                           << "', outside the model's directory",
            failure();
+  // Only a regular file: a FIFO would block the read, a device never end.
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && llvm::sys::fs::exists(st) &&
+      !llvm::sys::fs::is_regular_file(st))
+    return emitError(loc) << "initializer '" << tensor.name()
+                          << "': external data '" << location
+                          << "' is not a regular file",
+           failure();
   uint64_t fileSize = 0;
   if (std::error_code ec = llvm::sys::fs::file_size(path, fileSize))
     return emitError(loc) << "initializer '" << tensor.name()

@@ -93,6 +93,12 @@ std::string headerField(const std::string &h, const std::string &key) {
 }
 
 NpyArray readNpy(const std::string &path) {
+  // Only a regular file: a FIFO would block and /dev/zero read without end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error("'" + path + "': " +
+                (std::filesystem::exists(path, ec) ? "is not a regular file"
+                                                   : "cannot open"));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("'" + path + "': cannot open");
