@@ -570,7 +570,7 @@ LogicalResult LayerExporter::emitPerHeadBlocked() {
     std::string qg = gather(q, *qTy), ktg = gather(kt, *ktTy),
                 vg = gather(v, *vTy);
     FailureOr<std::string> out;
-    if (span.isFull()) {
+    if (coversAnySequence(span)) {
       // Every pair of these heads: the layer as it was, on the group.
       FailureOr<std::string> scores =
           applyScoreChain(emit.node("MatMul", {qg, ktg}), ChainLayout::Dense);

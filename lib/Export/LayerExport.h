@@ -145,6 +145,14 @@ struct LayerNodes {
   SmallVector<int> post;
 };
 
+/// Whether `span` covers every sequence an ONNX runtime could run (a block
+/// or window of 2^31 keys or more): such a span removes no pair, and its
+/// blocked form would carry sizes that onnxruntime's shape inference
+/// rejects, so the export keeps the layer (or head group) dense.
+inline bool coversAnySequence(SpanAttr span) {
+  return span.isFull() || span.getSize() >= (int64_t(1) << 31);
+}
+
 class LayerExporter {
 public:
   LayerExporter(AttentionOp op, onnx::GraphProto &graph,

@@ -187,6 +187,13 @@ LogicalResult mlir::masformer::exportSpansToONNX(
   module.walk([&](AttentionOp op) {
     if (!op.hasSparseSpan())
       return;
+    std::optional<ArrayAttr> heads = op.getHeadSpans();
+    if (heads ? llvm::all_of(*heads,
+                             [](Attribute a) {
+                               return coversAnySequence(cast<SpanAttr>(a));
+                             })
+              : coversAnySequence(op.getSpan()))
+      return;
     if (opset < 13) {
       op.emitError() << "ONNX export of spans needs opset >= 13, the model "
                         "has "
