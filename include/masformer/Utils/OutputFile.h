@@ -52,9 +52,11 @@ writeOutputAtomically(llvm::StringRef path, Location loc,
     llvm::raw_fd_ostream os(temp->FD, /*shouldClose=*/false);
     ok = succeeded(write(os));
     os.flush();
-    if (ok && os.has_error()) {
-      emitError(loc) << "cannot write '" << path
-                     << "': " << os.error().message();
+    // Cleared in every case: a stream destroyed with an error set aborts.
+    if (os.has_error()) {
+      if (ok)
+        emitError(loc) << "cannot write '" << path
+                       << "': " << os.error().message();
       os.clear_error();
       ok = false;
     }
