@@ -625,15 +625,11 @@ int64_t largestPositionConstant(Value mask) {
     }
     for (Value operand : op->getOperands())
       work.push_back(operand);
-    // Values a region uses from above (linalg bodies' captured scalars).
+    // The operands of ops inside its regions too: the constants of linalg
+    // bodies and the scalars they capture from above.
     op->walk([&](Operation *inner) {
-      if (inner == op)
-        return;
-      for (Value operand : inner->getOperands())
-        if (!op->isAncestor(operand.getParentBlock()->getParentOp()))
-          work.push_back(operand);
-        else if (matchPattern(operand, m_Constant()))
-          work.push_back(operand);
+      if (inner != op)
+        llvm::append_range(work, inner->getOperands());
     });
   }
   return largest;
