@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The hostile-input checks (issue 9): builds masformer with clang-22,
 # AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/, runs the
-# whole lit suite there, then fuzzes the ONNX importer and the option parsers
-# with libFuzzer, seeded with every committed .onnx file. Any sanitizer
+# whole lit suite there, then fuzzes the ONNX importer (bytes, and models
+# mutated as models) and the option parsers with libFuzzer, seeded with every
+# committed .onnx file. Any sanitizer
 # report or fuzzer crash fails.
 #
 # By default the fuzz run is deterministic (fixed seed and number of runs,
@@ -47,20 +48,31 @@ PY
 # A fresh corpus of the seeds each time: the run is the same on every machine.
 corpus="$build/fuzz-corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus/onnx" "$corpus/options"
+mkdir -p "$corpus/onnx" "$corpus/options" "$corpus/model"
 cp "$root"/test/fixtures/*.onnx "$root"/test/Import/Inputs/*.onnx \
    "$root"/test/Export/Inputs/*.onnx "$corpus/onnx/"
+cp "$corpus"/onnx/*.onnx "$root"/test/fuzz/model-crashers/*.onnx \
+   "$corpus/model/"
 cp "$root"/test/fuzz/options-seeds/* "$corpus/options/"
 cd "$build"
 if [ -n "${FUZZ_SECONDS:-}" ]; then
   import_budget=(-max_total_time="$FUZZ_SECONDS")
   options_budget=(-max_total_time=15)
+  model_budget=(-max_total_time="$FUZZ_SECONDS")
 else
   import_budget=(-seed=1 -runs=15000)
   options_budget=(-seed=1 -runs=6000)
+  model_budget=(-seed=1 -runs=12000)
 fi
+# Every crasher the model fuzzer found, replayed under the sanitizers.
+"$build/bin/masformer-fuzz-onnx-model" "$root"/test/fuzz/model-crashers/*.onnx \
+  -detect_leaks=0
 "$build/bin/masformer-fuzz-onnx-import" "$corpus/onnx" "${import_budget[@]}" \
   -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks=0
 "$build/bin/masformer-fuzz-options" "$corpus/options" "${options_budget[@]}" \
   -timeout=10 -print_final_stats=1 -detect_leaks=0
+# Structure-aware: models mutated as models (tools/fuzz/onnx-model), through
+# the import, raise, rewrite, span report and export.
+"$build/bin/masformer-fuzz-onnx-model" "$corpus/model" "${model_budget[@]}" \
+  -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 -detect_leaks=0
 echo "sanitizers and fuzzing: OK"

@@ -550,6 +550,13 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
   if (im.attrFloat("softcap", 0.0f) != 0.0f)
     return im.error() << "softcap is not supported";
   RankedTensorType qt = im.inputType(0), kt = im.inputType(1);
+  if (qt.getRank() != 3 && qt.getRank() != 4)
+    return im.error() << "Q must have rank 3 or 4, got " << qt;
+  // Shapes are read by position below: every operand first gets its rank.
+  for (unsigned i = 1; i < 3; ++i)
+    if (im.inputType(i).getRank() != qt.getRank())
+      return im.error() << (i == 1 ? "K" : "V") << " must have the rank of Q ("
+                        << qt.getRank() << "), got " << im.inputType(i);
   OpBuilder &b = im.builder;
   Location loc = im.loc;
   Value q = im.input(0), k = im.input(1), v = im.input(2);
@@ -557,11 +564,18 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
   if (threeD) {
     std::optional<int64_t> qh = im.attrInt("q_num_heads"),
                            kh = im.attrInt("kv_num_heads");
-    if (!qh || !kh || *qh <= 0 || *kh <= 0 || qt.isDynamicDim(2) ||
-        kt.isDynamicDim(2) || qt.getDimSize(2) % *qh ||
-        kt.getDimSize(2) % *kh)
-      return im.error() << "3-D inputs need q_num_heads and kv_num_heads "
-                           "that divide the hidden sizes";
+    RankedTensorType vt = im.inputType(2);
+    if (!qh || !kh)
+      return im.error() << "3-D inputs need the q_num_heads and "
+                           "kv_num_heads attributes";
+    if (*qh <= 0 || *kh <= 0 || qt.isDynamicDim(2) || kt.isDynamicDim(2) ||
+        vt.isDynamicDim(2) || qt.getDimSize(2) % *qh ||
+        kt.getDimSize(2) % *kh || vt.getDimSize(2) % *kh)
+      return im.error() << "q_num_heads (" << *qh << ") and kv_num_heads ("
+                        << *kh
+                        << ") must be positive and divide the static "
+                           "hidden sizes of Q, K and V (the last dimension: "
+                        << qt << ", " << kt << ", " << vt << ")";
     q = splitHeads(im, q, im.inputDims(0), *qh);
     k = splitHeads(im, k, im.inputDims(1), *kh);
     v = splitHeads(im, v, im.inputDims(2), *kh);
@@ -604,8 +618,23 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
       im.attrFloat("scale") ? b.getF32FloatAttr(*im.attrFloat("scale"))
                             : FloatAttr(),
       IntegerAttr(), ArrayAttr());
-  if (failed(mlir::verify(op)))
-    return failure();
+  // The op's verifier checks how Q, K, V and the mask agree (batch, heads,
+  // sizes); its message is re-emitted under the node's name.
+  std::string problem;
+  LogicalResult verified = success();
+  {
+    ScopedDiagnosticHandler capture(im.getContext(), [&](Diagnostic &d) {
+      if (problem.empty())
+        problem = d.str();
+      return success();
+    });
+    verified = mlir::verify(op);
+  }
+  if (failed(verified)) {
+    op->erase();
+    return im.error() << "Q, K, V and the mask do not form an attention: "
+                      << problem;
+  }
   Value y = op.getResult();
   SmallVector<AffineExpr> qDims = im.inputDims(0);
   if (threeD) {

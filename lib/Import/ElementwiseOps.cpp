@@ -59,7 +59,7 @@ Value mlir::masformer::buildFilled(OpBuilder &b, Location loc,
   Type et = type.getElementType();
   TypedAttr attr = isa<FloatType>(et)
                        ? TypedAttr(b.getFloatAttr(et, value))
-                       : TypedAttr(b.getIntegerAttr(et, (int64_t)value));
+                       : TypedAttr(b.getIntegerAttr(et, saturatingInt(value)));
   Value cst = arith::ConstantOp::create(b, loc, attr);
   Value empty = tensor::EmptyOp::create(b, loc, type, dynSizes);
   return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
@@ -611,7 +611,7 @@ LogicalResult importCast(ONNXImporterImpl &im) {
     out.resize(h->numElements());
     for (int64_t i = 0, e = h->numElements(); i < e; ++i) {
       if (h->isFloat() && !out.isFloat())
-        out.setInt(i, static_cast<int64_t>(h->floats[i]));
+        out.setInt(i, saturatingInt(h->floats[i]));
       else if (h->isFloat())
         out.set(i, h->floats[i]);
       else
@@ -646,7 +646,8 @@ LogicalResult importClip(ONNXImporterImpl &im) {
     if (!im.hasInput(i))
       continue;
     FailureOr<const HostTensor *> b =
-        im.requireHostInput(i, i == 1 ? "min" : "max");
+        im.requireHostInput(i, i == 1 ? "min" : "max",
+                            /*allowSymbolic=*/false, /*integer=*/false);
     if (failed(b))
       return failure();
     if ((*b)->numElements() != 1)
@@ -679,7 +680,8 @@ LogicalResult importClip(ONNXImporterImpl &im) {
                 continue;
               TypedAttr attr =
                   isFloat ? TypedAttr(b.getFloatAttr(et, *bound[k]))
-                          : TypedAttr(b.getIntegerAttr(et, (int64_t)*bound[k]));
+                          : TypedAttr(
+                                b.getIntegerAttr(et, saturatingInt(*bound[k])));
               Value c = arith::ConstantOp::create(b, loc, attr);
               if (isFloat)
                 x = k == 0 ? arith::MaximumFOp::create(b, loc, x, c).getResult()

@@ -61,7 +61,7 @@ void HostTensor::set(int64_t i, double v) {
   else if (elemType.isInteger(1))
     ints[i] = v != 0.0;
   else
-    ints[i] = static_cast<int64_t>(v);
+    ints[i] = saturatingInt(v);
 }
 
 void HostTensor::setInt(int64_t i, int64_t v) {

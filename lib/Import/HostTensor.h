@@ -15,10 +15,24 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
 namespace mlir::masformer {
+
+/// `v` as an int64 without undefined behaviour: truncated toward zero,
+/// saturated at the int64 range, NaN as 0 (a float fed where ONNX expects an
+/// integer must not trap the import).
+inline int64_t saturatingInt(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (v <= -9223372036854775808.0)
+    return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
 
 struct HostTensor {
   SmallVector<int64_t> shape;
@@ -45,7 +59,7 @@ struct HostTensor {
   bool isFloat() const { return isa<FloatType>(elemType); }
   int64_t numElements() const;
   int64_t getInt(int64_t i) const {
-    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+    return isFloat() ? saturatingInt(floats[i]) : ints[i];
   }
   double getDouble(int64_t i) const {
     return isFloat() ? floats[i] : static_cast<double>(ints[i]);

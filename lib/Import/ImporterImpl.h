@@ -73,8 +73,16 @@ public:
   /// emits an error naming the input otherwise.
   /// `allowSymbolic`: the caller handles elements computed from dynamic
   /// dimensions (HostTensor::syms); otherwise those are an error too.
+  /// `integer`: the op takes only integers there (a shape, axes, indices),
+  /// so a float tensor is an error naming the input.
   FailureOr<const HostTensor *> requireHostInput(unsigned i, StringRef what,
-                                                 bool allowSymbolic = false);
+                                                 bool allowSymbolic = false,
+                                                 bool integer = true);
+  /// requireHostInput for an input that must hold exactly one value (a
+  /// scalar or a one-element tensor, as Range's bounds and Trilu's k).
+  FailureOr<const HostTensor *> requireHostScalar(unsigned i, StringRef what,
+                                                  bool allowSymbolic = false,
+                                                  bool integer = true);
 
   /// Sets output i to `v`, whose dimensions are `dims` (derived from `v`'s
   /// type when empty: static sizes, and a fresh symbol bound to tensor.dim
@@ -174,7 +182,12 @@ private:
   };
   FailureOr<ExternalRef> resolveExternal(const onnx::TensorProto &tensor);
   LogicalResult readExternal(const ExternalRef &ref, char *dest);
-  FailureOr<std::string> readRawBytes(const onnx::TensorProto &tensor);
+  /// Counts `bytes` more of tensor data the import holds in memory; fails,
+  /// naming `tensor`, once the total would pass the machine's physical
+  /// memory (docs/SECURITY.md), so that a model declaring more weights than
+  /// the machine has fails before it allocates them.
+  LogicalResult reserveMemory(StringRef tensor, int64_t bytes);
+  uint64_t heldBytes = 0;
   LogicalResult addInitializer(const onnx::TensorProto &tensor,
                                StringRef name);
   LogicalResult addGraphInput(const onnx::ValueInfoProto &info,
@@ -287,6 +300,9 @@ Value buildReshapeDims(ONNXImporterImpl &im, Value input,
 
 /// Bytes per element of raw_data for a supported ONNX element type.
 int64_t rawElementSize(int32_t onnxType);
+
+/// The machine's physical memory: the cap on tensor data one import holds.
+uint64_t physicalMemoryBytes();
 
 /// Converts a scalar between element types as ONNX Cast does.
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);

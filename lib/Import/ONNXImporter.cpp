@@ -366,8 +366,12 @@ bool ONNXImporterImpl::allInputsOnHost() {
 
 FailureOr<const HostTensor *>
 ONNXImporterImpl::requireHostInput(unsigned i, StringRef what,
-                                   bool allowSymbolic) {
+                                   bool allowSymbolic, bool integer) {
   const HostTensor *t = hostInput(i);
+  if (t && integer && t->isFloat())
+    return error() << what << " (input " << i << ", '" << node->input(i)
+                   << "') must be an integer tensor, not " << t->elemType,
+           failure();
   if (t && (allowSymbolic || !t->isSymbolic()))
     return t;
   return error() << what << " (input " << i << ", '"
@@ -378,6 +382,20 @@ ONNXImporterImpl::requireHostInput(unsigned i, StringRef what,
                          "with --input-shape)"
                        : ""),
          failure();
+}
+
+FailureOr<const HostTensor *>
+ONNXImporterImpl::requireHostScalar(unsigned i, StringRef what,
+                                    bool allowSymbolic, bool integer) {
+  FailureOr<const HostTensor *> t =
+      requireHostInput(i, what, allowSymbolic, integer);
+  if (failed(t))
+    return failure();
+  if ((*t)->numElements() != 1)
+    return error() << what << " (input " << i << ", '" << node->input(i)
+                   << "') must hold one value, got " << (*t)->getType(),
+           failure();
+  return t;
 }
 
 Value ONNXImporterImpl::input(unsigned i) {
@@ -429,6 +447,8 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
                          << ref->length << " bytes, expected " << expected;
           return {};
         }
+        if (failed(reserveMemory(name, expected)))
+          return {};
         blob = HeapAsmResourceBlob::allocate(expected, alignof(uint64_t),
                                              /*dataIsMutable=*/true);
         if (failed(readExternal(*ref, blob.getMutableData().data()))) {
@@ -444,6 +464,8 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
                          << bytes.size() << " bytes, expected " << expected;
           return {};
         }
+        if (failed(reserveMemory(name, expected)))
+          return {};
         blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
             ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
       }

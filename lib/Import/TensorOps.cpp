@@ -228,11 +228,12 @@ LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
 
 LogicalResult importRange(ONNXImporterImpl &im) {
   for (unsigned i = 0; i < 3; ++i)
-    if (failed(im.requireHostInput(i,
-                                   i == 0   ? "start"
-                                   : i == 1 ? "limit"
-                                            : "delta",
-                                   /*allowSymbolic=*/i < 2)))
+    if (failed(im.requireHostScalar(i,
+                                    i == 0   ? "start"
+                                    : i == 1 ? "limit"
+                                             : "delta",
+                                    /*allowSymbolic=*/i < 2,
+                                    /*integer=*/false)))
       return failure();
   const HostTensor &start = *im.hostInput(0), &limit = *im.hostInput(1),
                    &delta = *im.hostInput(2);
@@ -294,7 +295,12 @@ LogicalResult importRange(ONNXImporterImpl &im) {
     if (out.isFloat())
       out.set(i, s + i * d);
     else
-      out.setInt(i, start.getInt(0) + i * delta.getInt(0));
+      // Wrapping, as numpy's int64: the count was computed in double and
+      // may pass the limit by one step.
+      out.setInt(
+          i, static_cast<int64_t>(static_cast<uint64_t>(start.getInt(0)) +
+                                  static_cast<uint64_t>(i) *
+                                      static_cast<uint64_t>(delta.getInt(0))));
   }
   im.setHostOutput(0, std::move(out));
   return success();
@@ -527,7 +533,7 @@ LogicalResult importTrilu(ONNXImporterImpl &im) {
   bool upper = im.attrInt("upper", 1);
   int64_t k = 0;
   if (im.hasInput(1)) {
-    FailureOr<const HostTensor *> kt = im.requireHostInput(1, "k");
+    FailureOr<const HostTensor *> kt = im.requireHostScalar(1, "k");
     if (failed(kt))
       return failure();
     k = (*kt)->getInt(0);

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::masformer;
@@ -140,20 +141,29 @@ ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
   return ExternalRef{path.str().str(), offset, length};
 }
 
-FailureOr<std::string>
-ONNXImporterImpl::readRawBytes(const onnx::TensorProto &tensor) {
-  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
-    return tensor.raw_data();
-  FailureOr<ExternalRef> ref = resolveExternal(tensor);
-  if (failed(ref))
-    return failure();
-  std::string data(ref->length, '\0');
-  if (failed(readExternal(*ref, data.data())))
-    return emitError(loc) << "initializer '" << tensor.name()
-                          << "': cannot read external data '" << ref->path
-                          << "'",
-           failure();
-  return data;
+uint64_t mlir::masformer::physicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return uint64_t(1) << 40;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+}
+
+LogicalResult ONNXImporterImpl::reserveMemory(StringRef tensor, int64_t bytes) {
+  uint64_t cap = physicalMemoryBytes();
+  if (bytes >= 0 && static_cast<uint64_t>(bytes) <= cap - heldBytes &&
+      heldBytes <= cap) {
+    heldBytes += static_cast<uint64_t>(bytes);
+    return success();
+  }
+  InFlightDiagnostic diag = emitError(loc);
+  diag << "tensor '" << tensor << "' needs " << bytes << " bytes";
+  if (heldBytes)
+    diag << "; with the " << heldBytes
+         << " bytes of tensor data read before it, that is";
+  else
+    diag << ",";
+  diag << " more than this machine's physical memory (" << cap << " bytes)";
+  return diag;
 }
 
 LogicalResult ONNXImporterImpl::readExternal(const ExternalRef &ref,
@@ -189,21 +199,65 @@ ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
                           << "' has too many elements",
            failure();
   int64_t n = t.numElements();
-  t.resize(n);
   int32_t dt = tensor.data_type();
-  bool raw = tensor.has_raw_data() ||
-             tensor.data_location() == onnx::TensorProto::EXTERNAL;
+  bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
+  bool raw = tensor.has_raw_data() || external;
+  // What the tensor holds is checked against its shape before anything is
+  // allocated: a few bytes of model may declare 2^40 elements.
+  std::optional<ExternalRef> ref;
+  int64_t present;
   if (raw) {
-    FailureOr<std::string> bytes = readRawBytes(tensor);
-    if (failed(bytes))
-      return failure();
+    if (external) {
+      FailureOr<ExternalRef> r = resolveExternal(tensor);
+      if (failed(r))
+        return failure();
+      ref = *r;
+      present = ref->length;
+    } else {
+      present = static_cast<int64_t>(tensor.raw_data().size());
+    }
     int64_t size = rawElementSize(dt);
-    if (static_cast<int64_t>(bytes->size()) != n * size)
+    if (present != n * size)
       return emitError(loc) << "tensor '" << tensor.name() << "' holds "
-                            << bytes->size() << " bytes, expected "
-                            << n * size,
+                            << present << " bytes, expected " << n * size,
              failure();
-    const char *p = bytes->data();
+  } else {
+    switch (dt) {
+    case onnx::TensorProto::FLOAT:
+      present = tensor.float_data_size();
+      break;
+    case onnx::TensorProto::DOUBLE:
+      present = tensor.double_data_size();
+      break;
+    case onnx::TensorProto::INT64:
+      present = tensor.int64_data_size();
+      break;
+    default:
+      present = tensor.int32_data_size();
+      break;
+    }
+    if (present != n)
+      return emitError(loc) << "tensor '" << tensor.name() << "' holds "
+                            << present << " values, expected " << n,
+             failure();
+  }
+  // Host tensors hold 8 bytes per element, external bytes are read first.
+  if (failed(reserveMemory(tensor.name(),
+                           n * 8 + (ref ? ref->length : int64_t(0)))))
+    return failure();
+  t.resize(n);
+  if (raw) {
+    std::string externalBytes;
+    if (ref) {
+      externalBytes.resize(ref->length);
+      if (failed(readExternal(*ref, externalBytes.data())))
+        return emitError(loc)
+                   << "initializer '" << tensor.name()
+                   << "': cannot read external data '" << ref->path << "'",
+               failure();
+    }
+    int64_t size = rawElementSize(dt);
+    const char *p = ref ? externalBytes.data() : tensor.raw_data().data();
     for (int64_t i = 0; i < n; ++i, p += size) {
       switch (dt) {
       case onnx::TensorProto::FLOAT: {
@@ -250,34 +304,21 @@ ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
     }
     return t;
   }
-  auto mismatch = [&](int64_t got) {
-    return emitError(loc) << "tensor '" << tensor.name() << "' holds " << got
-                          << " values, expected " << n,
-           failure();
-  };
   switch (dt) {
   case onnx::TensorProto::FLOAT:
-    if (tensor.float_data_size() != n)
-      return mismatch(tensor.float_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.floats[i] = tensor.float_data(i);
     break;
   case onnx::TensorProto::DOUBLE:
-    if (tensor.double_data_size() != n)
-      return mismatch(tensor.double_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.floats[i] = tensor.double_data(i);
     break;
   case onnx::TensorProto::INT64:
-    if (tensor.int64_data_size() != n)
-      return mismatch(tensor.int64_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.ints[i] = tensor.int64_data(i);
     break;
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16: {
-    if (tensor.int32_data_size() != n)
-      return mismatch(tensor.int32_data_size());
     const llvm::fltSemantics &sem = dt == onnx::TensorProto::FLOAT16
                                         ? APFloat::IEEEhalf()
                                         : APFloat::BFloat();
@@ -288,8 +329,6 @@ ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
     break;
   }
   default:
-    if (tensor.int32_data_size() != n)
-      return mismatch(tensor.int32_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.setInt(i, tensor.int32_data(i));
     break;

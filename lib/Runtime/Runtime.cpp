@@ -25,8 +25,13 @@
 #include "masformer/Runtime/ABI.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -36,12 +41,111 @@
 
 namespace {
 
-
 thread_local std::string lastError;
 
 int fail(std::string message) {
   lastError = std::move(message);
   return 1;
+}
+
+/// An open file descriptor, closed on every path.
+struct FileHandle {
+  int fd;
+  explicit FileHandle(int fd) : fd(fd) {}
+  ~FileHandle() {
+    if (fd >= 0)
+      close(fd);
+  }
+};
+
+/// Reads exactly `size` bytes at `offset`; false if the file is shorter.
+bool readAt(int fd, uint64_t offset, void *out, size_t size) {
+  auto *bytes = static_cast<char *>(out);
+  while (size) {
+    ssize_t n = pread(fd, bytes, size, static_cast<off_t>(offset));
+    if (n <= 0)
+      return false;
+    bytes += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Whether [offset, offset + size) lies inside a file of `fileSize` bytes.
+bool inside(uint64_t offset, uint64_t size, uint64_t fileSize) {
+  return offset <= fileSize && size <= fileSize - offset;
+}
+
+/// Checks, before dlopen maps anything, that `path` is a complete x86-64
+/// shared library exporting masformer_abi_version: every segment the loader
+/// maps and every table read below lie inside the file. dlopen of a
+/// truncated library maps pages past its end, and the first touch of one
+/// kills the process with SIGBUS; a library that is not masformer's would
+/// run its constructors before dlsym could tell. Returns an empty string or
+/// what is wrong.
+std::string checkLibraryFile(const char *path) {
+  FileHandle file(open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (file.fd < 0 || fstat(file.fd, &st) != 0)
+    return std::string("cannot be opened: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode))
+    return "is not a regular file";
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  Elf64_Ehdr eh;
+  if (!readAt(file.fd, 0, &eh, sizeof(eh)) ||
+      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return "is not a shared library (no ELF header)";
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64 ||
+      eh.e_type != ET_DYN)
+    return "is not a 64-bit x86 shared library";
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) ||
+      !inside(eh.e_phoff, uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr), size))
+    return "is truncated or corrupt (program headers past its end)";
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    if (!readAt(file.fd, eh.e_phoff + i * sizeof(ph), &ph, sizeof(ph)))
+      return "is truncated (program headers)";
+    if (ph.p_type != PT_NULL && !inside(ph.p_offset, ph.p_filesz, size))
+      return "is truncated: a segment of " + std::to_string(ph.p_filesz) +
+             " bytes at offset " + std::to_string(ph.p_offset) +
+             " ends past the file's " + std::to_string(size) + " bytes";
+  }
+  // The dynamic symbol table must name masformer's interface.
+  if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+      !inside(eh.e_shoff, uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr), size))
+    return "is truncated or corrupt (section headers past its end)";
+  static constexpr char kSymbol[] = MF_ABI_SYM_VERSION;
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    if (!readAt(file.fd, eh.e_shoff + i * sizeof(sh), &sh, sizeof(sh)))
+      return "is truncated (section headers)";
+    if (sh.sh_type != SHT_DYNSYM)
+      continue;
+    Elf64_Shdr strtab;
+    if (sh.sh_entsize != sizeof(Elf64_Sym) || sh.sh_link >= eh.e_shnum ||
+        !readAt(file.fd, eh.e_shoff + sh.sh_link * sizeof(strtab), &strtab,
+                sizeof(strtab)) ||
+        !inside(sh.sh_offset, sh.sh_size, size) ||
+        !inside(strtab.sh_offset, strtab.sh_size, size))
+      return "is truncated or corrupt (dynamic symbols)";
+    for (uint64_t s = 0; s + sizeof(Elf64_Sym) <= sh.sh_size;
+         s += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      char name[sizeof(kSymbol)];
+      if (!readAt(file.fd, sh.sh_offset + s, &sym, sizeof(sym)))
+        return "is truncated (dynamic symbols)";
+      if (sym.st_shndx == SHN_UNDEF ||
+          !inside(sym.st_name, sizeof(name), strtab.sh_size) ||
+          !readAt(file.fd, strtab.sh_offset + sym.st_name, name, sizeof(name)))
+        continue;
+      if (std::memcmp(name, kSymbol, sizeof(name)) == 0)
+        return "";
+    }
+  }
+  return "is not a model compiled by masformer-compile (it does not "
+         "export " MF_ABI_SYM_VERSION ")";
 }
 
 constexpr auto &kDtypes = mf_abi_dtypes;
@@ -253,6 +357,10 @@ mf_model *mf_model_load(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) {
     fail(std::string("'") + path + "': no such file");
+    return nullptr;
+  }
+  if (std::string problem = checkLibraryFile(path); !problem.empty()) {
+    fail(std::string("'") + path + "' " + problem);
     return nullptr;
   }
   // dlopen searches the library path for names without a slash.

@@ -10,6 +10,15 @@
   ext-decimal.onnx    external data at offset "0200" (decimal 200, as ONNX
                       reads it; octal would be 128, where other bytes lie)
   ext-hex.onnx        external data at offset "0x10" (not a number)
+  nodata-huge.onnx    a float initializer of 2^39 elements with no data
+  nodata-int.onnx     an int64 initializer of 2^35 elements with no data
+  nodata-const.onnx   a Constant node's float tensor of 2^39 elements, no
+                      data
+  attn-*.onnx         opset-23 Attention nodes whose K or V does not fit Q:
+                      a scalar K, a rank-1 K, a 4-D K of another batch,
+                      3 heads for a hidden size of 8
+  ext-sparse.onnx     a float initializer of 2^38 elements (1 TiB) whose
+                      external data is a sparse file of that size
 
   make_unusual.py OUT_DIR
 """
@@ -90,6 +99,53 @@ def main():
         m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)],
                          ir_version=8)
         onnx.save(m, os.path.join(out, name + ".onnx"))
+
+    # Sizes declared with nothing behind them: refused before allocation.
+    def no_data(name, dtype, n):
+        return onnx.TensorProto(name=name, data_type=dtype, dims=[n])
+    x = h.make_tensor_value_info("x", T.FLOAT, [1])
+    save(out, "nodata-huge", [h.make_node("Add", ["x", "w"], ["y"])], [x],
+         [h.make_tensor_value_info("y", T.FLOAT, [2 ** 39])],
+         [no_data("w", T.FLOAT, 2 ** 39)], check=False)
+    save(out, "nodata-int",
+         [h.make_node("Add", ["i", "w"], ["y"])],
+         [h.make_tensor_value_info("i", T.INT64, [1])],
+         [h.make_tensor_value_info("y", T.INT64, [2 ** 35])],
+         [no_data("w", T.INT64, 2 ** 35)], check=False)
+    save(out, "nodata-const",
+         [h.make_node("Constant", [], ["w"], name="const",
+                      value=no_data("v", T.FLOAT, 2 ** 39)),
+          h.make_node("Add", ["x", "w"], ["y"])], [x],
+         [h.make_tensor_value_info("y", T.FLOAT, [2 ** 39])], check=False)
+    # A sparse file: a terabyte that takes no disk, and must not be read.
+    with open(os.path.join(out, "sparse.data"), "wb") as f:
+        f.truncate(2 ** 40)
+    t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2 ** 38])
+    t.data_location = onnx.TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", "sparse.data"
+    save(out, "ext-sparse", [h.make_node("Add", ["x", "w"], ["y"])], [x],
+         [h.make_tensor_value_info("y", T.FLOAT, [2 ** 38])], [t],
+         check=False)
+
+    # Attention-23 operands that do not fit Q: errors, never shapes read
+    # past an operand's rank.
+    def attention(name, qshape, kshape, heads):
+        ins = [h.make_tensor_value_info("q", T.FLOAT, qshape),
+               h.make_tensor_value_info("k", T.FLOAT, kshape),
+               h.make_tensor_value_info("v", T.FLOAT, qshape)]
+        attrs = dict(q_num_heads=heads, kv_num_heads=heads) if heads else {}
+        g = h.make_graph(
+            [h.make_node("Attention", ["q", "k", "v"], ["y"], name="attn",
+                         **attrs)], name, ins,
+            [h.make_tensor_value_info("y", T.FLOAT, None)])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 23)],
+                         ir_version=10)
+        onnx.save(m, os.path.join(out, name + ".onnx"))
+    attention("attn-scalar-k", [1, 4, 8], [], 2)
+    attention("attn-rank1-k", [1, 4, 8], [8], 2)
+    attention("attn-batch", [1, 2, 4, 8], [2, 2, 4, 8], 0)
+    attention("attn-heads", [1, 4, 8], [1, 4, 8], 3)
 
 
 if __name__ == "__main__":
