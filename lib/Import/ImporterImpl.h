@@ -25,6 +25,15 @@
 
 namespace mlir::masformer {
 
+/// The cap on tensor data one import holds: the least of the machine's
+/// physical memory, what the address-space limit (ulimit -v) leaves and
+/// what the memory cgroup's limit leaves, and which of them it is.
+struct MemoryBudget {
+  uint64_t bytes;
+  const char *what;
+};
+MemoryBudget memoryBudget();
+
 class ONNXImporterImpl;
 using NodeHandler = LogicalResult (*)(ONNXImporterImpl &);
 
@@ -183,11 +192,12 @@ private:
   FailureOr<ExternalRef> resolveExternal(const onnx::TensorProto &tensor);
   LogicalResult readExternal(const ExternalRef &ref, char *dest);
   /// Counts `bytes` more of tensor data the import holds in memory; fails,
-  /// naming `tensor`, once the total would pass the machine's physical
-  /// memory (docs/SECURITY.md), so that a model declaring more weights than
-  /// the machine has fails before it allocates them.
+  /// naming `tensor`, once the total would pass memoryBudget()
+  /// (docs/SECURITY.md), so that a model declaring more weights than the
+  /// process may hold fails before it allocates them.
   LogicalResult reserveMemory(StringRef tensor, int64_t bytes);
   uint64_t heldBytes = 0;
+  std::optional<MemoryBudget> budget;
   LogicalResult addInitializer(const onnx::TensorProto &tensor,
                                StringRef name);
   LogicalResult addGraphInput(const onnx::ValueInfoProto &info,
@@ -300,9 +310,6 @@ Value buildReshapeDims(ONNXImporterImpl &im, Value input,
 
 /// Bytes per element of raw_data for a supported ONNX element type.
 int64_t rawElementSize(int32_t onnxType);
-
-/// The machine's physical memory: the cap on tensor data one import holds.
-uint64_t physicalMemoryBytes();
 
 /// Converts a scalar between element types as ONNX Cast does.
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);

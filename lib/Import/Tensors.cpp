@@ -14,6 +14,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace mlir;
@@ -141,17 +143,71 @@ ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
   return ExternalRef{path.str().str(), offset, length};
 }
 
-uint64_t mlir::masformer::physicalMemoryBytes() {
+/// Reads the first integer of a file ("max" and unreadable files: none).
+static std::optional<uint64_t> readNumber(const std::string &path) {
+  std::FILE *f = std::fopen(path.c_str(), "r");
+  if (!f)
+    return std::nullopt;
+  unsigned long long v;
+  bool ok = std::fscanf(f, "%llu", &v) == 1;
+  std::fclose(f);
+  return ok ? std::optional<uint64_t>(v) : std::nullopt;
+}
+
+MemoryBudget mlir::masformer::memoryBudget() {
+  MemoryBudget budget{uint64_t(1) << 40, "this machine's physical memory"};
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || pageSize <= 0)
-    return uint64_t(1) << 40;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+  if (pages > 0 && pageSize > 0)
+    budget.bytes = static_cast<uint64_t>(pages) * pageSize;
+  auto lower = [&](uint64_t limit, uint64_t used, const char *what) {
+    uint64_t left = limit > used ? limit - used : 0;
+    if (left < budget.bytes)
+      budget = {left, what};
+  };
+  // The address-space limit (ulimit -v), less what is mapped already.
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    std::optional<uint64_t> mappedPages = readNumber("/proc/self/statm");
+    lower(rl.rlim_cur,
+          mappedPages && pageSize > 0 ? *mappedPages * pageSize : 0,
+          "the memory left under this process's address-space limit");
+  }
+  // The memory cgroup's limit (v2, then v1), less what it uses.
+  std::FILE *f = std::fopen("/proc/self/cgroup", "r");
+  if (f) {
+    char line[4096];
+    while (std::fgets(line, sizeof(line), f)) {
+      StringRef entry = StringRef(line).rtrim("\n");
+      bool v2 = entry.starts_with("0::");
+      size_t memory = entry.find(":memory:");
+      if (!v2 && memory == StringRef::npos)
+        continue;
+      std::string rel =
+          entry.substr(v2 ? 3 : memory + strlen(":memory:")).str();
+      std::string root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+      const char *limitFile = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+      const char *usageFile = v2 ? "/memory.current" : "/memory.usage_in_bytes";
+      // Inside a container the cgroup's own folder is often the root.
+      for (const std::string &dir : {root + rel, root}) {
+        std::optional<uint64_t> limit = readNumber(dir + limitFile);
+        if (!limit)
+          continue;
+        lower(*limit, readNumber(dir + usageFile).value_or(0),
+              "the memory left under this process's cgroup limit");
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  return budget;
 }
 
 LogicalResult ONNXImporterImpl::reserveMemory(StringRef tensor, int64_t bytes) {
-  uint64_t cap = physicalMemoryBytes();
-  if (bytes >= 0 && static_cast<uint64_t>(bytes) <= cap - heldBytes &&
-      heldBytes <= cap) {
+  if (!budget)
+    budget = memoryBudget();
+  uint64_t cap = budget->bytes;
+  if (bytes >= 0 && heldBytes <= cap &&
+      static_cast<uint64_t>(bytes) <= cap - heldBytes) {
     heldBytes += static_cast<uint64_t>(bytes);
     return success();
   }
@@ -162,7 +218,7 @@ LogicalResult ONNXImporterImpl::reserveMemory(StringRef tensor, int64_t bytes) {
          << " bytes of tensor data read before it, that is";
   else
     diag << ",";
-  diag << " more than this machine's physical memory (" << cap << " bytes)";
+  diag << " more than " << budget->what << " (" << cap << " bytes)";
   return diag;
 }
 

@@ -11,6 +11,8 @@
 #include "masformer/API/Facade.h"
 #include "masformer/Runtime/Runtime.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
@@ -19,6 +21,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <stdexcept>
 
 namespace nb = nanobind;
@@ -259,6 +263,24 @@ NB_MODULE(_masformer, m) {
   m.doc() = "masformer compiler bindings (use the masformer package)";
   static nb::exception<std::runtime_error> error(m, "Error",
                                                  PyExc_RuntimeError);
+  // LLVM reports a failed allocation by aborting the process unless a
+  // handler takes over: here it becomes std::bad_alloc, which unwinds to
+  // the binding (the compiler's state of that call is dropped with it)
+  // instead of killing the interpreter.
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *reason, bool) { throw std::bad_alloc(); });
+  // Running out of memory is one more way a model fails: masformer.Error,
+  // as every other failure, not Python's MemoryError.
+  nb::register_exception_translator(
+      [](const std::exception_ptr &p, void *payload) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const std::bad_alloc &e) {
+          PyErr_Format(static_cast<PyObject *>(payload), "out of memory (%s)",
+                       e.what());
+        }
+      },
+      error.ptr());
   m.def(
       "rewrite",
       [](const std::string &src, const std::string &dst,

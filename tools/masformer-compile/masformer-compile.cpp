@@ -29,6 +29,7 @@ namespace cl = llvm::cl;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::masformer::exitCleanlyOnOutOfMemory("masformer-compile");
   cl::OptionCategory category("masformer-compile options");
   cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
                              cl::Required, cl::cat(category));

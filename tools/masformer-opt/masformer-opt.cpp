@@ -22,6 +22,7 @@
 #include "masformer/Import/ONNXImporter.h"
 #include "masformer/InitAllPasses.h"
 #include "masformer/Pipelines/Pipelines.h"
+#include "masformer/Utils/CommandLine.h"
 #include "masformer/Utils/OutputFile.h"
 
 #include "mlir/IR/AsmState.h"
@@ -142,6 +143,7 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::masformer::exitCleanlyOnOutOfMemory("masformer-opt");
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);

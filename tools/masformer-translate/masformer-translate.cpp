@@ -27,6 +27,7 @@ namespace cl = llvm::cl;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::masformer::exitCleanlyOnOutOfMemory("masformer-translate");
   cl::OptionCategory category("masformer-translate options");
   cl::opt<std::string> input(cl::Positional, cl::desc("<model.onnx>"),
                              cl::Required, cl::cat(category));
