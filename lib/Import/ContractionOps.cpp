@@ -92,7 +92,10 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
       ArrayRef<AffineExpr>(bd).drop_back(2));
   if (failed(batch))
     return im.error() << "batch dimensions of " << at << " and " << bt
-                      << " do not broadcast";
+                      << " do not broadcast: "
+                      << im.broadcastProblem(
+                             ArrayRef<AffineExpr>(ad).drop_back(2),
+                             ArrayRef<AffineExpr>(bd).drop_back(2));
   int64_t br = batch->size(), rank = br + 3;
   auto operandMap = [&](ArrayRef<AffineExpr> td, int64_t d0, int64_t d1) {
     SmallVector<AffineExpr> exprs;

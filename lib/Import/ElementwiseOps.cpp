@@ -328,11 +328,9 @@ LogicalResult importBinary(ONNXImporterImpl &im) {
   FailureOr<SmallVector<AffineExpr>> dims =
       im.broadcastDims(im.inputDims(0), im.inputDims(1));
   if (failed(dims))
-    return im.error() << "shapes " << im.dimsString(im.inputDims(0))
-                      << " and " << im.dimsString(im.inputDims(1))
-                      << " do not broadcast (differently named dynamic "
-                         "sizes are not known to match: fix them with "
-                         "--input-shape)";
+    return im.error() << "shapes " << im.dimsString(im.inputDims(0)) << " and "
+                      << im.dimsString(im.inputDims(1)) << " do not broadcast: "
+                      << im.broadcastProblem(im.inputDims(0), im.inputDims(1));
   Type resultElem = op->returnsBool ? im.builder.getI1Type() : et;
   auto outType = im.typeFor(*dims, resultElem);
   bool isFloat = isa<FloatType>(et);
@@ -533,10 +531,11 @@ LogicalResult importWhere(ONNXImporterImpl &im) {
   if (failed(dims))
     return im.error() << "shapes " << im.dimsString(im.inputDims(0)) << ", "
                       << im.dimsString(im.inputDims(1)) << ", "
-                      << im.dimsString(im.inputDims(2))
-                      << " do not broadcast (differently named dynamic "
-                         "sizes are not known to match: fix them with "
-                         "--input-shape)";
+                      << im.dimsString(im.inputDims(2)) << " do not broadcast: "
+                      << (failed(s1)
+                              ? im.broadcastProblem(im.inputDims(0),
+                                                    im.inputDims(1))
+                              : im.broadcastProblem(*s1, im.inputDims(2)));
   auto outType = im.typeFor(*dims, xt.getElementType());
   if (im.allInputsOnHost() && outType.hasStaticShape() &&
       outType.getNumElements() <= kMaxHostElements &&

@@ -127,6 +127,9 @@ public:
   /// importer cannot know whether they match).
   static FailureOr<SmallVector<AffineExpr>>
   broadcastDims(ArrayRef<AffineExpr> a, ArrayRef<AffineExpr> b);
+  /// Why broadcastDims(a, b) fails, for an error message: the first
+  /// dimension whose sizes differ, or the size of the result.
+  std::string broadcastProblem(ArrayRef<AffineExpr> a, ArrayRef<AffineExpr> b);
   /// Dims of `type`, constants only (static types).
   SmallVector<AffineExpr> staticDims(RankedTensorType type);
   /// Whether the constant ones of `dims` have a negative size or too many

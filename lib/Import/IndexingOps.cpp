@@ -167,10 +167,18 @@ LogicalResult importSplit(ONNXImporterImpl &im) {
     for (int64_t i = 0; i < outs; ++i)
       split.push_back(std::min(chunk, n - i * chunk));
   }
+  if ((int64_t)split.size() != outs)
+    return im.error() << "has " << outs << " outputs but " << split.size()
+                      << " split sizes";
   int64_t total = 0;
-  for (int64_t s : split)
-    total += s;
-  if ((int64_t)split.size() != outs || total != n)
+  for (auto [o, s] : llvm::enumerate(split)) {
+    if (s < 0)
+      return im.error() << "split size " << s << " (output " << o
+                        << ") is negative";
+    if (__builtin_add_overflow(total, s, &total))
+      total = -1;
+  }
+  if (total != n)
     return im.error() << "split sizes do not add up to dimension " << *axis
                       << " (" << n << ")";
   int64_t offset = 0;

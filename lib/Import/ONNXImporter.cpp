@@ -16,9 +16,10 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -350,6 +351,29 @@ ONNXImporterImpl::broadcastDims(ArrayRef<AffineExpr> a,
   if (isBadDims(out))
     return failure();
   return out;
+}
+
+std::string ONNXImporterImpl::broadcastProblem(ArrayRef<AffineExpr> a,
+                                               ArrayRef<AffineExpr> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<AffineExpr> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    AffineExpr one = cst(1);
+    AffineExpr da = i < rank - a.size() ? one : a[i - (rank - a.size())];
+    AffineExpr db = i < rank - b.size() ? one : b[i - (rank - b.size())];
+    out[i] = da == one ? db : da;
+    if (da == db || da == one || db == one)
+      continue;
+    std::string why = "dimension " + std::to_string(i) + " of the result is " +
+                      dimString(da) + " in one and " + dimString(db) +
+                      " in the other";
+    if (!isa<AffineConstantExpr>(da) || !isa<AffineConstantExpr>(db))
+      why += " (differently named dynamic sizes are not known to match: "
+             "fix them with --input-shape)";
+    return why;
+  }
+  return "the result " + dimsString(out) +
+         " has more than 2^40 elements, the importer's limit";
 }
 
 const HostTensor *ONNXImporterImpl::hostInput(unsigned i) {
@@ -752,6 +776,9 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
   node = nullptr;
   loc = FileLineColLoc::get(ctx, sourceName, 0, 0);
 
+  if (graph.output_size() == 0)
+    return emitError(loc) << "the graph has no outputs: nothing to compute",
+           failure();
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (const onnx::ValueInfoProto &out : graph.output()) {
@@ -815,7 +842,28 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::masformer::importONNXModel(
   context->appendDialectRegistry(registry);
   context->loadAllAvailableDialects();
   ONNXImporterImpl importer(context, options, baseDir, sourceName);
-  return importer.run(model);
+  FailureOr<OwningOpRef<ModuleOp>> module = importer.run(model);
+  if (failed(module))
+    return failure();
+  // Every check the importer makes names the node; should one be missing,
+  // the IR it built is still refused (never printed or passed on invalid),
+  // with the verifier's reason.
+  std::string problem;
+  LogicalResult verified = success();
+  {
+    ScopedDiagnosticHandler capture(context, [&](Diagnostic &d) {
+      if (problem.empty())
+        problem = d.str();
+      return success();
+    });
+    verified = mlir::verify(**module);
+  }
+  if (failed(verified))
+    return emitError(FileLineColLoc::get(context, sourceName, 0, 0))
+               << "internal error: the imported model does not verify ("
+               << problem << "); please report it with the model",
+           failure();
+  return module;
 }
 
 FailureOr<std::unique_ptr<onnx::ModelProto>>

@@ -288,7 +288,7 @@ LogicalResult importRange(ONNXImporterImpl &im) {
   if (!(count < static_cast<double>(kMaxHostElements)))
     return im.error() << "Range of " << count
                       << " elements is too large (or not finite)";
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   out.shape = {n};
   out.resize(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -491,8 +491,8 @@ LogicalResult importExpand(ONNXImporterImpl &im) {
   FailureOr<SmallVector<AffineExpr>> dims =
       im.broadcastDims(im.inputDims(0), want);
   if (failed(dims))
-    return im.error() << t << " cannot expand to shape "
-                      << im.typeFor(want, t.getElementType());
+    return im.error() << t << " cannot expand to shape " << im.dimsString(want)
+                      << ": " << im.broadcastProblem(im.inputDims(0), want);
   auto outType = im.typeFor(*dims, t.getElementType());
   if (const HostTensor *h = im.hostInput(0);
       h && outType.hasStaticShape() &&

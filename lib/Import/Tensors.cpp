@@ -136,9 +136,10 @@ ONNXImporterImpl::resolveExternal(const onnx::TensorProto &tensor) {
     length = static_cast<int64_t>(fileSize) - offset;
   if (length > static_cast<int64_t>(fileSize) - offset)
     return emitError(loc) << "initializer '" << tensor.name()
-                          << "': external data [" << offset << ", "
-                          << offset + length << ") lies past the end of '"
-                          << path << "' (" << fileSize << " bytes)",
+                          << "': external data of " << length
+                          << " bytes at offset " << offset
+                          << " lies past the end of '" << path << "' ("
+                          << fileSize << " bytes)",
            failure();
   return ExternalRef{path.str().str(), offset, length};
 }

@@ -107,7 +107,13 @@ static int onnxMain(int argc, char **argv, DialectRegistry &registry) {
     if (failed(applyPassManagerCLOptions(pm)))
       return failure();
     return passPipeline.addToPipeline(pm, [&](const Twine &msg) {
-      emitError(loc) << msg;
+      // A pass option that does not parse is reported by LLVM's option
+      // parser on its own line ("for the --num-full option: ..."), and the
+      // handler then gets no text.
+      std::string text = msg.str();
+      emitError(loc) << (text.empty() ? "a pass option above could not be "
+                                        "parsed"
+                                      : text);
       return failure();
     });
   };

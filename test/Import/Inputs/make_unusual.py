@@ -17,6 +17,10 @@
   attn-*.onnx         opset-23 Attention nodes whose K or V does not fit Q:
                       a scalar K, a rank-1 K, a 4-D K of another batch,
                       3 heads for a hidden size of 8
+  msg-*.onnx          models whose error messages must name the problem:
+                      no graph outputs, a negative Split size, shapes that
+                      broadcast to 2^42 elements or not at all, external
+                      data whose offset + length overflows int64
   ext-sparse.onnx     a float initializer of 2^38 elements (1 TiB) whose
                       external data is a sparse file of that size
 
@@ -146,6 +150,30 @@ def main():
     attention("attn-rank1-k", [1, 4, 8], [8], 2)
     attention("attn-batch", [1, 2, 4, 8], [2, 2, 4, 8], 0)
     attention("attn-heads", [1, 4, 8], [1, 4, 8], 3)
+
+    # Errors that must say what is wrong.
+    save(out, "msg-no-outputs", [h.make_node("Abs", ["x"], ["y"])], [x], [],
+         check=False)
+    save(out, "msg-split",
+         [h.make_node("Split", ["x", "s"], ["a", "b"], name="split")], [x],
+         [h.make_tensor_value_info("a", T.FLOAT, None),
+          h.make_tensor_value_info("b", T.FLOAT, None)],
+         [i64("s", [-1, 2])], check=False)
+    for name, a, b in (("msg-broadcast-huge", [2 ** 21, 1], [1, 2 ** 21]),
+                       ("msg-broadcast", [3, 1], [1, 4, 2])):
+        save(out, name, [h.make_node("Add", ["a", "b"], ["y"], name="add")],
+             [h.make_tensor_value_info("a", T.FLOAT, a),
+              h.make_tensor_value_info("b", T.FLOAT, b)],
+             [h.make_tensor_value_info("y", T.FLOAT, None)], check=False)
+    t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[4])
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", "ext.data"), ("offset", "8"),
+                 ("length", str(2 ** 63 - 1))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    save(out, "msg-ext-overflow", [h.make_node("Add", ["x", "w"], ["y"])],
+         [h.make_tensor_value_info("x", T.FLOAT, [4])],
+         [h.make_tensor_value_info("y", T.FLOAT, [4])], [t], check=False)
 
 
 if __name__ == "__main__":

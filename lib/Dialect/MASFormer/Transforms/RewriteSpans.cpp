@@ -248,7 +248,7 @@ struct RewriteSpansPass final
     if (numFull < -1)
       return emitError(loc) << "--masformer-rewrite-spans: num-full must be "
                                "non-negative, got "
-                            << numFull;
+                            << static_cast<int64_t>(numFull);
 
     FailureOr<SmallVector<AttentionOp>> layers = collectLayers(module);
     if (failed(layers))
