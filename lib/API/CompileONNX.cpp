@@ -34,11 +34,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Signals.h"
 
 #include <mutex>
 
@@ -292,7 +294,11 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
              failure();
     llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   }
+  // Removed on failure, and on a signal (Ctrl-C) until it is renamed.
   llvm::FileRemover tmpRemover(tmp);
+  llvm::sys::RemoveFileOnSignal(tmp);
+  auto unregister =
+      llvm::make_scope_exit([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
   if (failed(emitOutput(module, tmp, entry->numInputs, entry->signature,
                         options, *tools, src, loc)))
     return failure();

@@ -9,6 +9,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
 
 using namespace mlir;
 using namespace mlir::masformer;
@@ -37,7 +38,13 @@ LogicalResult TempFile::create(StringRef suffix, Location loc) {
           llvm::sys::fs::createTemporaryFile("masformer", suffix, path))
     return emitError(loc) << "cannot create a temporary file: " << ec.message();
   remover.setFile(path);
+  llvm::sys::RemoveFileOnSignal(path);
   return success();
+}
+
+TempFile::~TempFile() {
+  if (!path.empty())
+    llvm::sys::DontRemoveFileOnSignal(path);
 }
 
 LogicalResult mlir::masformer::writeFile(

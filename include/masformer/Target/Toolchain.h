@@ -21,7 +21,13 @@
 namespace mlir::masformer {
 
 /// A temporary file that is removed unless released.
+/// A temporary file, removed when this goes out of scope and, until then,
+/// on signals (Ctrl-C) too.
 struct TempFile {
+  TempFile() = default;
+  TempFile(const TempFile &) = delete;
+  TempFile &operator=(const TempFile &) = delete;
+  ~TempFile();
   llvm::SmallString<256> path;
   llvm::FileRemover remover;
   LogicalResult create(StringRef suffix, Location loc);
