@@ -111,3 +111,35 @@ def test_fuzz_crashers_are_masformer_errors(crasher, tmp_path):
     with pytest.raises(masformer.Error):
         masformer.rewrite(crasher, tmp_path / "out.onnx", span="block:4")
     assert not (tmp_path / "out.onnx").exists()
+
+
+_UNUSUAL_ERRORS = [
+    "div-zero", "dup-init", "ext-hex", "nodata-huge", "nodata-int",
+    "nodata-const", "ext-sparse", "attn-scalar-k", "attn-rank1-k",
+    "attn-batch", "attn-heads", "msg-no-outputs", "msg-split",
+    "msg-broadcast-huge", "msg-broadcast", "msg-ext-overflow",
+    "range-empty", "trilu-empty-k"]
+
+
+@pytest.fixture(scope="module")
+def unusual(tmp_path_factory):
+    """The models of test/Import/Inputs/make_unusual.py."""
+    out = tmp_path_factory.mktemp("unusual")
+    subprocess.run([sys.executable, str(ROOT / "test" / "Import" / "Inputs" /
+                                        "make_unusual.py"), str(out)],
+                   check=True)
+    return out
+
+
+@pytest.mark.parametrize("name", _UNUSUAL_ERRORS)
+def test_models_that_crashed_the_tools_are_masformer_errors(unusual, name,
+                                                            tmp_path):
+    """The models that crashed the importer, or exhausted memory, before
+    (issue 19): in Python each is a masformer.Error whose message names
+    the tensor, node or graph, and no output is written."""
+    # Beside the model: models with external data are written there.
+    out = unusual / f"{name}.out.onnx"
+    with pytest.raises(masformer.Error,
+                       match=r"tensor '|node '|initializer '|graph has no"):
+        masformer.rewrite(unusual / f"{name}.onnx", out, span="block:4")
+    assert not out.exists()

@@ -134,7 +134,12 @@ def run_module(mlir_text, inputs, opt="masformer-opt", runner="mlir-runner",
         # The printed sizes: results of a dynamic @main have them only there.
         sizes = re.search(r"sizes = \[([^\]]*)\]", block).group(1)
         shape = [int(d) for d in sizes.split(",") if d.strip()]
-        vals = [float(v) for v in _NUMBER.findall(block.split("data =", 1)[1])]
-        arr = np.array(vals).reshape(shape)
+        if 0 in shape:
+            # An empty result prints no values (only brackets).
+            arr = np.zeros(shape)
+        else:
+            vals = [float(v)
+                    for v in _NUMBER.findall(block.split("data =", 1)[1])]
+            arr = np.array(vals).reshape(shape)
         outs.append(arr.astype(np.int64) if elem == "i64" else arr)
     return outs

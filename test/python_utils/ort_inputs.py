@@ -14,7 +14,13 @@ def make_inputs(sess, shapes, seed=7):
     rng = np.random.default_rng(seed)
     feeds = {}
     for inp in sess.get_inputs():
-        shape = shapes[inp.name]
+        # Unnamed: the model's own static shape.
+        shape = shapes.get(inp.name)
+        if shape is None:
+            if not all(isinstance(d, int) for d in inp.shape):
+                raise KeyError(f"input {inp.name!r} has dynamic dimensions "
+                               f"{inp.shape}: give --input-shape")
+            shape = list(inp.shape)
         if "int" in inp.type:
             if "mask" in inp.name:
                 x = np.ones(shape, np.int64)

@@ -21,6 +21,9 @@
                       no graph outputs, a negative Split size, shapes that
                       broadcast to 2^42 elements or not at all, external
                       data whose offset + length overflows int64
+  range-empty.onnx    Range whose start is an empty tensor (not a scalar)
+  trilu-empty-k.onnx  Trilu whose k is an empty tensor
+  trilu-empty.onnx    Trilu of a [0, 3] tensor (valid: an empty result)
   ext-sparse.onnx     a float initializer of 2^38 elements (1 TiB) whose
                       external data is a sparse file of that size
 
@@ -174,6 +177,25 @@ def main():
     save(out, "msg-ext-overflow", [h.make_node("Add", ["x", "w"], ["y"])],
          [h.make_tensor_value_info("x", T.FLOAT, [4])],
          [h.make_tensor_value_info("y", T.FLOAT, [4])], [t], check=False)
+
+    # Empty tensors where scalars belong, and an empty Trilu.
+    save(out, "range-empty",
+         [h.make_node("Range", ["s", "l", "d"], ["r"], name="range"),
+          h.make_node("Cast", ["r"], ["y"], to=T.FLOAT)], [x],
+         [h.make_tensor_value_info("y", T.FLOAT, None)],
+         [i64("s", np.zeros([0], np.int64)), i64("l", 4), i64("d", 1)],
+         check=False)
+    m = h.make_tensor_value_info("m", T.FLOAT, [3, 3])
+    save(out, "trilu-empty-k",
+         [h.make_node("Trilu", ["m", "k"], ["y"], name="trilu")], [m],
+         [h.make_tensor_value_info("y", T.FLOAT, [3, 3])],
+         [i64("k", np.zeros([0], np.int64))], check=False)
+    save(out, "trilu-empty",
+         [h.make_node("Trilu", ["e"], ["t"], name="trilu"),
+          h.make_node("Add", ["t", "one"], ["y"])],
+         [h.make_tensor_value_info("e", T.FLOAT, [0, 3])],
+         [h.make_tensor_value_info("y", T.FLOAT, [0, 3])],
+         [nh.from_array(np.ones([1], np.float32), "one")])
 
 
 if __name__ == "__main__":
