@@ -62,7 +62,7 @@ if [ -n "${FUZZ_SECONDS:-}" ]; then
 else
   import_budget=(-seed=1 -runs=15000)
   options_budget=(-seed=1 -runs=6000)
-  model_budget=(-seed=1 -runs=12000)
+  model_budget=(-seed=1 -runs=6000)
 fi
 # Every crasher the model fuzzer found, replayed under the sanitizers.
 "$build/bin/masformer-fuzz-onnx-model" "$root"/test/fuzz/model-crashers/*.onnx \

@@ -285,9 +285,14 @@ LogicalResult importRange(ONNXImporterImpl &im) {
   if (d == 0)
     return im.error() << "delta is zero";
   double count = std::ceil((l - s) / d);
-  if (!(count < static_cast<double>(kMaxHostElements)))
+  if (!(count < static_cast<double>(kMaxHostElements))) {
+    if (count < 9e18) // Finite and printable as an integer.
+      return im.error() << "Range of " << static_cast<int64_t>(count)
+                        << " elements is more than the 2^22 the importer "
+                           "computes";
     return im.error() << "Range of " << count
                       << " elements is too large (or not finite)";
+  }
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   out.shape = {n};
   out.resize(n);

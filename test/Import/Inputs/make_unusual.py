@@ -21,6 +21,8 @@
                       no graph outputs, a negative Split size, shapes that
                       broadcast to 2^42 elements or not at all, external
                       data whose offset + length overflows int64
+  range-huge.onnx     Range of 2^23 constant values (over the 2^22 the
+                      importer computes)
   range-empty.onnx    Range whose start is an empty tensor (not a scalar)
   trilu-empty-k.onnx  Trilu whose k is an empty tensor
   trilu-empty.onnx    Trilu of a [0, 3] tensor (valid: an empty result)
@@ -185,6 +187,11 @@ def main():
          [h.make_tensor_value_info("y", T.FLOAT, None)],
          [i64("s", np.zeros([0], np.int64)), i64("l", 4), i64("d", 1)],
          check=False)
+    save(out, "range-huge",
+         [h.make_node("Range", ["s", "l", "d"], ["r"], name="range"),
+          h.make_node("Cast", ["r"], ["y"], to=T.FLOAT)], [x],
+         [h.make_tensor_value_info("y", T.FLOAT, None)],
+         [i64("s", 0), i64("l", 2 ** 23), i64("d", 1)], check=False)
     m = h.make_tensor_value_info("m", T.FLOAT, [3, 3])
     save(out, "trilu-empty-k",
          [h.make_node("Trilu", ["m", "k"], ["y"], name="trilu")], [m],
