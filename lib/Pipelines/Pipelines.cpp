@@ -212,7 +212,7 @@ void mlir::masformer::buildLowerToNVVMPipeline(
   if (!checkChip(pm, "masformer-lower-to-nvvm", options))
     return;
   pm.addPass(createContractionsToGPU());
-  pm.addPass(createAttentionToGPU());
+  pm.addPass(createAttentionToGPU(AttentionToGPUOptions{options.chip}));
   // Whatever is left would compute on device memory on the host.
   pm.addPass(createCheckGPUHost());
   addNVVMTail(pm, options,
@@ -238,7 +238,7 @@ void mlir::masformer::buildModelToNVVMPipeline(
   if (options.precision == "bf16")
     pm.addPass(createMixedPrecision());
   pm.addPass(createContractionsToGPU());
-  pm.addPass(createAttentionToGPU());
+  pm.addPass(createAttentionToGPU(AttentionToGPUOptions{options.chip}));
   // (Named ops, transposes and broadcasts, as generics fuse too; the sizes
   // of an op's result read through tensor.dim would count as a second use
   // and block its fusion: they are taken from its operands.)

@@ -35,9 +35,19 @@ def AttentionToGPU : Pass<"masformer-attention-to-gpu", "::mlir::ModuleOp"> {
 
     Operands are read through `bufferization.to_buffer` and must be device
     memory at run time; the result is a `gpu.alloc`. The head dimension must
-    be static, at most 256, and a multiple of 16 (f16, bf16) or 8 (f32);
-    other cases are refused with an error naming the op.
+    be static, at most 256, and a multiple of 16 (f16, bf16) or 8 (f32),
+    and the kernel's shared memory (4 tiles of 64 keys by the padded head
+    dimension) must fit what `chip` allows one block (227 KiB on sm_90,
+    163 KiB on sm_80, 99 KiB on sm_86 and sm_89): f32 at head_dim 256
+    fits no chip, f32 at 128 and bf16/f16 at 256 only sm_80 and sm_90.
+    Other cases are refused with an error naming the op (and the chip),
+    never compiled into a kernel that fails at launch.
   }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU the kernels are for (sm_80, sm_86, sm_89, sm_90, ...): "
+           "bounds their shared memory">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",

@@ -34,6 +34,32 @@ constexpr int64_t kThreadsPerWarp = 32;
 constexpr int64_t kBlockWarps = 4;
 constexpr int64_t kBlockThreads = kBlockWarps * kThreadsPerWarp;
 
+/// Dynamic shared memory one block may use on `chip` ("sm_XY", with the
+/// opt-in a kernel launch makes through cuFuncSetAttribute): 227 KiB on
+/// sm_90 and sm_100, 163 KiB on sm_80 and sm_87, 99 KiB on sm_86, sm_89 and
+/// sm_120 (CUDA C Programming Guide, "Technical Specifications per Compute
+/// Capability"). A chip not in that list gets the smallest, 99 KiB, so that
+/// a kernel never exceeds what its chip allows.
+inline int64_t maxDynamicSharedMemory(StringRef chip) {
+  constexpr int64_t kKiB = 1024;
+  unsigned sm = 0;
+  if (chip.consume_front("sm_") && !chip.consumeInteger(10, sm)) {
+    switch (sm) {
+    case 80:
+    case 87:
+      return 163 * kKiB;
+    case 90:
+    case 100:
+    case 101:
+    case 103:
+      return 227 * kKiB;
+    default:
+      break;
+    }
+  }
+  return 99 * kKiB;
+}
+
 /// The `gpu.module @masformer_kernels` of `module`, created (and the module
 /// marked a GPU container) on first use.
 inline gpu::GPUModuleOp getOrCreateKernelModule(ModuleOp module) {

@@ -724,6 +724,18 @@ struct AttentionToGPUPass final
       return fail("value's head dimension must equal the query's");
     float scale = *op.getStaticScale();
     KernelConfig cfg{elemTy, d, op.getSpan(), op.getCausal(), scale, maskTy};
+    // Checked here, not at launch: a kernel over the chip's shared memory
+    // compiles fine and fails only on the GPU.
+    int64_t limit = maxDynamicSharedMemory(chip);
+    if (cfg.smemBytes() > limit) {
+      std::string type;
+      llvm::raw_string_ostream(type) << elemTy;
+      return fail("head_dim " + Twine(d) + " in " + type + " needs " +
+                  Twine(cfg.smemBytes()) +
+                  " bytes of shared memory per block (K and V tiles of " +
+                  Twine(kTileKV) + " keys, double-buffered), more than the " +
+                  Twine(limit) + " bytes chip " + chip + " allows");
+    }
 
     if (!kernels)
       kernels = getOrCreateKernelModule(op->getParentOfType<ModuleOp>());
