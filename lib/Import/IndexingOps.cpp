@@ -92,10 +92,15 @@ LogicalResult importSlice(ONNXImporterImpl &im) {
   SmallVector<SliceDim> dims(rank);
   for (int64_t d = 0; d < rank; ++d)
     dims[d] = {im.cst(0), in[d], 1};
+  SmallVector<bool> sliced(rank, false);
   for (size_t k = 0; k < axes.size(); ++k) {
     FailureOr<int64_t> ax = im.normalizeAxis(axes[k], rank);
     if (failed(ax))
       return failure();
+    // ONNX requires distinct axes (onnxruntime refuses repeats).
+    if (sliced[*ax])
+      return im.error() << "axis " << axes[k] << " appears more than once";
+    sliced[*ax] = true;
     AffineExpr n = in[*ax];
     int64_t step = steps[k];
     if (step <= 0)

@@ -418,6 +418,8 @@ LogicalResult importUnsqueeze(ONNXImporterImpl &im) {
     FailureOr<int64_t> ax = im.normalizeAxis(a, rank);
     if (failed(ax))
       return failure();
+    if (isNew[*ax])
+      return im.error() << "axis " << a << " appears more than once";
     isNew[*ax] = true;
   }
   SmallVector<AffineExpr> dims;
