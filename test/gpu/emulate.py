@@ -15,7 +15,12 @@ executed under lane masks; loads and stores are bounds-checked; shared memory
 starts as NaN, so reading anything no copy wrote shows in the result.
 
 cp.async copies land either at once ("eager") or only at the wait that
-covers them ("late"): a kernel must be right both ways.
+covers them ("late"): a kernel must be right both ways. Shared memory is
+checked as the hardware promises it (SharedMemory below): a byte one warp
+writes and another touches with no barrier between is a race, a cp.async
+destination touched before its wait is a race, overlapping views are a
+layout error, and cp.async/ldmatrix addresses must be 16-byte aligned.
+--mutate runs the kernels with a known bug, which must fail.
 
     emulate.py --dtype bf16 --head-dim 64 --span "block 128" --causal \\
         --shape 1,2,2,130,130 [--shape ...] [--timing late|eager|both]
@@ -46,6 +51,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import masformer_ref  # noqa: E402
 
 L = 128  # threads per block
+
+# A bug to run the kernels with (--mutate), to show that the emulator
+# catches it: each is a kernel mistake the emulator executes as written.
+#   no-barrier       the kernel's gpu.barrier ops removed;
+#   swap-early       the in-loop cp.async prefetch into the buffer being
+#                    computed on (double buffering swapped one step early);
+#   overlap-views    the second shared-memory view placed 16 bytes early,
+#                    over the end of the first (a layout bug);
+#   misaligned-copy  cp.async destinations one 4-byte word off alignment;
+#   grid-short       the launch one block short in x.
+MUTATIONS = ('no-barrier', 'swap-early', 'overlap-views', 'misaligned-copy',
+             'grid-short')
+MUTATION = None
 
 # ---------------------------------------------------------------------------
 # Parsing the generic form.
@@ -186,8 +204,156 @@ def elem_of(ty):
 
 
 class Mem:
-    def __init__(self, arr, elem, name):
+    def __init__(self, arr, elem, name, base=None):
         self.arr, self.elem, self.name = arr, elem, name
+        # Shared memory views: the view's first byte in the block's shared
+        # memory (None for global memory).
+        self.base = base
+
+    @property
+    def esize(self):
+        return 4 if self.elem in ('f32', 'i32') else 2
+
+
+class SharedMemory:
+    """What the hardware promises about one block's shared memory, checked
+    on every access: the byte-addressed state behind the typed views.
+
+    Warps are not in lockstep on the GPU: between two barriers, a byte one
+    warp writes and another reads (or writes) is a race whatever order the
+    emulator happens to run them in. So each byte remembers the barrier
+    epoch and warp of its last write, and the epoch and warps of its reads
+    since; a cp.async destination is "in flight" from the copy's issue to
+    the wait that completes it (any access to it then is a race), and its
+    bytes count as written by the issuing warp at the wait. Views are typed
+    windows on the bytes: two views that overlap without being the same
+    window are a layout error. cp.async and ldmatrix addresses must be
+    aligned to 16 bytes (the copy's size for smaller copies).
+    """
+
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+        self.w_epoch = np.full(nbytes, -1, np.int64)
+        self.w_warp = np.full(nbytes, -1, np.int64)
+        self.r_epoch = np.full(nbytes, -1, np.int64)
+        self.r_mask = np.zeros(nbytes, np.int64)
+        self.pending = np.zeros(nbytes, bool)
+        self.epoch = 0
+        self.windows = {}   # base -> (end, type)
+        self.barriers = 0
+
+    def add_view(self, base, nbytes, ty):
+        end = base + nbytes
+        if base in self.windows:
+            if self.windows[base] != (end, ty):
+                raise EmulationError(
+                    'shared memory: two views at byte %d of different types '
+                    'or sizes' % base)
+            return
+        for b, (e, _) in self.windows.items():
+            if base < e and b < end:
+                raise EmulationError(
+                    'shared memory: the view of bytes [%d, %d) overlaps the '
+                    'view of bytes [%d, %d)' % (base, end, b, e))
+        self.windows[base] = (end, ty)
+
+    def addresses(self, mem, idx, n, mask):
+        """Per active lane: the bytes an access of n elements (0: one
+        scalar) at `idx` touches, and the lane's warp."""
+        lanes = np.nonzero(mask)[0]
+        ix = [np.broadcast_to(np.asarray(x), (L,))[lanes] for x in idx]
+        lin = np.ravel_multi_index(ix, mem.arr.shape) if ix else \
+            np.zeros(len(lanes), np.int64)
+        width = max(n, 1) * mem.esize
+        first = mem.base + lin * mem.esize
+        return first, first[:, None] + np.arange(width)[None, :], \
+            lanes // 32
+
+    def check_align(self, first, align, what):
+        bad = first % align != 0
+        if bad.any():
+            raise EmulationError('%s: shared address %d is not aligned to %d '
+                                 'bytes' % (what, first[bad][0], align))
+
+    def _race(self, what, kind, byte, warp, other):
+        raise EmulationError(
+            'shared memory race (%s) in %s: warp %d and warp %d touch byte '
+            '%d with no barrier between them' % (kind, what, warp, other,
+                                                 byte))
+
+    def read(self, mem, idx, n, mask, what):
+        first, B, w = self.addresses(mem, idx, n, mask)
+        if B.size == 0:
+            return first
+        wb = np.broadcast_to(w[:, None], B.shape)
+        inflight = self.pending[B]
+        if inflight.any():
+            raise EmulationError(
+                'shared memory race in %s: warp %d reads byte %d while a '
+                'cp.async to it is in flight' % (what, wb[inflight][0],
+                                                  B[inflight][0]))
+        raw = (self.w_epoch[B] == self.epoch) & (self.w_warp[B] != wb)
+        if raw.any():
+            self._race(what, 'read after write', B[raw][0], wb[raw][0],
+                       self.w_warp[B][raw][0])
+        flat, fw = B.ravel(), wb.ravel()
+        stale = self.r_epoch[flat] != self.epoch
+        self.r_mask[flat[stale]] = 0
+        self.r_epoch[flat] = self.epoch
+        np.bitwise_or.at(self.r_mask, flat, np.left_shift(1, fw))
+        return first
+
+    def write(self, mem, idx, n, mask, what, asynchronous=False):
+        first, B, w = self.addresses(mem, idx, n, mask)
+        if B.size == 0:
+            return first, B, w
+        wb = np.broadcast_to(w[:, None], B.shape)
+        inflight = self.pending[B]
+        if inflight.any():
+            raise EmulationError(
+                'shared memory race in %s: warp %d writes byte %d while a '
+                'cp.async to it is in flight' % (what, wb[inflight][0],
+                                                  B[inflight][0]))
+        others = self.r_mask[B] & ~np.left_shift(1, wb)
+        war = (self.r_epoch[B] == self.epoch) & (others != 0)
+        if war.any():
+            o = others[war][0]
+            self._race(what, 'write after read', B[war][0], wb[war][0],
+                       int(o & -o).bit_length() - 1)
+        waw = (self.w_epoch[B] == self.epoch) & (self.w_warp[B] != wb)
+        if waw.any():
+            self._race(what, 'write after write', B[waw][0], wb[waw][0],
+                       self.w_warp[B][waw][0])
+        # Two warps writing one byte in the same access.
+        flat, fw = B.ravel(), wb.ravel()
+        order = np.lexsort((fw, flat))
+        fs, ws = flat[order], fw[order]
+        clash = (fs[1:] == fs[:-1]) & (ws[1:] != ws[:-1])
+        if clash.any():
+            self._race(what, 'write after write', fs[1:][clash][0],
+                       ws[1:][clash][0], ws[:-1][clash][0])
+        if asynchronous:
+            self.pending[flat] = True
+        else:
+            self.w_epoch[flat] = self.epoch
+            self.w_warp[flat] = fw
+        return first, B, w
+
+    def land(self, B, w):
+        """A cp.async completes: its bytes are the issuing warp's write."""
+        wb = np.broadcast_to(w[:, None], B.shape).ravel()
+        flat = B.ravel()
+        self.pending[flat] = False
+        self.w_epoch[flat] = self.epoch
+        self.w_warp[flat] = wb
+
+    def barrier(self, mask):
+        if not mask.all():
+            raise EmulationError(
+                'gpu.barrier reached by %d of the block\'s %d threads'
+                % (int(mask.sum()), L))
+        self.epoch += 1
+        self.barriers += 1
 
 
 class EmulationError(Exception):
@@ -208,6 +374,8 @@ class Block:
         for name, val in zip(kernel.regions[0].args, args):
             self.env[name] = val
         self.views = {}
+        self.smem = SharedMemory(smem_bytes if smem_bytes is not None
+                                 else 256 * 1024)
         self.pending = []   # committed groups of copies
         self.open = []      # copies since the last commit
         self.lane = np.arange(L)
@@ -234,6 +402,10 @@ class Block:
 
     def load(self, mem, idx, n, mask, what):
         self.check_bounds(mem, idx, n, mask, what)
+        if mem.base is not None:
+            first = self.smem.read(mem, idx, n, mask, what)
+            if what == 'ldmatrix':
+                self.smem.check_align(first, 16, what)
         idx = [np.where(mask, np.broadcast_to(ix, (L,)), 0) for ix in idx]
         if n == 0:
             return mem.arr[tuple(idx)]
@@ -253,7 +425,9 @@ class Block:
         return []
 
     def apply_copies(self, copies):
-        for (dst, didx, vals, mask) in copies:
+        for (dst, didx, vals, mask, *landing) in copies:
+            if landing and landing[0] is not None:
+                self.smem.land(*landing[0])
             for e in range(vals.shape[1]):
                 di = tuple(np.asarray(x)[mask] for x in didx[:-1]) + (
                     np.asarray(didx[-1])[mask] + e,)
@@ -355,6 +529,8 @@ class Block:
             shape = [int(x) for x in re.search(
                 r'memref<([\dx]+)x(?:bf16|f16|f32)', res_ty).group(1).split(
                     'x')]
+            if MUTATION == 'overlap-views' and off > 0:
+                off -= 16
             if off not in self.views:
                 nbytes = int(np.prod(shape)) * (
                     4 if elem_of(res_ty) == 'f32' else 2)
@@ -365,7 +541,10 @@ class Block:
                         'launch gives %d' % (off, off + nbytes,
                                              self.smem_bytes))
                 self.views[off] = Mem(np.full(shape, np.nan, np.float32),
-                                      elem_of(res_ty), 'smem@%d' % off)
+                                      elem_of(res_ty), 'smem@%d' % off,
+                                      base=off)
+            nbytes = int(np.prod(shape)) * self.views[off].esize
+            self.smem.add_view(off, nbytes, res_ty)
             out = self.views[off]
         elif n == 'memref.load':
             out = self.load(o[0], o[1:], 0, mask, n)
@@ -375,10 +554,14 @@ class Block:
         elif n == 'vector.store':
             val, mem, idx = np.asarray(o[0]), o[1], o[2:]
             self.check_bounds(mem, idx, val.shape[1], mask, n)
+            if mem.base is not None:
+                self.smem.write(mem, idx, val.shape[1], mask, n)
             self.apply_copies([(mem, idx, round_to(val, mem.elem), mask)])
         elif n == 'memref.store':
             val, mem, idx = np.asarray(o[0]), o[1], o[2:]
             self.check_bounds(mem, idx, 1, mask, n)
+            if mem.base is not None:
+                self.smem.write(mem, idx, 0, mask, n)
             self.apply_copies([(mem, idx, round_to(val, mem.elem)[:, None],
                                 mask)])
         elif n == 'vector.bitcast':
@@ -389,13 +572,24 @@ class Block:
         elif n == 'vector.from_elements':
             out = np.stack([np.broadcast_to(x, (L,)) for x in o], axis=1)
         elif n == 'gpu.shuffle':
+            # The kernels' reductions: a butterfly over the full warp.
+            if 'xor' not in op.attrs:
+                raise EmulationError('gpu.shuffle: only xor mode is '
+                                     'emulated: %s' % op.attrs)
+            if int(self.uniform(o[2], mask, 'shuffle width')) != 32:
+                raise EmulationError('gpu.shuffle: width must be 32')
+            warps = mask.reshape(L // 32, 32)
+            if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
+                raise EmulationError('gpu.shuffle under divergence: part of '
+                                     'a warp would read inactive lanes')
             m = int(self.uniform(o[1], mask, 'shuffle offset'))
             src = (self.lane & ~31) | ((self.lane & 31) ^ m)
             self.env[op.results[0]] = np.asarray(o[0])[src]
             self.env[op.results[1]] = np.ones(L, bool)
             return
         elif n == 'gpu.barrier':
-            pass
+            if MUTATION != 'no-barrier':
+                self.smem.barrier(mask)
         elif n == 'nvgpu.device_async_copy':
             seg = int_array_attr(op, 'operandSegmentSizes')
             k = int(re.search(r'dstElements = (\d+)', op.attrs).group(1))
@@ -403,14 +597,23 @@ class Block:
             s0 = 1 + seg[1]
             src, sidx = o[s0], o[s0 + 1:s0 + 1 + seg[3]]
             nsrc = o[s0 + 1 + seg[3]] if seg[4] else np.full(L, k)
+            if (MUTATION == 'swap-early' and self.smem.barriers > 0 and
+                    dst.arr.shape[0] == 2):
+                didx = [1 - np.asarray(didx[0])] + list(didx[1:])
+            if MUTATION == 'misaligned-copy':
+                didx = list(didx[:-1]) + [np.asarray(didx[-1]) +
+                                          4 // dst.esize]
             self.check_bounds(dst, didx, k, mask, 'cp.async destination')
+            first, B, w = self.smem.write(dst, didx, k, mask, 'cp.async',
+                                          asynchronous=True)
+            self.smem.check_align(first, min(16, k * dst.esize), 'cp.async')
             live = mask & (np.asarray(nsrc) > 0)
             vals = np.zeros((L, k), np.float32)
             got = self.load(src, sidx, k, live, 'cp.async source')
             for e in range(k):
                 vals[:, e] = np.where(live & (e < np.asarray(nsrc)),
                                       got[:, e], 0.0)
-            copy = (dst, didx, vals, mask.copy())
+            copy = (dst, didx, vals, mask.copy(), (B, w))
             if self.late:
                 self.open.append(copy)
             else:
@@ -657,6 +860,8 @@ class Host:
             vals.append(o[pos:pos + size])
             pos += size
         grid = [v[0] for v in vals[1:4]]
+        if MUTATION == 'grid-short' and grid[0] > 1:
+            grid[0] -= 1
         block = [v[0] for v in vals[4:7]]
         smem = vals[10][0] if vals[10] else 0
         operands = vals[11]
@@ -851,7 +1056,11 @@ def main():
                     choices=('late', 'eager', 'both'))
     ap.add_argument('--masformer-opt', default='masformer-opt')
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--mutate', choices=MUTATIONS,
+                    help='run the kernels with this bug; the run must fail')
     args = ap.parse_args()
+    global MUTATION
+    MUTATION = args.mutate
     if args.gemm:
         return run_gemm(args)
     if args.head_dim is None:
