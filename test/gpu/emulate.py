@@ -51,6 +51,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import masformer_ref  # noqa: E402
 
 L = 128  # threads per block
+BLOCK_ROWS = 64  # query rows of an attention block (4 warps x 16)
+KEY_TILE = 64    # keys of an attention key tile
 
 # A bug to run the kernels with (--mutate), to show that the emulator
 # catches it: each is a kernel mistake the emulator executes as written.
@@ -60,9 +62,10 @@ L = 128  # threads per block
 #   overlap-views    the second shared-memory view placed 16 bytes early,
 #                    over the end of the first (a layout bug);
 #   misaligned-copy  cp.async destinations one 4-byte word off alignment;
-#   grid-short       the launch one block short in x.
+#   grid-short       the launch one block short in x;
+#   extra-tile       the attention kernel's key-tile loop one tile longer.
 MUTATIONS = ('no-barrier', 'swap-early', 'overlap-views', 'misaligned-copy',
-             'grid-short')
+             'grid-short', 'extra-tile')
 MUTATION = None
 
 # ---------------------------------------------------------------------------
@@ -374,6 +377,9 @@ class Block:
         for name, val in zip(kernel.regions[0].args, args):
             self.env[name] = val
         self.views = {}
+        # Per global memory read by cp.async: the rows (dimension -2) its
+        # live copies read, to count the tiles a block loads.
+        self.copied_rows = {}
         self.smem = SharedMemory(smem_bytes if smem_bytes is not None
                                  else 256 * 1024)
         self.pending = []   # committed groups of copies
@@ -610,6 +616,10 @@ class Block:
             live = mask & (np.asarray(nsrc) > 0)
             vals = np.zeros((L, k), np.float32)
             got = self.load(src, sidx, k, live, 'cp.async source')
+            if len(sidx) >= 2 and live.any():
+                rows = np.broadcast_to(np.asarray(sidx[-2]), (L,))[live]
+                self.copied_rows.setdefault(id(src), set()).update(
+                    rows.tolist())
             for e in range(k):
                 vals[:, e] = np.where(live & (e < np.asarray(nsrc)),
                                       got[:, e], 0.0)
@@ -670,6 +680,12 @@ class Block:
             lb = int(self.uniform(o[0], mask, 'loop bound'))
             ub = int(self.uniform(o[1], mask, 'loop bound'))
             step = int(self.uniform(o[2], mask, 'loop step'))
+            if MUTATION == 'extra-tile' and any(
+                    x.name == 'gpu.barrier' for x in op.regions[0].ops):
+                # The key-tile range one tile longer, for the loop and every
+                # other use of its bound (the prefetch's condition).
+                ub += step
+                self.env[op.operands[1]] = np.asarray(o[1]) + step
             carried = o[3:]
             for it in range(lb, ub, step):
                 carried = self.exec_region(op.regions[0],
@@ -783,6 +799,10 @@ class Host:
     """Runs a host function of the GPU passes' output: reshapes, device
     allocations, and launches, each launch run block by block."""
 
+    # Called after each block with (block_id, block, kernel arguments):
+    # attention runs count the key tiles the block loaded.
+    tile_check = None
+
     def __init__(self, module, late):
         self.kernels = {sym_name(f): f for f in find_ops(module, 'gpu.func')}
         self.funcs = {sym_name(f): f for f in find_ops(module, 'func.func')}
@@ -878,7 +898,10 @@ class Host:
         for bz in range(grid[2]):
             for by in range(grid[1]):
                 for bx in range(grid[0]):
-                    Block(kernel, mems, (bx, by, bz), self.late, smem).run()
+                    blk = Block(kernel, mems, (bx, by, bz), self.late, smem)
+                    blk.run()
+                    if self.tile_check:
+                        self.tile_check((bx, by, bz), blk, mems)
         return None
 
 
@@ -1088,11 +1111,38 @@ def main():
                 # Face's padding): a uniform softmax, not zeros.
                 mask[..., ::7, :] = np.float32(-3.4e38)
         ref = reference(q, k, v, args.span, args.causal, mask)
+        allowed = masformer_ref.span_allowed(
+            q.shape[2], k.shape[2], masformer_ref.parse_span(args.span),
+            args.causal)
+        tiles = {'loaded': 0, 'cover': 0}
+
+        def check_tiles(block_id, blk, mems):
+            """The key tiles a block loads are exactly those that hold a key
+            some query row of the block may see (the minimal cover)."""
+            rows = allowed[block_id[0] * BLOCK_ROWS:
+                           (block_id[0] + 1) * BLOCK_ROWS]
+            if block_id[1] >= q.shape[1] or block_id[2] >= q.shape[0]:
+                rows = rows[:0]  # the one block launched for no heads/batch
+            keys = np.nonzero(rows.any(axis=0))[0]
+            cover = set((keys // KEY_TILE).tolist())
+            loaded = set(r // KEY_TILE
+                         for r in blk.copied_rows.get(id(mems[1]), ()))
+            tiles["loaded"] += len(loaded)
+            tiles['cover'] += len(cover)
+            if loaded != cover:
+                raise EmulationError(
+                    'block %s loads key tiles %s; the span and the causal '
+                    'triangle need exactly %s' % (
+                        block_id, sorted(loaded), sorted(cover)))
+
         for late in {'late': [True], 'eager': [False],
                      'both': [True, False]}[args.timing]:
             try:
                 inputs = [q, k, v] + ([] if mask is None else [mask])
-                out = Host(module, late).run('f', inputs)[0]
+                host = Host(module, late)
+                host.tile_check = check_tiles
+                tiles['loaded'] = tiles['cover'] = 0
+                out = host.run('f', inputs)[0]
             except EmulationError as e:
                 print('FAIL %s %s: %s' % (shape, 'late' if late else 'eager',
                                           e))
@@ -1103,10 +1153,12 @@ def main():
             ok = np.isfinite(out).all() and err <= tol
             failed |= not ok
             print('%s %s d=%d %s%s shape %s (%s copies): max error / max '
-                  '%.2e (tolerance %.0e)' % (
+                  '%.2e (tolerance %.0e); %d key tiles loaded, the minimal '
+                  'cover' % (
                       'ok  ' if ok else 'FAIL', args.dtype, d, args.span,
                       ' causal' if args.causal else '', shape,
-                      'late' if late else 'eager', err, tol))
+                      'late' if late else 'eager', err, tol,
+                      tiles['loaded']))
     return 1 if failed else 0
 
 
