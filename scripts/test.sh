@@ -26,6 +26,8 @@ for c in cases:
         failed += 1
     elif c.find("skipped") is not None:
         skipped += 1
+        why = c.find("skipped").get("message", "")
+        print(f"SKIPPED {c.get('classname', '')}.{c.get('name', '')}: {why}")
     else:
         passed += 1
 print(f"lit: {passed} passed, {failed} failed, {skipped} skipped")

@@ -50,6 +50,19 @@ cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 if os.path.exists(os.path.join(cuda_home, "bin", "ptxas")):
     config.available_features.add("ptxas")
     config.substitutions.append(("%cuda_home", cuda_home))
+elif os.environ.get("MASFORMER_REQUIRE_PTXAS") == "1":
+    # CI's machines have the toolkit: without it, every cubin check would
+    # silently not run.
+    lit_config.fatal(
+        f"MASFORMER_REQUIRE_PTXAS=1 but there is no {cuda_home}/bin/ptxas: "
+        "the GPU cubin tests cannot run. Install the CUDA toolkit (or set "
+        "CUDA_HOME), or run with MASFORMER_NO_PTXAS=1 to skip them on a "
+        "machine without it")
+else:
+    lit_config.warning(
+        f"no {cuda_home}/bin/ptxas (CUDA_HOME): the tests that compile GPU "
+        "kernels to cubins (REQUIRES: ptxas) are SKIPPED; the emulator "
+        "tests still run")
 
 
 def _has_cuda_gpu():
@@ -68,4 +81,9 @@ def _has_cuda_gpu():
 # GPU execution tests run only where a GPU is present.
 if _has_cuda_gpu():
     config.available_features.add("cuda-gpu")
+else:
+    lit_config.note(
+        "no CUDA GPU here: the tests that run kernels on a GPU (REQUIRES: "
+        "cuda-gpu) are skipped; test/gpu/run_checks.sh runs them on a GPU "
+        "machine")
 config.substitutions.append(("%gpu_dir", os.path.join(config.masformer_src_root, "test", "gpu")))

@@ -117,9 +117,14 @@ def test_session_errors(gpt2_lib, tmp_path):
     assert sess.run(feeds)["logits"].shape == (2, 8, 128)
 
 
-@pytest.mark.skipif(not os.path.exists(
-    os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
-                 "ptxas")), reason="no CUDA toolkit (ptxas)")
+_PTXAS = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
+                      "ptxas")
+
+
+@pytest.mark.skipif(
+    not os.path.exists(_PTXAS) and
+    os.environ.get("MASFORMER_REQUIRE_PTXAS") != "1",
+    reason=f"GPU compile SKIPPED: no CUDA toolkit ({_PTXAS})")
 def test_compile_cuda(fixtures, tmp_path):
     """target="cuda": a library with the CPU library's interface; without a
     GPU, running it raises the driver's reason."""
