@@ -6,7 +6,9 @@ checks the result with the CUDA toolkit's ptxas, no GPU needed.
 
 Also the matrix-product kernels of make_kernels.PRODUCTS. For each kernel:
 the cubin assembles, and ptxas's report (-v) gives its
-registers, stack frame and spills. The main attention configurations (bf16
+registers, stack frame and spills; its PTX uses the instructions the kernel
+is built on (mma.sync m16n8k16 for f16/bf16 or m16n8k8 for f32,
+ldmatrix.x4 and .trans for 16-bit operands, 16-byte cp.async.cg). The main attention configurations (bf16
 and f16, head_dim 64 and 128) and the products must not spill; the others
 are reported. Also checks
 that format=bin puts an ELF cubin into the gpu.binary. Exit status 1 on a
@@ -64,6 +66,35 @@ def main():
         r = run([os.path.join(args.toolkit, 'bin', 'ptxas'),
                  '-arch=' + args.chip, '-v', ptx, '-o',
                  os.path.join(tmp, 'k.cubin')])
+        # The instructions each kernel must be built on, from its PTX.
+        with open(ptx) as f:
+            ptx_text = f.read()
+        entries = re.split(r'\.entry ', ptx_text)[1:]
+        instrs = {}
+        for body in entries:
+            kname = re.match(r'(\w+)', body).group(1)
+            instrs[kname] = (
+                len(re.findall(r'mma\.sync\.aligned\.m16n8k16\.', body)),
+                len(re.findall(r'mma\.sync\.aligned\.m16n8k8\.', body)),
+                len(re.findall(r'ldmatrix\.sync\.aligned\.m8n8\.x4\.shared',
+                               body)),
+                len(re.findall(
+                    r'ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared',
+                    body)),
+                len(re.findall(r'cp\.async\.cg\.shared\.global \[[^\]]+\], '
+                               r'\[[^\]]+\], 16', body)))
+
+        def ptx_check(kname, dtype, trans_needed):
+            """Tensor cores of the element type, ldmatrix for 16-bit types
+            (.trans where the kernel reads a transposed operand), 16-byte
+            cp.async copies."""
+            m16, m8, ldsm, ldsmt, cp16 = instrs.get(kname, (0,) * 5)
+            ok = cp16 > 0 and (
+                m8 > 0 and m16 == 0 if dtype == 'f32' else
+                m16 > 0 and ldsm > 0 and (ldsmt > 0 or not trans_needed))
+            return ok, ('%d | %d | %d | %d | %d | %s' % (
+                m16, m8, ldsm, ldsmt, cp16, 'ptx ok' if ok else 'PTX WRONG'))
+
         report = {}
         for m in re.finditer(
                 r"Function properties for (\w+)\n\s*(\d+) bytes stack frame, "
@@ -71,8 +102,10 @@ def main():
                 r"ptxas info\s*: Used (\d+) registers", r.stderr):
             report[m.group(1)] = tuple(int(x) for x in m.groups()[1:])
         print('| kernel (%s) | registers | stack | spill stores | spill loads '
-              '| check |' % args.chip)
-        print('| --- | --- | --- | --- | --- | --- |')
+              '| check | mma m16n8k16 | mma m16n8k8 | ldmatrix.x4 | '
+              'ldmatrix.x4.trans | cp.async 16 B | PTX |' % args.chip)
+        print('| --- ' * 12 + '|')
+        ptx_ok = 0
         for c in configs:
             # Kernels name the causal flag only when set.
             name = 'masformer_attention_' + make_kernels.name(*c[:4]).replace(
@@ -85,11 +118,15 @@ def main():
             main_cfg = c[0] in ('bf16', 'f16') and c[1] in (64, 128)
             ok = not main_cfg or (st == 0 and ld == 0)
             failures += not ok
-            print('| %s | %d | %d | %d | %d | %s |' % (
+            # V's fragments come by ldmatrix.x4.trans.
+            pok, pcols = ptx_check(name, c[0], trans_needed=True)
+            failures += not pok
+            ptx_ok += pok
+            print('| %s | %d | %d | %d | %d | %s | %s |' % (
                 name, regs, stack, st, ld,
                 ('no spills' if st == ld == 0 else
                  'spills (reported: not a main configuration)')
-                if ok else 'SPILLS'))
+                if ok else 'SPILLS', pcols))
         for (dtype, result, bt), acc in [
                 (p, acc) for p in make_kernels.PRODUCTS
                 for acc in (True, False)]:
@@ -102,8 +139,15 @@ def main():
             stack, st, ld, regs = report[name]
             ok = st == 0 and ld == 0
             failures += not ok
-            print('| %s | %d | %d | %d | %d | %s |' % (
-                name, regs, stack, st, ld, 'no spills' if ok else 'SPILLS'))
+            # B stored [k, n] (not _bt) is read by ldmatrix.x4.trans.
+            pok, pcols = ptx_check(name, dtype, trans_needed=not bt)
+            failures += not pok
+            ptx_ok += pok
+            print('| %s | %d | %d | %d | %d | %s | %s |' % (
+                name, regs, stack, st, ld, 'no spills' if ok else 'SPILLS',
+                pcols))
+        print('PTX: %d of %d kernels on the expected instructions' % (
+            ptx_ok, len(report)))
         # The cubin path proper: ptxas inside gpu-module-to-binary.
         one = make_kernels.function('bf16', 64, 'block 128', True)
         r = run(['masformer-opt', '-', '--masformer-lower-to-nvvm=chip=%s '
