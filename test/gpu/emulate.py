@@ -372,6 +372,10 @@ class Block:
 
     def __init__(self, kernel, args, block_id, late, smem_bytes=None):
         self.kernel, self.block_id, self.late = kernel, block_id, late
+        # Random timing: `late` is a seed; each copy lands at a random op
+        # between its issue and the wait that covers it.
+        self.rng = (np.random.default_rng([late, *block_id])
+                    if not isinstance(late, bool) else None)
         self.smem_bytes = smem_bytes
         self.env = {}
         for name, val in zip(kernel.regions[0].args, args):
@@ -428,7 +432,18 @@ class Block:
             if op.name in ('scf.yield', 'gpu.return'):
                 return [self.v(o) for o in op.operands]
             self.exec_op(op, mask)
+            if self.rng is not None:
+                self.land_some()
         return []
+
+    def land_some(self):
+        """Random timing: now and then, one in-flight copy (committed or
+        not) lands, in no particular order."""
+        groups = [g for g in self.pending + [self.open] if g]
+        if not groups or self.rng.random() > 0.05:
+            return
+        g = groups[self.rng.integers(len(groups))]
+        self.apply_copies([g.pop(self.rng.integers(len(g)))])
 
     def apply_copies(self, copies):
         for (dst, didx, vals, mask, *landing) in copies:
@@ -624,7 +639,7 @@ class Block:
                 vals[:, e] = np.where(live & (e < np.asarray(nsrc)),
                                       got[:, e], 0.0)
             copy = (dst, didx, vals, mask.copy(), (B, w))
-            if self.late:
+            if self.late is not False:
                 self.open.append(copy)
             else:
                 self.apply_copies([copy])
@@ -905,6 +920,20 @@ class Host:
         return None
 
 
+def timings(args):
+    """The copy timings of --timing: True (late), False (eager) or seeds."""
+    if args.timing == 'random':
+        return list(range(1, args.schedules + 1))
+    return {'late': [True], 'eager': [False],
+            'both': [True, False]}[args.timing]
+
+
+def timing_name(late):
+    if isinstance(late, bool):
+        return 'late' if late else 'eager'
+    return 'random seed %d' % late
+
+
 def compile_module(src, passes, opt):
     """`src` through masformer-opt `passes`, parsed."""
     r = subprocess.run([opt, '-'] + passes +
@@ -1029,8 +1058,7 @@ def run_gemm(args):
         b3 = bmat[None] if args.weights else bmat
         bt = np.swapaxes(b3, -1, -2) if args.transposed_b else b3
         ref = c0.astype(np.float64) + np.matmul(a.astype(np.float64), bt)
-        for late in {'late': [True], 'eager': [False],
-                     'both': [True, False]}[args.timing]:
+        for late in timings(args):
             inputs = [a, bmat] + ([] if args.zero_init else [c0])
             try:
                 out = Host(module, late).run('f', inputs)[0]
@@ -1049,7 +1077,7 @@ def run_gemm(args):
                       ' B^T' if args.transposed_b else '',
                       ' weights' if args.weights else '',
                       ' zero-init' if args.zero_init else '', shape,
-                      'late' if late else 'eager', err, tol[args.dtype]))
+                      timing_name(late), err, tol[args.dtype]))
     return 1 if failed else 0
 
 
@@ -1076,7 +1104,12 @@ def main():
                          'h, q, k (batch, heads, queries, keys) or 1, e.g. '
                          'b,1,1,k; a fifth of it -inf, some rows all -3.4e38')
     ap.add_argument('--timing', default='both',
-                    choices=('late', 'eager', 'both'))
+                    choices=('late', 'eager', 'both', 'random'),
+                    help='when cp.async copies land: at the wait, at issue, '
+                    'both runs, or (random) at random points between, one '
+                    'run per --schedules seed')
+    ap.add_argument('--schedules', type=int, default=8,
+                    help='seeds of --timing random')
     ap.add_argument('--masformer-opt', default='masformer-opt')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--mutate', choices=MUTATIONS,
@@ -1135,8 +1168,7 @@ def main():
                     'triangle need exactly %s' % (
                         block_id, sorted(loaded), sorted(cover)))
 
-        for late in {'late': [True], 'eager': [False],
-                     'both': [True, False]}[args.timing]:
+        for late in timings(args):
             try:
                 inputs = [q, k, v] + ([] if mask is None else [mask])
                 host = Host(module, late)
@@ -1144,7 +1176,7 @@ def main():
                 tiles['loaded'] = tiles['cover'] = 0
                 out = host.run('f', inputs)[0]
             except EmulationError as e:
-                print('FAIL %s %s: %s' % (shape, 'late' if late else 'eager',
+                print('FAIL %s %s: %s' % (shape, timing_name(late),
                                           e))
                 failed = True
                 continue
@@ -1157,7 +1189,7 @@ def main():
                   'cover' % (
                       'ok  ' if ok else 'FAIL', args.dtype, d, args.span,
                       ' causal' if args.causal else '', shape,
-                      'late' if late else 'eager', err, tol,
+                      timing_name(late), err, tol,
                       tiles['loaded']))
     return 1 if failed else 0
 
