@@ -318,6 +318,7 @@ class ModelHost(E.Host):
         self.globals = globals_
         self.kernels_by_module = index_kernels(module)
         self.launches = 0
+        self.kernel_names = set()
 
     def exec(self, op, o):
         n = op.name
@@ -390,6 +391,7 @@ class ModelHost(E.Host):
             else:
                 args.append(np.full(L, x))
         self.launches += 1
+        self.kernel_names.add(kname)
         for bz in range(grid[2]):
             for by in range(grid[1]):
                 for bx in range(grid[0]):
@@ -436,6 +438,11 @@ def main():
                     metavar=('ATOL', 'RTOL'),
                     help='tolerance of float16 outputs (rounded to f16, '
                          'where onnxruntime keeps f32 inside MatMul)')
+    ap.add_argument('--rel-rms', type=float,
+                    help='compare by relative RMS error, |got - want|_2 / '
+                         '|want|_2 <= this, instead of --atol/--rtol')
+    ap.add_argument('--expect-kernel', action='append', default=[],
+                    help='fail unless a launched kernel name contains this')
     ap.add_argument('--timing', default='late', choices=('late', 'eager'))
     ap.add_argument('--precision', default='f32', choices=('f32', 'bf16'),
                     help='bf16: products and attention on bf16 operands, as '
@@ -490,10 +497,28 @@ def main():
         if not np.array_equal(dev, host.globals[sym], equal_nan=True):
             print('FAIL: a kernel wrote the weight @%s' % sym)
             failed = True
+    for part in a.expect_kernel:
+        if not any(part in k for k in host.kernel_names):
+            print('FAIL: no launched kernel is a %s kernel (launched: %s)' % (
+                part, ', '.join(sorted(host.kernel_names))))
+            failed = True
     for o, got, exp in zip(sess.get_outputs(), outs, want):
         got = np.asarray(got)
         atol, rtol = (a.f16_tol if exp.dtype == np.float16
                       else (a.atol, a.rtol))
+        if a.rel_rms is not None:
+            e64 = exp.astype(np.float64)
+            rel = (float(np.linalg.norm(got.astype(np.float64) - e64) /
+                         max(np.linalg.norm(e64), 1e-30))
+                   if got.shape == exp.shape else float('inf'))
+            bad = (None if rel <= a.rel_rms else
+                   '%s: relative RMS error %.2e > %.0e' % (o.name, rel,
+                                                           a.rel_rms))
+            print('%s %s %s: relative RMS error %.2e (tolerance %.0e)' % (
+                'FAIL' if bad else 'ok  ', o.name, tuple(exp.shape), rel,
+                a.rel_rms))
+            failed |= bool(bad)
+            continue
         bad = mismatch(o.name, got, exp.astype(np.float64), atol, rtol,
                        what='emulated GPU')
         err = float(np.abs(got.astype(np.float64) -
