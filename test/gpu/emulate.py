@@ -68,6 +68,13 @@ MUTATIONS = ('no-barrier', 'swap-early', 'overlap-views', 'misaligned-copy',
              'grid-short', 'extra-tile')
 MUTATION = None
 
+# Dynamic shared memory one block may use, by chip (CUDA C Programming
+# Guide, technical specifications per compute capability): every launch is
+# checked against the --chip's.
+CHIP_SHARED_MEMORY = {'sm_80': 163 * 1024, 'sm_86': 99 * 1024,
+                      'sm_89': 99 * 1024, 'sm_90': 227 * 1024}
+CHIP = 'sm_90'
+
 # ---------------------------------------------------------------------------
 # Parsing the generic form.
 # ---------------------------------------------------------------------------
@@ -899,6 +906,10 @@ class Host:
             grid[0] -= 1
         block = [v[0] for v in vals[4:7]]
         smem = vals[10][0] if vals[10] else 0
+        if smem > CHIP_SHARED_MEMORY[CHIP]:
+            raise EmulationError(
+                'launch with %d bytes of dynamic shared memory: %s allows a '
+                'block %d' % (smem, CHIP, CHIP_SHARED_MEMORY[CHIP]))
         operands = vals[11]
         name = re.search(r'kernel = @\w+::@(\w+)', op.attrs).group(1)
         kernel = self.kernels[name]
@@ -988,7 +999,8 @@ def compile_attention(dtype, d, span, causal, opt, mask_dims=None):
            '#masformer.span<%s>, causal = %s} : %s, %s, %s -> %s\n'
            '  return %%o : %s\n}\n' % (t, t, t, margs, t, mtype, span,
                                        str(causal).lower(), t, t, t, t, t))
-    return compile_module(src, ['--masformer-attention-to-gpu'], opt)
+    return compile_module(src, ['--masformer-attention-to-gpu=chip=' + CHIP],
+                          opt)
 
 
 def compile_gemm(args, n, k):
@@ -1112,11 +1124,15 @@ def main():
                     help='seeds of --timing random')
     ap.add_argument('--masformer-opt', default='masformer-opt')
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--chip', default='sm_90', choices=sorted(
+        CHIP_SHARED_MEMORY), help='compile for this chip and check every '
+        'launch against its shared memory per block')
     ap.add_argument('--mutate', choices=MUTATIONS,
                     help='run the kernels with this bug; the run must fail')
     args = ap.parse_args()
-    global MUTATION
+    global MUTATION, CHIP
     MUTATION = args.mutate
+    CHIP = args.chip
     if args.gemm:
         return run_gemm(args)
     if args.head_dim is None:
