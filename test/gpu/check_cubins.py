@@ -34,6 +34,48 @@ def run(cmd, **kw):
     return r
 
 
+def find_tool(toolkit, name):
+    """A CUDA tool from the toolkit, PATH, or the nvidia-* wheels."""
+    import shutil
+    for d in [os.path.join(toolkit, 'bin')]:
+        if os.path.exists(os.path.join(d, name)):
+            return os.path.join(d, name)
+    if shutil.which(name):
+        return shutil.which(name)
+    try:
+        import nvidia  # the pip wheels' namespace package
+        for root in nvidia.__path__:
+            for sub in sorted(os.listdir(root)):
+                p = os.path.join(root, sub, 'bin', name)
+                if os.path.exists(p):
+                    return p
+    except ImportError:
+        pass
+    return None
+
+
+def sass_counts(toolkit, cubin):
+    """Per kernel of the cubin: (HMMA.16816, HMMA.1688, LDSM, LDGSTS,
+    STL + LDL) from cuobjdump -sass; None without the tools."""
+    cuobjdump = find_tool(toolkit, 'cuobjdump')
+    nvdisasm = find_tool(toolkit, 'nvdisasm')
+    if not cuobjdump or not nvdisasm:
+        return None
+    env = dict(os.environ, PATH=os.path.dirname(nvdisasm) + os.pathsep +
+               os.environ.get('PATH', ''))
+    r = run([cuobjdump, '-sass', cubin], env=env)
+    counts = {}
+    for body in re.split(r'\n\s*Function : ', r.stdout)[1:]:
+        kname = body.split(None, 1)[0]
+        counts[kname] = (
+            len(re.findall(r'\bHMMA\.16816\.', body)),
+            len(re.findall(r'\bHMMA\.1688\.', body)),
+            len(re.findall(r'\bLDSM\.', body)),
+            len(re.findall(r'\bLDGSTS\.', body)),
+            len(re.findall(r'\b(?:STL|LDL)\b', body)))
+    return counts
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--chip', required=True)
@@ -95,6 +137,23 @@ def main():
             return ok, ('%d | %d | %d | %d | %d | %s' % (
                 m16, m8, ldsm, ldsmt, cp16, 'ptx ok' if ok else 'PTX WRONG'))
 
+        # SASS, where cuobjdump and nvdisasm are found (the toolkit's, or
+        # the nvidia-cuda-cuobjdump/-nvdisasm wheels of requirements.txt).
+        sass = sass_counts(args.toolkit, os.path.join(tmp, 'k.cubin'))
+
+        def sass_check(kname, dtype, allow_local=False):
+            """Tensor-core HMMA of the element type, LDSM for 16-bit
+            operands, LDGSTS (cp.async) and no local memory (STL/LDL, the
+            spills; allowed where ptxas's spills are reported only)."""
+            if sass is None:
+                return True, 'no cuobjdump'
+            hm16, hm8, ldsm, ldgsts, local = sass.get(kname, (0,) * 5)
+            ok = ldgsts > 0 and (local == 0 or allow_local) and (
+                hm8 > 0 if dtype == 'f32' else hm16 > 0 and ldsm > 0)
+            return ok, '%d | %d | %d | %d | %d | %s' % (
+                hm16, hm8, ldsm, ldgsts, local,
+                'sass ok' if ok else 'SASS WRONG')
+
         report = {}
         for m in re.finditer(
                 r"Function properties for (\w+)\n\s*(\d+) bytes stack frame, "
@@ -103,9 +162,10 @@ def main():
             report[m.group(1)] = tuple(int(x) for x in m.groups()[1:])
         print('| kernel (%s) | registers | stack | spill stores | spill loads '
               '| check | mma m16n8k16 | mma m16n8k8 | ldmatrix.x4 | '
-              'ldmatrix.x4.trans | cp.async 16 B | PTX |' % args.chip)
-        print('| --- ' * 12 + '|')
-        ptx_ok = 0
+              'ldmatrix.x4.trans | cp.async 16 B | PTX | HMMA.16816 | '
+              'HMMA.1688 | LDSM | LDGSTS | STL/LDL | SASS |' % args.chip)
+        print('| --- ' * 18 + '|')
+        ptx_ok = sass_ok = 0
         for c in configs:
             # Kernels name the causal flag only when set.
             name = 'masformer_attention_' + make_kernels.name(*c[:4]).replace(
@@ -120,13 +180,15 @@ def main():
             failures += not ok
             # V's fragments come by ldmatrix.x4.trans.
             pok, pcols = ptx_check(name, c[0], trans_needed=True)
-            failures += not pok
+            sok, scols = sass_check(name, c[0], allow_local=not main_cfg)
+            failures += (not pok) + (not sok)
             ptx_ok += pok
-            print('| %s | %d | %d | %d | %d | %s | %s |' % (
+            sass_ok += sok
+            print('| %s | %d | %d | %d | %d | %s | %s | %s |' % (
                 name, regs, stack, st, ld,
                 ('no spills' if st == ld == 0 else
                  'spills (reported: not a main configuration)')
-                if ok else 'SPILLS', pcols))
+                if ok else 'SPILLS', pcols, scols))
         for (dtype, result, bt), acc in [
                 (p, acc) for p in make_kernels.PRODUCTS
                 for acc in (True, False)]:
@@ -141,13 +203,20 @@ def main():
             failures += not ok
             # B stored [k, n] (not _bt) is read by ldmatrix.x4.trans.
             pok, pcols = ptx_check(name, dtype, trans_needed=not bt)
-            failures += not pok
+            sok, scols = sass_check(name, dtype)
+            failures += (not pok) + (not sok)
             ptx_ok += pok
-            print('| %s | %d | %d | %d | %d | %s | %s |' % (
+            sass_ok += sok
+            print('| %s | %d | %d | %d | %d | %s | %s | %s |' % (
                 name, regs, stack, st, ld, 'no spills' if ok else 'SPILLS',
-                pcols))
+                pcols, scols))
         print('PTX: %d of %d kernels on the expected instructions' % (
             ptx_ok, len(report)))
+        if sass is None:
+            print('SASS: NOT CHECKED (no cuobjdump/nvdisasm)')
+        else:
+            print('SASS: %d of %d kernels on the expected instructions' % (
+                sass_ok, len(report)))
         # The cubin path proper: ptxas inside gpu-module-to-binary.
         one = make_kernels.function('bf16', 64, 'block 128', True)
         r = run(['masformer-opt', '-', '--masformer-lower-to-nvvm=chip=%s '
