@@ -18,8 +18,9 @@ cp.async copies land either at once ("eager") or only at the wait that
 covers them ("late"): a kernel must be right both ways. Shared memory is
 checked as the hardware promises it (SharedMemory below): a byte one warp
 writes and another touches with no barrier between is a race, a cp.async
-destination touched before its wait is a race, overlapping views are a
-layout error, and cp.async/ldmatrix addresses must be 16-byte aligned.
+destination touched before its wait is a race, views are typed windows on
+one byte array per block (overlapping ones are a layout error), and
+cp.async/ldmatrix addresses must be 16-byte aligned.
 --mutate runs the kernels with a known bug, which must fail.
 
     emulate.py --dtype bf16 --head-dim 64 --span "block 128" --causal \\
@@ -225,6 +226,51 @@ class Mem:
         return 4 if self.elem in ('f32', 'i32') else 2
 
 
+class SharedWindow:
+    """A typed view of shared memory: indexing reads and writes the block's
+    bytes (SharedMemory.data), little-endian, so that two views of the same
+    bytes see each other's writes as the hardware does. Values are float32
+    (or integers for i32) exactly as the element type holds them."""
+
+    def __init__(self, data, base, shape, elem):
+        self.data, self.base, self.shape, self.elem = data, base, tuple(
+            shape), elem
+        self.esize = 4 if elem in ('f32', 'i32') else 2
+
+    def _bytes(self, idx):
+        ix = np.broadcast_arrays(*[np.asarray(i, dtype=np.int64)
+                                   for i in idx])
+        lin = np.ravel_multi_index(ix, self.shape)
+        first = self.base + lin * self.esize
+        return first[..., None] + np.arange(self.esize)
+
+    def __getitem__(self, idx):
+        b = self.data[self._bytes(idx)].astype(np.uint32)
+        word = b[..., 0] | (b[..., 1] << 8)
+        if self.esize == 4:
+            word = word | (b[..., 2] << 16) | (b[..., 3] << 24)
+            return (word.view(np.float32) if self.elem == 'f32' else
+                    word.view(np.int32).astype(np.int64))
+        if self.elem == 'f16':
+            return word.astype(np.uint16).view(np.float16).astype(np.float32)
+        return (word << 16).view(np.float32)  # bf16
+
+    def __setitem__(self, idx, vals):
+        vals = np.asarray(vals)
+        if self.elem == 'f32':
+            word = vals.astype(np.float32).view(np.uint32)
+        elif self.elem == 'i32':
+            word = vals.astype(np.int64).astype(np.uint32)
+        elif self.elem == 'f16':
+            word = vals.astype(np.float16).view(np.uint16).astype(np.uint32)
+        else:  # bf16: values are already rounded to it
+            word = vals.astype(np.float32).view(np.uint32) >> 16
+        b = self._bytes(idx)
+        word = np.broadcast_to(word, b.shape[:-1])
+        for k in range(self.esize):
+            self.data[b[..., k]] = (word >> (8 * k)) & 0xFF
+
+
 class SharedMemory:
     """What the hardware promises about one block's shared memory, checked
     on every access: the byte-addressed state behind the typed views.
@@ -243,6 +289,9 @@ class SharedMemory:
 
     def __init__(self, nbytes):
         self.nbytes = nbytes
+        # The bytes themselves: all ones, a NaN in every float type, so that
+        # reading what no copy wrote shows in the result.
+        self.data = np.full(nbytes, 0xFF, np.uint8)
         self.w_epoch = np.full(nbytes, -1, np.int64)
         self.w_warp = np.full(nbytes, -1, np.int64)
         self.r_epoch = np.full(nbytes, -1, np.int64)
@@ -568,9 +617,9 @@ class Block:
                         'shared memory: a view of bytes [%d, %d) but the '
                         'launch gives %d' % (off, off + nbytes,
                                              self.smem_bytes))
-                self.views[off] = Mem(np.full(shape, np.nan, np.float32),
-                                      elem_of(res_ty), 'smem@%d' % off,
-                                      base=off)
+                self.views[off] = Mem(
+                    SharedWindow(self.smem.data, off, shape, elem_of(res_ty)),
+                    elem_of(res_ty), 'smem@%d' % off, base=off)
             nbytes = int(np.prod(shape)) * self.views[off].esize
             self.smem.add_view(off, nbytes, res_ty)
             out = self.views[off]
