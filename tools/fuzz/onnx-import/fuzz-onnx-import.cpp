@@ -9,6 +9,8 @@
 
 #include "masformer/Frontend/ONNXFrontend.h"
 
+#include "../FuzzShapes.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 
@@ -30,18 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // As masformer-opt does: patterns that cannot be raised stay as imported.
   options.strictRaise = false;
   // Dynamic dimensions of any input become 2, so that graphs get imported.
-  for (const onnx::ValueInfoProto &in : model->graph().input()) {
-    const auto &tt = in.type().tensor_type();
-    if (!tt.has_shape() || tt.shape().dim_size() > 8)
-      continue;
-    llvm::SmallVector<int64_t> shape;
-    for (const auto &d : tt.shape().dim())
-      shape.push_back(d.has_dim_value() && d.dim_value() > 0 &&
-                              d.dim_value() < 64
-                          ? d.dim_value()
-                          : 2);
-    options.inputShapes[in.name()] = shape;
-  }
+  mlir::masformer::fuzz::setStaticInputShapes(*model, options);
   (void)mlir::masformer::runONNXFrontend(std::move(model),
                                          "/nonexistent-fuzz-dir", "fuzz.onnx",
                                          options, &context);

@@ -20,6 +20,8 @@
 #include "masformer/Export/ONNXExporter.h"
 #include "masformer/Frontend/ONNXFrontend.h"
 
+#include "../FuzzShapes.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -566,21 +568,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::masformer::ONNXFrontendOptions options;
   options.strictRaise = false;
   options.spans = kSpanOptions[hash % std::size(kSpanOptions)];
-  if ((hash >> 8) % 2) {
-    // Static shapes: every dynamic dimension of an input becomes 2.
-    for (const onnx::ValueInfoProto &in : model->graph().input()) {
-      const auto &tt = in.type().tensor_type();
-      if (!tt.has_shape() || tt.shape().dim_size() > 8)
-        continue;
-      llvm::SmallVector<int64_t> shape;
-      for (const auto &d : tt.shape().dim())
-        shape.push_back(d.has_dim_value() && d.dim_value() > 0 &&
-                                d.dim_value() < 64
-                            ? d.dim_value()
-                            : 2);
-      options.inputShapes[in.name()] = shape;
-    }
-  }
+  // Static shapes (every dynamic dimension of an input 2) or dynamic ones.
+  if ((hash >> 8) % 2)
+    mlir::masformer::fuzz::setStaticInputShapes(*model, options);
   mlir::FailureOr<mlir::masformer::ONNXFrontendResult> result =
       mlir::masformer::runONNXFrontend(std::move(model), scratchDir,
                                        "fuzz.onnx", options, &context);
