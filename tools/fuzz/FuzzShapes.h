@@ -1,4 +1,4 @@
-//===- FuzzShapes.h - Static input shapes for fuzzing --------*- C++ -*-===//
+//===- FuzzShapes.h - Static input shapes for fuzzing -----------*- C++ -*-===//
 //
 // Shared by the libFuzzer harnesses that import models: static shapes for a
 // model's inputs, so that graphs whose sizes are dynamic still get imported
