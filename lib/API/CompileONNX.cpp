@@ -297,8 +297,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   // Removed on failure, and on a signal (Ctrl-C) until it is renamed.
   llvm::FileRemover tmpRemover(tmp);
   llvm::sys::RemoveFileOnSignal(tmp);
-  auto unregister =
-      llvm::make_scope_exit([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
+  llvm::scope_exit unregister([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
   if (failed(emitOutput(module, tmp, entry->numInputs, entry->signature,
                         options, *tools, src, loc)))
     return failure();
