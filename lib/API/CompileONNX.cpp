@@ -9,10 +9,13 @@
 //      --masformer-model-to-nvvm (tensor-core kernels, the rest as
 //      one-thread-per-element kernels, a cubin by ptxas, host code on device
 //      buffers with the weights as @main's trailing arguments);
-//   4. LLVM IR with the runtime interface (lib/Target/RuntimeInterface),
-//      O3 for the host CPU, an object file, and a shared library
-//      (lib/Target/LLVMTarget, Toolchain), written next to the output and
-//      renamed into place only when everything succeeded.
+//   4. the weights moved out of the code (lib/Target/Weights: a manifest,
+//      slots the runtime fills from the model's data file and the weights
+//      file), LLVM IR with the runtime interface (lib/Target/
+//      RuntimeInterface), O3 for the host CPU, an object file, and a shared
+//      library (lib/Target/LLVMTarget, Toolchain), written next to the
+//      output and renamed into place, weights file first, only when
+//      everything succeeded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +29,7 @@
 #include "masformer/Target/RuntimeInterface.h"
 #include "masformer/Target/Signature.h"
 #include "masformer/Target/Toolchain.h"
+#include "masformer/Target/Weights.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/InitAllDialects.h"
@@ -39,6 +43,7 @@
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Signals.h"
 
@@ -193,10 +198,13 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
   return entry;
 }
 
-/// Step 4: the lowered module, as `options.output` asks, written to `path`.
+/// Step 4: the lowered module, as `options.output` asks, written to `path`;
+/// unless the weights stay embedded, `weights` says where they went (their
+/// own file is named `ownWeightsPath` in the manifest and written later).
 LogicalResult emitOutput(ModuleOp module, StringRef path, unsigned numInputs,
                          StringRef signature, const CompileONNXOptions &options,
                          const CompileTools &tools, StringRef sourceName,
+                         StringRef ownWeightsPath, WeightsLayout &weights,
                          Location loc) {
   auto writeText = [&](llvm::function_ref<void(raw_ostream &)> fn) {
     return writeFile(
@@ -219,6 +227,16 @@ LogicalResult emitOutput(ModuleOp module, StringRef path, unsigned numInputs,
       return failure();
     constants = std::move(*c);
   }
+  if (!options.embedWeights) {
+    FailureOr<WeightsLayout> layout =
+        externalizeWeights(module, ownWeightsPath, loc);
+    if (failed(layout))
+      return failure();
+    weights = std::move(*layout);
+    for (DeviceConstant &c : constants)
+      if (auto it = weights.slotOf.find(c.global); it != weights.slotOf.end())
+        c.slot = it->second;
+  }
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, sourceName);
@@ -230,6 +248,7 @@ LogicalResult emitOutput(ModuleOp module, StringRef path, unsigned numInputs,
   if (failed(addRuntimeInterface(*llvmModule, numInputs, signature, cuda,
                                  constants, loc)))
     return failure();
+  addWeightsManifest(*llvmModule, weights);
   if (llvm::verifyModule(*llvmModule, &llvm::errs()))
     return emitError(loc) << "internal error: invalid LLVM IR";
   optimizeModule(*llvmModule, tm);
@@ -254,6 +273,47 @@ LogicalResult emitOutput(ModuleOp module, StringRef path, unsigned numInputs,
     return linkLibrary(objectPath, path, tools.cudaRuntimeDir, loc);
   return success();
 }
+
+} // namespace
+
+std::string mlir::masformer::weightsPath(StringRef dst) {
+  SmallString<256> path(dst);
+  llvm::sys::path::replace_extension(path, "weights");
+  return path.str().str();
+}
+
+namespace {
+
+/// A temporary file next to `dst`, removed on failure and on a signal
+/// (Ctrl-C) until it is renamed into place by `keep`.
+struct PendingOutput {
+  SmallString<256> tmp;
+  std::optional<llvm::FileRemover> remover;
+
+  LogicalResult create(StringRef dst, Location loc) {
+    int fd;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueFile(dst + ".tmp-%%%%%%", fd, tmp))
+      return emitError(loc)
+                 << "cannot write next to '" << dst << "': " << ec.message(),
+             failure();
+    llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+    remover.emplace(tmp);
+    llvm::sys::RemoveFileOnSignal(tmp);
+    return success();
+  }
+  LogicalResult keep(StringRef dst, Location loc) {
+    if (std::error_code ec = llvm::sys::fs::rename(tmp, dst))
+      return emitError(loc) << "cannot write '" << dst << "': " << ec.message(),
+             failure();
+    remover->releaseFile();
+    return success();
+  }
+  ~PendingOutput() {
+    if (!tmp.empty())
+      llvm::sys::DontRemoveFileOnSignal(tmp);
+  }
+};
 
 } // namespace
 
@@ -283,27 +343,37 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   if (failed(entry))
     return failure();
 
-  // Everything goes to a temporary file next to `dst`, renamed at the end.
-  SmallString<256> tmp;
-  {
-    int fd;
-    if (std::error_code ec =
-            llvm::sys::fs::createUniqueFile(dst + ".tmp-%%%%%%", fd, tmp))
-      return emitError(loc)
-                 << "cannot write next to '" << dst << "': " << ec.message(),
-             failure();
-    llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-  }
-  // Removed on failure, and on a signal (Ctrl-C) until it is renamed.
-  llvm::FileRemover tmpRemover(tmp);
-  llvm::sys::RemoveFileOnSignal(tmp);
-  llvm::scope_exit unregister([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
-  if (failed(emitOutput(module, tmp, entry->numInputs, entry->signature,
-                        options, *tools, src, loc)))
-    return failure();
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, dst))
-    return emitError(loc) << "cannot write '" << dst << "': " << ec.message(),
+  // Everything goes to temporary files next to `dst`, renamed at the end:
+  // the weights file first, so that a library is never in place without
+  // its weights.
+  std::string ownWeights = weightsPath(dst);
+  if (!options.embedWeights && ownWeights == dst)
+    return emitError(loc) << "-o " << dst
+                          << ": the output cannot have the weights file's "
+                             "extension (.weights)",
            failure();
-  tmpRemover.releaseFile();
+  PendingOutput output;
+  if (failed(output.create(dst, loc)))
+    return failure();
+  WeightsLayout weights;
+  if (failed(emitOutput(module, output.tmp, entry->numInputs,
+                        entry->signature, options, *tools, src, ownWeights,
+                        weights, loc)))
+    return failure();
+  PendingOutput weightsOutput;
+  if (weights.ownFile() >= 0) {
+    if (failed(weightsOutput.create(ownWeights, loc)))
+      return failure();
+    if (failed(writeFile(
+            weightsOutput.tmp,
+            [&](llvm::raw_fd_ostream &os) {
+              return writeWeightsFile(weights, os, loc);
+            },
+            loc)) ||
+        failed(weightsOutput.keep(ownWeights, loc)))
+      return failure();
+  }
+  if (failed(output.keep(dst, loc)))
+    return failure();
   return report;
 }

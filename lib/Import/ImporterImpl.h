@@ -13,7 +13,9 @@
 
 #include "HostTensor.h"
 #include "masformer/Import/ONNXImporter.h"
+#include "masformer/Utils/MappedFiles.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
@@ -21,6 +23,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <optional>
 
 namespace mlir::masformer {
@@ -194,6 +197,13 @@ private:
   };
   FailureOr<ExternalRef> resolveExternal(const onnx::TensorProto &tensor);
   LogicalResult readExternal(const ExternalRef &ref, char *dest);
+  /// The bytes of `ref` as a blob: a view of the mapped file when they are
+  /// aligned to `elementSize`, otherwise a copy.
+  FailureOr<AsmResourceBlob> externalBlob(const ExternalRef &ref,
+                                          StringRef tensor,
+                                          int64_t elementSize);
+  /// The external data files mapped so far, by path.
+  llvm::StringMap<std::shared_ptr<MappedFile>> mappedFiles;
   /// Counts `bytes` more of tensor data the import holds in memory; fails,
   /// naming `tensor`, once the total would pass memoryBudget()
   /// (docs/SECURITY.md), so that a model declaring more weights than the

@@ -457,8 +457,9 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
       attr = ht->toAttr();
     } else {
       // Weights are blobs, never printed inline: the IR stays small and the
-      // bytes stay exactly those of the model. External data is read
-      // straight into the blob, so a model costs its weights once in memory.
+      // bytes stay exactly those of the model. External data is mapped, not
+      // read: a model costs its weights once in memory, and a compiled
+      // library can refer to the model's own data file (MappedFiles.h).
       int64_t expected =
           entry.type.getNumElements() * rawElementSize(t.data_type());
       AsmResourceBlob blob;
@@ -473,14 +474,11 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
         }
         if (failed(reserveMemory(name, expected)))
           return {};
-        blob = HeapAsmResourceBlob::allocate(expected, alignof(uint64_t),
-                                             /*dataIsMutable=*/true);
-        if (failed(readExternal(*ref, blob.getMutableData().data()))) {
-          emitError(loc) << "initializer '" << name
-                         << "': cannot read external data '" << ref->path
-                         << "'";
+        FailureOr<AsmResourceBlob> mapped =
+            externalBlob(*ref, name, rawElementSize(t.data_type()));
+        if (failed(mapped))
           return {};
-        }
+        blob = std::move(*mapped);
       } else {
         const std::string &bytes = t.raw_data();
         if (static_cast<int64_t>(bytes.size()) != expected) {

@@ -235,6 +235,41 @@ LogicalResult ONNXImporterImpl::readExternal(const ExternalRef &ref,
   return success(ok);
 }
 
+FailureOr<AsmResourceBlob>
+ONNXImporterImpl::externalBlob(const ExternalRef &ref, StringRef tensor,
+                               int64_t elementSize) {
+  std::shared_ptr<MappedFile> &file = mappedFiles[ref.path];
+  if (!file) {
+    std::string error;
+    file = MappedFile::open(ref.path, error);
+    if (!file)
+      return emitError(loc) << "initializer '" << tensor
+                            << "': cannot map external data '" << ref.path
+                            << "': " << error,
+             failure();
+  }
+  ArrayRef<char> all = file->bytes();
+  // The size was checked when the reference was resolved; a file that
+  // shrank since is refused rather than read past its end.
+  if (static_cast<uint64_t>(ref.offset) + ref.length > all.size())
+    return emitError(loc) << "initializer '" << tensor << "': external data '"
+                          << ref.path << "' changed while it was read",
+           failure();
+  ArrayRef<char> bytes = all.slice(ref.offset, ref.length);
+  // The blob's alignment: the address's, up to 64 bytes.
+  auto address = reinterpret_cast<uintptr_t>(bytes.data());
+  size_t align = 64;
+  while (align > 1 && address % align)
+    align /= 2;
+  if (align < static_cast<size_t>(elementSize))
+    return HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes,
+                                                         alignof(uint64_t));
+  // The blob keeps the mapping alive.
+  return UnmanagedAsmResourceBlob::allocateWithAlign(
+      bytes, align, [file](void *, size_t, size_t) {},
+      /*dataIsMutable=*/false);
+}
+
 FailureOr<HostTensor>
 ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
   HostTensor t;

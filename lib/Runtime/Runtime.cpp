@@ -13,6 +13,12 @@
 // library's masformer_free (its caching allocator made them), and
 // masformer_release_memory empties that cache when the model is freed.
 //
+// A library whose weights are outside its code exports their manifest
+// (masformer_weights) and a table of pointers (masformer_weight_table):
+// loading maps each file the manifest names read-only, checks it (size,
+// header, each weight's fingerprint) and writes every weight's address into
+// its slot, once per loaded library however many handles share it.
+//
 // A library compiled for the GPU ("target cuda" and "chip sm_XY" in its
 // signature) has the same interface: host buffers in and out. It links
 // libMASFormerCudaRuntime, whose errors are sticky: the runtime reads
@@ -27,6 +33,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -245,6 +253,158 @@ std::string declString(const TensorDecl &d) {
   return s + "]";
 }
 
+/// A file mapped read-only.
+struct Mapping {
+  void *addr = nullptr;
+  size_t size = 0;
+};
+
+/// A weights file of a loaded library: the path it was opened from.
+struct WeightFile {
+  std::string path;
+  uint64_t bytes = 0;
+};
+
+/// The weights of one loaded library (dlopen handle), shared by its models.
+struct BoundWeights {
+  int refs = 0;
+  std::vector<Mapping> maps;
+  std::vector<WeightFile> files;
+  void **table = nullptr;
+  size_t slots = 0;
+
+  void unmap() {
+    for (Mapping &m : maps)
+      munmap(m.addr, m.size);
+    maps.clear();
+    if (table)
+      std::memset(table, 0, slots * sizeof(void *));
+  }
+};
+
+std::mutex weightsMutex;
+std::map<void *, BoundWeights> &boundWeights() {
+  static auto *m = new std::map<void *, BoundWeights>; // used at exit
+  return *m;
+}
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool isRegularFile(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// Maps the files of the manifest `text` of library `lib` and fills
+/// `w.table`; returns an error or "". On error nothing stays mapped.
+std::string mapWeights(const std::string &lib, const char *text,
+                       BoundWeights &w) {
+  std::string bad = "'" + lib + "' has a malformed weights manifest";
+  std::vector<std::string> lines = split(text, '\n');
+  std::vector<std::string> head =
+      lines.empty() ? std::vector<std::string>() : split(lines[0], '\t');
+  if (head.size() != 3 || head[0] != MF_ABI_WEIGHTS_MAGIC ||
+      head[1] != std::to_string(MF_ABI_WEIGHTS_FORMAT))
+    return bad;
+  uint64_t buildId = std::strtoull(head[2].c_str(), nullptr, 16);
+  std::string dir = directoryOf(lib);
+  std::vector<bool> own;
+  size_t slot = 0;
+  for (size_t l = 1; l < lines.size(); ++l) {
+    if (lines[l].empty())
+      continue;
+    std::vector<std::string> f = split(lines[l], '\t');
+    int64_t a, b;
+    if (f.size() == 5 && f[0] == "file" && (f[1] == "own" || f[1] == "model") &&
+        parseInt(f[4], a)) {
+      bool isOwn = f[1] == "own";
+      std::string name = unescape(f[2]), recorded = unescape(f[3]);
+      std::string beside = dir + "/" + name;
+      // The own file travels with the library; a model's data file is
+      // where the model was, or was moved beside the library.
+      std::string first = isOwn ? beside : recorded;
+      std::string second = isOwn ? recorded : beside;
+      std::string path = isRegularFile(first)    ? first
+                         : isRegularFile(second) ? second
+                                                 : "";
+      if (path.empty())
+        return "'" + lib + "' needs its weights file '" + name +
+               "', found neither at '" + first + "' nor at '" + second + "'";
+      FileHandle fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      struct stat st;
+      if (fd.fd < 0 || fstat(fd.fd, &st) != 0)
+        return "cannot open the weights file '" + path +
+               "': " + std::strerror(errno);
+      if (static_cast<uint64_t>(st.st_size) != static_cast<uint64_t>(a))
+        return "the weights file '" + path + "' is " +
+               std::to_string(st.st_size) + " bytes, but '" + lib +
+               "' was compiled with one of " + std::to_string(a) +
+               " bytes: it is not this library's weights file (compile the "
+               "model again, or put the right file back)";
+      Mapping m;
+      m.size = static_cast<size_t>(a);
+      if (m.size) {
+        m.addr = mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+        if (m.addr == MAP_FAILED)
+          return "cannot map the weights file '" + path +
+                 "': " + std::strerror(errno);
+      }
+      w.maps.push_back(m);
+      w.files.push_back({path, static_cast<uint64_t>(a)});
+      own.push_back(isOwn);
+      if (isOwn) {
+        const auto *h = static_cast<const unsigned char *>(m.addr);
+        uint32_t format = 0;
+        uint64_t id = 0, size = 0;
+        if (m.size >= MF_ABI_WEIGHTS_HEADER_BYTES) {
+          std::memcpy(&format, h + 8, 4);
+          std::memcpy(&id, h + 16, 8);
+          std::memcpy(&size, h + 24, 8);
+        }
+        if (m.size < MF_ABI_WEIGHTS_HEADER_BYTES ||
+            std::memcmp(h, MF_ABI_WEIGHTS_FILE_MAGIC, 8) != 0 ||
+            format != MF_ABI_WEIGHTS_FORMAT)
+          return "'" + path + "' is not a masformer weights file";
+        if (id != buildId || size != m.size)
+          return "the weights file '" + path + "' was written for another "
+                 "compilation than '" + lib + "' (compile the model again, "
+                 "or put the right file back)";
+      }
+      continue;
+    }
+    if (f.size() == 5 && f[0] == "weight" && parseInt(f[1], a) &&
+        parseInt(f[2], b) && static_cast<size_t>(a) < w.maps.size() &&
+        slot < w.slots) {
+      int64_t bytes;
+      if (!parseInt(f[3], bytes))
+        return bad;
+      const Mapping &m = w.maps[a];
+      if (static_cast<uint64_t>(b) > m.size ||
+          static_cast<uint64_t>(bytes) > m.size - static_cast<uint64_t>(b))
+        return bad;
+      const char *p = static_cast<const char *>(m.addr) + b;
+      uint64_t fingerprint = std::strtoull(f[4].c_str(), nullptr, 16);
+      if (mf_abi_weight_fingerprint(p, static_cast<uint64_t>(bytes)) !=
+          fingerprint)
+        return "the weights file '" + w.files[a].path +
+               "' does not hold the weights '" + lib +
+               "' was compiled with (the " + std::to_string(bytes) +
+               " bytes at offset " + std::to_string(b) +
+               " differ): compile the model again, or put the right file "
+               "back";
+      w.table[slot++] = const_cast<char *>(p);
+      continue;
+    }
+    return bad;
+  }
+  if (slot != w.slots)
+    return bad;
+  return "";
+}
+
 } // namespace
 
 struct mf_model {
@@ -262,14 +422,25 @@ struct mf_model {
   std::vector<Output> results;
   std::vector<void *> owned;  // the last run's buffers (the library's)
   std::vector<void *> copies; // contiguous copies of strided results
+  bool weightsBound = false;   // holds a reference on boundWeights()
+  std::vector<WeightFile> weightFiles;
 
   ~mf_model() {
     releaseResults();
     if (releaseMemory)
       releaseMemory();
+    if (weightsBound) {
+      std::lock_guard<std::mutex> lock(weightsMutex);
+      auto it = boundWeights().find(handle);
+      if (it != boundWeights().end() && --it->second.refs == 0) {
+        it->second.unmap();
+        boundWeights().erase(it);
+      }
+    }
     if (handle)
       dlclose(handle);
   }
+  std::string bindWeights();
   void releaseResults() {
     for (void *p : owned)
       freeBuffer(p);
@@ -335,6 +506,37 @@ bool mf_model::parseSignature(const char *text) {
       for (const std::string &n : d.dimNames)
         d.dimNamePtrs.push_back(n.c_str());
   return !target.empty();
+}
+
+std::string mf_model::bindWeights() {
+  const char *manifest =
+      static_cast<const char *>(dlsym(handle, MF_ABI_SYM_WEIGHTS));
+  if (!manifest)
+    return ""; // every weight is in the code
+  auto **table = static_cast<void **>(dlsym(handle, MF_ABI_SYM_WEIGHT_TABLE));
+  if (!table)
+    return "'" + path + "' has a weights manifest but no weight table";
+  std::lock_guard<std::mutex> lock(weightsMutex);
+  BoundWeights &w = boundWeights()[handle];
+  if (w.refs == 0) {
+    // The slots: one per "weight" line.
+    size_t slots = 0;
+    for (const char *p = std::strstr(manifest, "\nweight\t"); p;
+         p = std::strstr(p + 1, "\nweight\t"))
+      ++slots;
+    w.table = table;
+    w.slots = slots;
+    std::string error = mapWeights(path, manifest, w);
+    if (!error.empty()) {
+      w.unmap();
+      boundWeights().erase(handle);
+      return error;
+    }
+  }
+  ++w.refs;
+  weightsBound = true;
+  weightFiles = w.files;
+  return "";
 }
 
 extern "C" {
@@ -425,8 +627,29 @@ mf_model *mf_model_load(const char *path) {
     delete model;
     return nullptr;
   }
+  if (std::string error = model->bindWeights(); !error.empty()) {
+    fail(error);
+    delete model;
+    return nullptr;
+  }
   model->bindings.resize(model->inputs.size());
   return model;
+}
+
+size_t mf_model_num_weight_files(const mf_model *model) {
+  return model ? model->weightFiles.size() : 0;
+}
+
+int mf_model_weight_file(const mf_model *model, size_t index,
+                         const char **path, uint64_t *bytes) {
+  if (!model || index >= model->weightFiles.size())
+    return fail("mf_model_weight_file: no weights file " +
+                std::to_string(index));
+  if (path)
+    *path = model->weightFiles[index].path.c_str();
+  if (bytes)
+    *bytes = model->weightFiles[index].bytes;
+  return 0;
 }
 
 void mf_model_free(mf_model *model) { delete model; }

@@ -30,8 +30,12 @@ mlir::masformer::collectDeviceConstants(ModuleOp module, Location loc) {
       return emitError(loc) << "internal error: constant " << ref
                             << " has no data after the lowering",
              failure();
+    Type et = value.getShapedType().getElementType();
+    uint64_t bytes = static_cast<uint64_t>(value.getNumElements()) *
+                     llvm::divideCeil(et.getIntOrFloatBitWidth(), 8);
     out.push_back({ref.getValue().str(),
-                   llvm::to_vector(value.getShapedType().getShape())});
+                   llvm::to_vector(value.getShapedType().getShape()), bytes,
+                   std::nullopt});
   }
   return out;
 }
@@ -47,9 +51,12 @@ LogicalResult mlir::masformer::addRuntimeInterface(
                           << numInputs << " inputs and " << constants.size()
                           << " weights",
            failure();
+  // The weights' host data: a global in the code, or a weight-table slot.
   SmallVector<llvm::GlobalVariable *> hostData;
+  llvm::GlobalVariable *table = m.getGlobalVariable(MF_ABI_SYM_WEIGHT_TABLE);
   for (const DeviceConstant &c : constants) {
-    llvm::GlobalVariable *g = m.getGlobalVariable(c.global, true);
+    llvm::GlobalVariable *g =
+        c.slot ? table : m.getGlobalVariable(c.global, true);
     if (!g)
       return emitError(loc) << "internal error: no global " << c.global
                             << " in the LLVM module",
@@ -59,9 +66,11 @@ LogicalResult mlir::masformer::addRuntimeInterface(
   for (llvm::Function &f : m)
     if (!f.isDeclaration())
       f.setLinkage(llvm::GlobalValue::InternalLinkage);
-  // (llvm.global_ctors loads the GPU code: its linkage stays.)
+  // (llvm.global_ctors loads the GPU code and the runtime fills the weight
+  // table: their linkage stays.)
   for (llvm::GlobalVariable &g : m.globals())
-    if (!g.isDeclaration() && !g.getName().starts_with("llvm."))
+    if (!g.isDeclaration() && !g.getName().starts_with("llvm.") &&
+        &g != table)
       g.setLinkage(llvm::GlobalValue::InternalLinkage);
 
   auto *ptr = llvm::PointerType::getUnqual(ctx);
@@ -92,17 +101,18 @@ LogicalResult mlir::masformer::addRuntimeInterface(
     count->setVisibility(llvm::GlobalValue::HiddenVisibility);
   }
   if (!constants.empty()) {
-    const llvm::DataLayout &dl = m.getDataLayout();
-    SmallVector<llvm::Constant *> hosts, sizes;
-    for (llvm::GlobalVariable *g : hostData) {
-      hosts.push_back(g);
-      sizes.push_back(llvm::ConstantInt::get(
-          i64, dl.getTypeAllocSize(g->getValueType()).getFixedValue()));
+    // The host pointers, read when the run starts: a slot's is set at load.
+    SmallVector<llvm::Constant *> sizes;
+    auto *hostsTy = llvm::ArrayType::get(ptr, constants.size());
+    llvm::Value *hostsVar = b.CreateAlloca(hostsTy);
+    for (auto [i, c] : llvm::enumerate(constants)) {
+      llvm::Value *host = hostData[i];
+      if (c.slot)
+        host = b.CreateLoad(ptr, b.CreateConstInBoundsGEP2_64(
+                                     table->getValueType(), table, 0, *c.slot));
+      b.CreateStore(host, b.CreateConstInBoundsGEP2_64(hostsTy, hostsVar, 0, i));
+      sizes.push_back(llvm::ConstantInt::get(i64, c.bytes));
     }
-    auto *hostsTy = llvm::ArrayType::get(ptr, hosts.size());
-    auto *hostsVar = new llvm::GlobalVariable(
-        m, hostsTy, true, llvm::GlobalValue::PrivateLinkage,
-        llvm::ConstantArray::get(hostsTy, hosts), "masformer_constant_data");
     auto *sizesTy = llvm::ArrayType::get(i64, sizes.size());
     auto *sizesVar = new llvm::GlobalVariable(
         m, sizesTy, true, llvm::GlobalValue::PrivateLinkage,

@@ -46,8 +46,7 @@ static StringRef dtypeName(Type t) {
   return d ? StringRef(mf_abi_dtypes[*d].name) : StringRef();
 }
 
-/// Names in the signature are percent-encoded where they hold a separator.
-static std::string escape(StringRef s) {
+std::string mlir::masformer::escapeSignatureName(StringRef s) {
   std::string out;
   for (char c : s) {
     if (c == '%' || c == '\t' || c == '\n' || c == ',' ||
@@ -77,7 +76,7 @@ static FailureOr<std::string> signatureLine(StringRef kind, unsigned index,
                           << ", which the runtime cannot pass",
            failure();
   auto dimsAttr = attrs ? attrs.getAs<ArrayAttr>("onnx.dims") : nullptr;
-  std::string line = (kind + "\t" + escape(name) + "\t" + dtype + "\t").str();
+  std::string line = (kind + "\t" + escapeSignatureName(name) + "\t" + dtype + "\t").str();
   for (int64_t d = 0; d < tt.getRank(); ++d) {
     if (d)
       line += ',';
@@ -89,7 +88,7 @@ static FailureOr<std::string> signatureLine(StringRef kind, unsigned index,
     if (dimsAttr && d < static_cast<int64_t>(dimsAttr.size()))
       if (auto key = dyn_cast<StringAttr>(dimsAttr[d]))
         if (key.getValue() != "?")
-          line += escape(key.getValue());
+          line += escapeSignatureName(key.getValue());
   }
   return line + "\n";
 }

@@ -78,6 +78,12 @@ int main(int argc, char **argv) {
                  clEnumValN(CompileOutput::MLIR, "mlir",
                             "The module lowered to the LLVM dialect")),
       cl::cat(category));
+  cl::opt<bool> embedWeights(
+      "embed-weights",
+      cl::desc("Keep the weights inside the library (default: mapped at "
+               "load time from the model's data file and <output>.weights; "
+               "embedding fails to link above about 2 GiB of weights)"),
+      cl::init(false), cl::cat(category));
   cl::opt<bool> report("report",
                        cl::desc("Print the span report of the compiled model"),
                        cl::init(false), cl::cat(category));
@@ -106,6 +112,7 @@ int main(int argc, char **argv) {
   options.precision = precision;
   options.cpu = cpu;
   options.output = emit;
+  options.embedWeights = embedWeights;
   options.tileQ = tileQ;
   options.tileKV = tileKV;
   options.rewrite.spans = spans;

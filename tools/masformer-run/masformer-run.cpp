@@ -278,7 +278,9 @@ int help() {
          "  --list                   print the inputs and outputs (name, "
          "dtype, shape;\n"
          "                           a named '?' dimension is dynamic) and "
-         "exit\n"
+         "the files the\n"
+         "                           weights are mapped from (path, bytes), "
+         "and exit\n"
          "  -h, --help               this text\n";
   return 0;
 }
@@ -360,6 +362,8 @@ int main(int argc, char **argv) {
       for (const auto &t : model.outputs())
         std::cout << "output " << t.name << " " << mf_dtype_name(t.dtype)
                   << " " << dimsString(t) << "\n";
+      for (const auto &f : model.weightFiles())
+        std::cout << "weights " << f.path << " " << f.bytes << "\n";
       return 0;
     }
     struct stat st;

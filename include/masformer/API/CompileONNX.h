@@ -50,13 +50,23 @@ struct CompileONNXOptions {
   /// Query rows and keys per attention tile.
   int64_t tileQ = 64, tileKV = 64;
   CompileOutput output = CompileOutput::Library;
+  /// Keep every weight in the library's code instead of mapping them at
+  /// load time from the model's data file and `weightsPath(dst)` (only
+  /// for models whose weights stay well under 2 GiB).
+  bool embedWeights = false;
 
   /// The chip compiled for: `chip`, or sm_90.
   std::string gpuChip() const { return chip.empty() ? "sm_90" : chip; }
 };
 
+/// The weights file written beside the output `dst`: `dst` with the
+/// extension ".weights" (model.so -> model.weights).
+std::string weightsPath(llvm::StringRef dst);
+
 /// Compiles the ONNX model `src` into `dst` (nothing is written on
-/// failure) and returns the span report of the compiled model. Errors go to
+/// failure) and returns the span report of the compiled model. Weights the
+/// model's own data file does not hold as they are go to weightsPath(dst),
+/// written only when there are such weights. Errors go to
 /// `context`'s diagnostic handler, naming the file, node, op or option.
 FailureOr<SpanReport> compileONNXFile(llvm::StringRef src,
                                       llvm::StringRef dst,

@@ -79,9 +79,17 @@ typedef struct mf_tensor {
 /* The last error of this thread ("" when none). */
 const char *mf_last_error(void);
 
-/* Loads a compiled model; NULL on failure. */
+/* Loads a compiled model and maps its weights; NULL on failure. */
 mf_model *mf_model_load(const char *path);
 void mf_model_free(mf_model *model);
+
+/* The files the model's weights are mapped from, read-only (none when the
+ * weights are inside the library): the model's own external data file
+ * and/or the weights file masformer-compile wrote beside the library. */
+size_t mf_model_num_weight_files(const mf_model *model);
+/* 0 on success: the path the file was opened from and its size. */
+int mf_model_weight_file(const mf_model *model, size_t index,
+                         const char **path, uint64_t *bytes);
 
 /* "cpu" or "cuda". */
 const char *mf_model_target(const mf_model *model);

@@ -42,6 +42,12 @@ struct TensorInfo {
   std::vector<std::string> dimNames;
 };
 
+/// A file the weights are mapped from.
+struct WeightFile {
+  std::string path;
+  uint64_t bytes;
+};
+
 class Model {
 public:
   explicit Model(const std::string &path) : model(mf_model_load(path.c_str())) {
@@ -58,6 +64,19 @@ public:
   ~Model() { mf_model_free(model); }
 
   std::string target() const { return mf_model_target(model); }
+
+  /// The files the weights are mapped from (none when they are inside the
+  /// library).
+  std::vector<WeightFile> weightFiles() const {
+    std::vector<WeightFile> files;
+    for (size_t i = 0, e = mf_model_num_weight_files(model); i < e; ++i) {
+      const char *path;
+      uint64_t bytes;
+      check(mf_model_weight_file(model, i, &path, &bytes));
+      files.push_back({path, bytes});
+    }
+    return files;
+  }
 
   std::vector<TensorInfo> inputs() const {
     return infos(mf_model_num_inputs(model), mf_model_input_info);

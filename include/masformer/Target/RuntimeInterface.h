@@ -11,6 +11,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace llvm {
@@ -20,10 +21,13 @@ class Module;
 namespace mlir::masformer {
 
 /// A weight that the GPU code takes as a trailing argument of @main: the
-/// global holding it on the host and its shape.
+/// global holding it on the host, its shape and size in bytes, and, once
+/// externalizeWeights moved it out of the code, its weight-table slot.
 struct DeviceConstant {
   std::string global;
   SmallVector<int64_t> shape;
+  uint64_t bytes = 0;
+  std::optional<unsigned> slot;
 };
 
 /// The weights that --masformer-buffers-to-device made trailing arguments

@@ -15,6 +15,11 @@
 
 namespace mlir::masformer {
 
+/// A name or path as the signature and the weights' manifest write it:
+/// percent-encoded where it holds a separator ('%', tab, newline, comma or
+/// another control character).
+std::string escapeSignatureName(StringRef s);
+
 /// The signature of `main` (on tensors, as imported) for `target` ("cpu" or
 /// "cuda", with `chip` for cuda). Fails with an error naming the input or
 /// output whose element type cannot cross the runtime's interface.
