@@ -87,6 +87,7 @@ api::RewriteResult api::compile(const CompileRequest &request) {
                          options.chip = request.chip;
                          options.precision = request.precision;
                          options.cpu = request.cpu;
+                         options.embedWeights = request.embedWeights;
                          options.rewrite.spans = request.spans;
                          options.rewrite.reportSeqLen = request.seqLen;
                          options.rewrite.inputShapes = std::move(shapes);

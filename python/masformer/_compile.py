@@ -13,7 +13,7 @@ from ._rewrite import _options, _run_checks, _shapes, _warn
 def compile(src, dst, *, target="cpu", chip=None, precision="f32",
             cpu="native", span=None, sink=0, full_layers=None, policy=None,
             num_full=None, plan=None, seq_len=2048,
-            input_shapes=None) -> SpanReport:
+            input_shapes=None, embed_weights=False) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
     Every op of the model is lowered (matrix products and attention as
@@ -29,6 +29,12 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     `input_shapes` ({input name: [dims]}) dynamic dimensions stay dynamic
     and the library runs at every size. Returns the span report of the
     compiled model at `seq_len`; load the library with masformer.Session.
+
+    The weights stay outside the library: used from the model's external
+    data file where they are there as they are, the rest written to `dst`
+    with the extension ".weights"; the library and that file travel
+    together. `embed_weights=True` keeps them in the library (models well
+    under 2 GiB of weights only).
     """
     # Which targets, chips and precisions exist (and go together) is the
     # compiler's to say (masformer.Error naming the option); here only types.
@@ -57,7 +63,7 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
         src = _run_checks(src, seq_len)
         d = _masformer.compile(src, os.fspath(dst), target, chip or "",
                                precision, cpu, spans, seq_len,
-                               _shapes(input_shapes))
+                               _shapes(input_shapes), bool(embed_weights))
     finally:
         if tmp:
             os.unlink(tmp)
@@ -118,6 +124,13 @@ class Session:
     @property
     def target(self) -> str:
         return self._impl.target
+
+    @property
+    def weight_files(self) -> list:
+        """[(path, bytes)] of the files the weights are mapped from: the
+        model's external data file and/or the library's weights file
+        (empty when the weights are inside the library)."""
+        return list(self._impl.weight_files())
 
     def run(self, feeds, output_names: Optional[list] = None) -> dict:
         """Runs the model on `feeds` ({input name: array}); returns

@@ -169,6 +169,19 @@ public:
 
   std::string target() const { return mf_model_target(model); }
 
+  /// (path, bytes) of each file the weights are mapped from.
+  nb::list weightFiles() const {
+    nb::list list;
+    for (size_t i = 0, e = mf_model_num_weight_files(model); i < e; ++i) {
+      const char *path;
+      uint64_t bytes;
+      if (mf_model_weight_file(model, i, &path, &bytes))
+        throw std::runtime_error(mf_last_error());
+      list.append(nb::make_tuple(nb::str(path), bytes));
+    }
+    return list;
+  }
+
   nb::list infos(bool outputs) const {
     nb::list list;
     size_t n = outputs ? mf_model_num_outputs(model)
@@ -308,8 +321,9 @@ NB_MODULE(_masformer, m) {
          const std::string &target, const std::string &chip,
          const std::string &precision, const std::string &cpu,
          const std::string &spans, int64_t seqLen,
-         const Shapes &inputShapes) {
+         const Shapes &inputShapes, bool embedWeights) {
         api::CompileRequest request;
+        request.embedWeights = embedWeights;
         request.src = src;
         request.dst = dst;
         request.target = target;
@@ -329,13 +343,15 @@ NB_MODULE(_masformer, m) {
       nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("chip"),
       nb::arg("precision"), nb::arg("cpu"), nb::arg("spans"),
       nb::arg("seq_len"),
-      nb::arg("input_shapes"),
+      nb::arg("input_shapes"), nb::arg("embed_weights") = false,
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
-      "shared library `dst`; returns the span report as a dict.");
+      "shared library `dst` (and its weights file); returns the span report "
+      "as a dict.");
   nb::class_<Session>(m, "Session")
       .def(nb::init<const std::string &>(), nb::arg("path"))
       .def_prop_ro("target", &Session::target)
       .def("inputs", [](const Session &s) { return s.infos(false); })
       .def("outputs", [](const Session &s) { return s.infos(true); })
+      .def("weight_files", &Session::weightFiles)
       .def("run", &Session::run, nb::arg("feeds"));
 }

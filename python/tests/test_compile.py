@@ -53,6 +53,32 @@ def test_session_matches_onnxruntime(fixtures, gpt2_lib):
         np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_weights_outside_the_library(fixtures, gpt2_lib, tmp_path):
+    # The library's weights file beside it; the embedded build gives the
+    # same bits; two sessions share one mapping, and each still runs after
+    # the other is gone.
+    weights = gpt2_lib.with_suffix(".weights")
+    sess = masformer.Session(gpt2_lib)
+    assert sess.weight_files == [(str(weights), weights.stat().st_size)]
+    emb = tmp_path / "emb.so"
+    masformer.compile(fixtures / "gpt2.onnx", emb, embed_weights=True)
+    assert not emb.with_suffix(".weights").exists()
+    assert masformer.Session(emb).weight_files == []
+    feeds = tokens(2, 16)
+    other = masformer.Session(gpt2_lib)
+    want = masformer.Session(emb).run(feeds)["logits"]
+    np.testing.assert_array_equal(sess.run(feeds)["logits"], want)
+    del sess
+    np.testing.assert_array_equal(other.run(feeds)["logits"], want)
+    # A weights file of another size is refused, naming it.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "gpt2.so").write_bytes(gpt2_lib.read_bytes())
+    (bad / "gpt2.weights").write_bytes(weights.read_bytes()[:-64])
+    with pytest.raises(masformer.Error, match="gpt2.weights' is .* bytes"):
+        masformer.Session(bad / "gpt2.so")
+
+
 def test_compiled_rewrite_matches_the_exported_rewrite(fixtures, tmp_path):
     lib = tmp_path / "b4.so"
     report = masformer.compile(fixtures / "llama-dynamo.onnx", lib,

@@ -50,6 +50,8 @@ struct CompileRequest {
   std::string spans;
   int64_t seqLen = 2048;
   std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes;
+  /// Keep the weights in the library (CompileONNXOptions::embedWeights).
+  bool embedWeights = false;
 };
 
 /// compileONNXFile (API/CompileONNX.h) into a shared library at `dst`; the
