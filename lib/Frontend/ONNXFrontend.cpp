@@ -47,14 +47,15 @@ mlir::masformer::runONNXFrontend(std::unique_ptr<onnx::ModelProto> model,
   if (options.validate && failed(options.validate(*model)))
     return failure();
   ONNXFrontendResult result;
+  result.model = std::move(model);
   ONNXImportOptions importOptions;
   importOptions.inputShapes = options.inputShapes;
   importOptions.valueTypes = &result.valueTypes;
-  FailureOr<OwningOpRef<ModuleOp>> module =
-      importONNXModel(*model, baseDir, sourceName, context, importOptions);
+  importOptions.owner = result.model;
+  FailureOr<OwningOpRef<ModuleOp>> module = importONNXModel(
+      *result.model, baseDir, sourceName, context, importOptions);
   if (failed(module))
     return failure();
-  result.model = std::move(model);
   result.module = std::move(*module);
   // importONNXModel verified the module: the passes below get valid IR.
 

@@ -202,6 +202,9 @@ private:
   FailureOr<AsmResourceBlob> externalBlob(const ExternalRef &ref,
                                           StringRef tensor,
                                           int64_t elementSize);
+  /// Raw bytes of the model as a blob: a view when the model is shared
+  /// (options.owner) and they are aligned to `elementSize`, else a copy.
+  AsmResourceBlob inlineBlob(ArrayRef<char> bytes, int64_t elementSize);
   /// The external data files mapped so far, by path.
   llvm::StringMap<std::shared_ptr<MappedFile>> mappedFiles;
   /// Counts `bytes` more of tensor data the import holds in memory; fails,

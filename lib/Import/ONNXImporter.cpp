@@ -488,8 +488,8 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
         }
         if (failed(reserveMemory(name, expected)))
           return {};
-        blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-            ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
+        blob = inlineBlob(ArrayRef<char>(bytes.data(), bytes.size()),
+                          rawElementSize(t.data_type()));
       }
       attr = DenseResourceElementsAttr::get(entry.type, name, std::move(blob));
     }

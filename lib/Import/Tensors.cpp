@@ -235,6 +235,26 @@ LogicalResult ONNXImporterImpl::readExternal(const ExternalRef &ref,
   return success(ok);
 }
 
+/// The largest power of two up to 64 that divides `p`'s address.
+static size_t addressAlignment(const char *p) {
+  auto address = reinterpret_cast<uintptr_t>(p);
+  size_t align = 64;
+  while (align > 1 && address % align)
+    align /= 2;
+  return align;
+}
+
+AsmResourceBlob ONNXImporterImpl::inlineBlob(ArrayRef<char> bytes,
+                                             int64_t elementSize) {
+  size_t align = addressAlignment(bytes.data());
+  if (!options.owner || align < static_cast<size_t>(elementSize))
+    return HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes,
+                                                         alignof(uint64_t));
+  return UnmanagedAsmResourceBlob::allocateWithAlign(
+      bytes, align, [owner = options.owner](void *, size_t, size_t) {},
+      /*dataIsMutable=*/false);
+}
+
 FailureOr<AsmResourceBlob>
 ONNXImporterImpl::externalBlob(const ExternalRef &ref, StringRef tensor,
                                int64_t elementSize) {
@@ -256,11 +276,7 @@ ONNXImporterImpl::externalBlob(const ExternalRef &ref, StringRef tensor,
                           << ref.path << "' changed while it was read",
            failure();
   ArrayRef<char> bytes = all.slice(ref.offset, ref.length);
-  // The blob's alignment: the address's, up to 64 bytes.
-  auto address = reinterpret_cast<uintptr_t>(bytes.data());
-  size_t align = 64;
-  while (align > 1 && address % align)
-    align /= 2;
+  size_t align = addressAlignment(bytes.data());
   if (align < static_cast<size_t>(elementSize))
     return HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes,
                                                          alignof(uint64_t));

@@ -123,6 +123,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // once per key tile.
       "func.func(buffer-loop-hoisting),"
       "buffer-deallocation-pipeline,"
+      // Every activation is freed after its last use rather than when the
+      // model returns.
+      "func.func(masformer-free-buffers-early),"
       "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first

@@ -55,7 +55,8 @@ struct ONNXFrontendResult {
   ONNXFrontendResult(ONNXFrontendResult &&);
   ONNXFrontendResult &operator=(ONNXFrontendResult &&);
   ~ONNXFrontendResult();
-  std::unique_ptr<onnx::ModelProto> model;
+  /// Shared with the module's weight blobs, which view its raw bytes.
+  std::shared_ptr<onnx::ModelProto> model;
   OwningOpRef<ModuleOp> module;
   /// The imported type of every ONNX value, by name.
   llvm::StringMap<RankedTensorType> valueTypes;

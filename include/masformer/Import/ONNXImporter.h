@@ -37,6 +37,10 @@ struct ONNXImportOptions {
   /// Initializers with at most this many elements become inline dense
   /// constants (readable, foldable); larger ones become dense_resource blobs.
   int64_t inlineConstantLimit = 16;
+  /// The owner of the model being imported, when it is shared: weights
+  /// stored in the model's raw bytes are then viewed, not copied (the blobs
+  /// keep it alive), so that a model costs its weights once in memory.
+  std::shared_ptr<const onnx::ModelProto> owner;
   /// If set, receives the static type of every tensor of the graph, by ONNX
   /// name (the exporter uses it to rewrite nodes of the original model).
   llvm::StringMap<RankedTensorType> *valueTypes = nullptr;

@@ -140,4 +140,34 @@ def ApproximateMath : Pass<"masformer-approximate-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def FreeBuffersEarly : Pass<"masformer-free-buffers-early"> {
+  let summary = "Free each buffer right after its last use, not at the end "
+                "of its block";
+  let description = [{
+    MLIR's ownership-based buffer deallocation frees a buffer at the end of
+    the block that allocated it. In a whole model every activation is
+    allocated in the entry function's one block, so every activation of
+    every layer would stay allocated until the model returns: the run's
+    memory would grow with the depth of the model. This pass moves each
+    `memref.dealloc` up to just after the last op of its block that uses the
+    buffer or any view of it (subviews, reshapes, casts, values through
+    region results: `BufferViewFlowAnalysis`), including uses nested in that
+    op's regions (an `scf.forall` over the buffer ends before the next op).
+    A dealloc stays where it is when a view leaves its block or is used in
+    a way the analysis cannot follow (its aligned pointer taken as an
+    index).
+
+    ```mlir
+    %a = memref.alloc() : memref<1024xf32>
+    "use"(%a) : (memref<1024xf32>) -> ()
+    %b = memref.alloc() : memref<1024xf32>
+    "use"(%b) : (memref<1024xf32>) -> ()
+    memref.dealloc %a : memref<1024xf32>
+    memref.dealloc %b : memref<1024xf32>
+    ```
+    frees `%a` before `%b` is allocated.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // MASFORMER_CODEGEN_CPU_PASSES_TD
