@@ -22,13 +22,13 @@ committed. Needs a build (build/bin), numpy, onnx, onnxruntime.
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 
 import numpy as np
 
 from machine import cpu_model
+from timed import timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -40,20 +40,6 @@ o = ort.SessionOptions(); o.log_severity_level = 3
 s = ort.InferenceSession(sys.argv[1], o, providers=["CPUExecutionProvider"])
 np.save(sys.argv[3], s.run(None, {"input_ids": np.load(sys.argv[2])})[0])
 """
-
-
-def timed(cmd):
-    """(stdout, wall seconds, peak RSS bytes) of `cmd` under /usr/bin/time."""
-    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True,
-                       text=True)
-    if r.returncode:
-        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
-    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)",
-                     r.stderr)
-    h, m, s = (float(x) if x else 0.0 for x in wall.groups())
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
-                        r.stderr).group(1)) * 1024
-    return r.stdout, h * 3600 + m * 60 + s, rss
 
 
 def make(path, *args):

@@ -14,24 +14,17 @@ masformer-translate --import-onnx printing the module (resources elided) to
 
 import argparse
 import os
-import re
 import subprocess
 import sys
+
+from timed import timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def measure(cmd):
-    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True,
-                       text=True)
-    if r.returncode:
-        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
-    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)",
-                     r.stderr)
-    h, m, s = (float(x) if x else 0.0 for x in wall.groups())
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
-                        r.stderr).group(1)) * 1024
-    return h * 3600 + m * 60 + s, rss
+    _, wall, rss = timed(cmd)
+    return wall, rss
 
 
 def main():
