@@ -355,6 +355,93 @@ Value reduceDims(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims,
       .getResult(0);
 }
 
+/// CumSum along `axis` (a scalar input known at import), inclusive or
+/// `exclusive`, forward or `reverse`. Exporters use it on small tensors
+/// (position ids from a padding mask), so on the device it is a reduction
+/// over the whole axis per output element, masked to the prefix: no loop
+/// carried between elements, in every pipeline's linalg.
+LogicalResult importCumSum(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"exclusive", "reverse"})))
+    return failure();
+  RankedTensorType t = im.inputType(0);
+  int64_t rank = t.getRank();
+  Type et = t.getElementType();
+  if (!isa<FloatType>(et) && !et.isInteger(32) && !et.isInteger(64))
+    return im.error() << "expects a float, int32 or int64 tensor, got " << t;
+  FailureOr<const HostTensor *> a = im.requireHostScalar(1, "axis");
+  if (failed(a))
+    return failure();
+  FailureOr<int64_t> axis = im.normalizeAxis((*a)->getInt(0), rank);
+  if (failed(axis))
+    return failure();
+  bool exclusive = im.attrInt("exclusive", 0) != 0;
+  bool reverse = im.attrInt("reverse", 0) != 0;
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  // Whether element k of the axis counts towards element i.
+  auto counts = [&](int64_t k, int64_t i) {
+    return reverse ? (exclusive ? k > i : k >= i)
+                   : (exclusive ? k < i : k <= i);
+  };
+  if (const HostTensor *h = im.hostInput(0); h && !h->isSymbolic()) {
+    HostTensor out = *h;
+    SmallVector<int64_t> strides = stridesOf(h->shape);
+    int64_t n = h->shape[*axis], stride = strides[*axis];
+    for (int64_t e = 0, total = h->numElements(); e < total; ++e) {
+      int64_t i = (e / stride) % n, base = e - i * stride;
+      double fsum = 0;
+      int64_t isum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        if (!counts(k, i))
+          continue;
+        if (h->isFloat())
+          fsum += h->floats[base + k * stride];
+        else
+          isum = static_cast<int64_t>(static_cast<uint64_t>(isum) +
+                                      static_cast<uint64_t>(
+                                          h->ints[base + k * stride]));
+      }
+      if (h->isFloat())
+        out.set(e, fsum);
+      else
+        out.setInt(e, isum);
+    }
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  // out[d...] = sum over k of (k counts towards d[axis]) ? x[d with k] : 0.
+  MLIRContext *ctx = im.getContext();
+  SmallVector<AffineExpr> inExprs;
+  for (int64_t d = 0; d < rank; ++d)
+    inExprs.push_back(getAffineDimExpr(d == *axis ? rank : d, ctx));
+  AffineMap inMap = AffineMap::get(rank + 1, 0, inExprs, ctx);
+  AffineMap outMap = AffineMap::getMultiDimIdentityMap(rank + 1, ctx)
+                         .getMajorSubMap(rank);
+  SmallVector<IteratorType> iters(rank, IteratorType::parallel);
+  iters.push_back(IteratorType::reduction);
+  Value init = buildFilled(im.builder, im.loc, im.typeFor(dims, et), 0.0,
+                           im.dynamicSizes(dims));
+  auto generic = linalg::GenericOp::create(
+      im.builder, im.loc, init.getType(), ValueRange{im.input(0)},
+      ValueRange{init}, ArrayRef<AffineMap>{inMap, outMap}, iters,
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        Value i = linalg::IndexOp::create(b, loc, *axis);
+        Value k = linalg::IndexOp::create(b, loc, rank);
+        auto pred = reverse ? (exclusive ? arith::CmpIPredicate::ugt
+                                         : arith::CmpIPredicate::uge)
+                            : (exclusive ? arith::CmpIPredicate::ult
+                                         : arith::CmpIPredicate::ule);
+        Value take = arith::CmpIOp::create(b, loc, pred, k, i);
+        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(et));
+        Value x = arith::SelectOp::create(b, loc, take, args[0], zero);
+        Value sum = isa<FloatType>(et)
+                        ? arith::AddFOp::create(b, loc, args[1], x).getResult()
+                        : arith::AddIOp::create(b, loc, args[1], x).getResult();
+        linalg::YieldOp::create(b, loc, sum);
+      });
+  im.setOutput(0, generic.getResult(0), dims);
+  return success();
+}
+
 LogicalResult importReduce(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"axes", "keepdims", "noop_with_empty_axes"})))
     return failure();
@@ -663,6 +750,7 @@ void mlir::masformer::registerContractionHandlers(
   handlers["Einsum"] = importEinsum;
   handlers["Softmax"] = importSoftmax;
   handlers["ReduceMean"] = importReduce;
+  handlers["CumSum"] = importCumSum;
   handlers["ReduceSum"] = importReduce;
   handlers["ReduceMax"] = importReduce;
   handlers["LayerNormalization"] = importLayerNorm;

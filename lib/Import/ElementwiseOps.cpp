@@ -441,11 +441,17 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
   RankedTensorType t = im.inputType(0);
   Type et = t.getElementType();
   SmallVector<AffineExpr> dims = im.inputDims(0);
-  if (name == "Neg" && et.isIntOrIndex()) {
-    if (const HostTensor *h = im.hostInput(0)) {
+  if ((name == "Neg" || name == "Abs") && et.isIntOrIndex()) {
+    // Integers wrap as in numpy and onnxruntime: -INT64_MIN is INT64_MIN.
+    bool abs = name == "Abs";
+    auto negate = [](int64_t v) {
+      return static_cast<int64_t>(0 - static_cast<uint64_t>(v));
+    };
+    if (const HostTensor *h = im.hostInput(0);
+        h && !(abs && h->isSymbolic())) {
       HostTensor out = *h;
       for (int64_t &v : out.ints)
-        v = -v;
+        v = abs && v >= 0 ? v : negate(v);
       for (AffineExpr &e : out.syms)
         e = -e;
       im.setHostOutput(0, std::move(out));
@@ -455,6 +461,9 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
                  buildBroadcastGeneric(
                      im.builder, im.loc, {im.input(0)}, t,
                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                       if (abs)
+                         return math::AbsIOp::create(b, loc, args[0])
+                             .getResult();
                        Value zero = arith::ConstantOp::create(
                            b, loc, b.getIntegerAttr(et, 0));
                        return arith::SubIOp::create(b, loc, zero, args[0])

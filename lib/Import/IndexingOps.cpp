@@ -304,6 +304,28 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
   return success();
 }
 
+/// An index value normalized as ONNX's indexing ops define it (negative
+/// counts from `size`) and clamped to [0, size - 1], so that an index out of
+/// range never reads out of bounds.
+Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size) {
+  Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, v, zero);
+  v = arith::SelectOp::create(b, loc, neg,
+                              arith::AddIOp::create(b, loc, v, size), v);
+  v = arith::MaxSIOp::create(b, loc, v, zero);
+  return arith::MinSIOp::create(b, loc, v,
+                                arith::SubIOp::create(b, loc, size, one));
+}
+
+/// An index size as a value inside a region: `e` materialized once outside.
+Value sizeValue(ONNXImporterImpl &im, AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return arith::ConstantIndexOp::create(im.builder, im.loc, c.getValue());
+  return im.dimValue(e);
+}
+
 LogicalResult importGather(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"axis"})))
     return failure();
@@ -359,22 +381,12 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   Value init = im.emptyTensor(dims, dt.getElementType());
   auto outType = RankedTensorType::get(shape, dt.getElementType());
   Value sizeV = im.dimValue(dDims[*axis]);
-  Value maxIdxV = im.dimValue(dDims[*axis] - 1);
   auto generic = linalg::GenericOp::create(
       im.builder, im.loc, outType, ValueRange{im.input(1)}, ValueRange{init},
       ArrayRef<AffineMap>{indMap, outMap},
       SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
       [&](OpBuilder &b, Location loc, ValueRange args) {
-        Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(), args[0]);
-        Value size = sizeV;
-        Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-        Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                          v, zero);
-        v = arith::SelectOp::create(
-            b, loc, neg, arith::AddIOp::create(b, loc, v, size), v);
-        Value maxIdx = maxIdxV;
-        v = arith::MaxSIOp::create(b, loc, v, zero);
-        v = arith::MinSIOp::create(b, loc, v, maxIdx);
+        Value v = normalizedIndex(b, loc, args[0], sizeV);
         SmallVector<Value> idx;
         for (int64_t d = 0; d < *axis; ++d)
           idx.push_back(linalg::IndexOp::create(b, loc, d));
@@ -383,6 +395,152 @@ LogicalResult importGather(ONNXImporterImpl &im) {
           idx.push_back(linalg::IndexOp::create(b, loc, d));
         Value x = tensor::ExtractOp::create(b, loc, data, idx);
         linalg::YieldOp::create(b, loc, x);
+      });
+  im.setOutput(0, generic.getResult(0), dims);
+  return success();
+}
+
+/// GatherElements: out[i] = data[i with i[axis] = indices[i]], with the
+/// indices' shape. Indices outside [-n, n) are clamped at run time (errors
+/// when known at import), and so are positions past the data's other
+/// dimensions.
+LogicalResult importGatherElements(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis"})))
+    return failure();
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1);
+  int64_t rank = dt.getRank();
+  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  if (it.getRank() != rank)
+    return im.error() << "indices must have the data's rank (" << rank
+                      << "), got " << it;
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return im.error() << "indices must be int32 or int64, got " << it;
+  SmallVector<AffineExpr> dDims = im.inputDims(0), dims = im.inputDims(1);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && ShapedType::isStatic(dt.getDimSize(d)) &&
+        ShapedType::isStatic(it.getDimSize(d)) &&
+        it.getDimSize(d) > dt.getDimSize(d))
+      return im.error() << "indices dimension " << d << " ("
+                        << it.getDimSize(d) << ") is larger than the data's ("
+                        << dt.getDimSize(d) << ")";
+  SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
+  int64_t n = dt.getDimSize(*axis);
+  if (const HostTensor *ind = im.hostInput(1);
+      ind && !ind->isSymbolic() && ShapedType::isStatic(n))
+    for (int64_t v : ind->ints)
+      if (v < -n || v >= n)
+        return im.error() << "index " << v << " is out of range for "
+                          << "dimension " << *axis << " of size " << n;
+  if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
+      !im.isDynamic(dims)) {
+    const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);
+    im.setHostOutput(0, gatherHost(data, shape, [&](ArrayRef<int64_t> idx) {
+                       SmallVector<int64_t> src(idx);
+                       int64_t v = ind.ints[linearIndex(idx, ind.shape)];
+                       src[*axis] = v < 0 ? v + n : v;
+                       return linearIndex(src, data.shape);
+                     }));
+    return success();
+  }
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < rank; ++d)
+    sizes.push_back(sizeValue(im, dDims[d]));
+  Value data = im.input(0);
+  auto outType = RankedTensorType::get(shape, dt.getElementType());
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, im.getContext());
+  auto generic = linalg::GenericOp::create(
+      im.builder, im.loc, outType, ValueRange{im.input(1)},
+      ValueRange{im.emptyTensor(dims, dt.getElementType())},
+      ArrayRef<AffineMap>{id, id},
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < rank; ++d) {
+          if (d == *axis) {
+            idx.push_back(normalizedIndex(b, loc, args[0], sizes[d]));
+            continue;
+          }
+          Value i = linalg::IndexOp::create(b, loc, d);
+          if (it.getDimSize(d) != dt.getDimSize(d) ||
+              ShapedType::isDynamic(dt.getDimSize(d)))
+            i = arith::MinSIOp::create(
+                b, loc, i,
+                arith::SubIOp::create(
+                    b, loc, sizes[d],
+                    arith::ConstantIndexOp::create(b, loc, 1)));
+          idx.push_back(i);
+        }
+        linalg::YieldOp::create(
+            b, loc, tensor::ExtractOp::create(b, loc, data, idx).getResult());
+      });
+  im.setOutput(0, generic.getResult(0), dims);
+  return success();
+}
+
+/// Tile: the input repeated `repeats[d]` times along each dimension d;
+/// `repeats` must be known at import, as numbers or sizes (a model tiles
+/// by its batch size).
+LogicalResult importTile(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  RankedTensorType t = im.inputType(0);
+  int64_t rank = t.getRank();
+  FailureOr<const HostTensor *> r =
+      im.requireHostInput(1, "repeats", /*allowSymbolic=*/true);
+  if (failed(r))
+    return failure();
+  const HostTensor &repeats = **r;
+  if (repeats.shape.size() != 1 || repeats.numElements() != rank)
+    return im.error() << "repeats must hold one value per dimension ("
+                      << rank << "), got " << repeats.numElements();
+  SmallVector<AffineExpr> inDims = im.inputDims(0), dims;
+  SmallVector<bool> once;
+  for (int64_t d = 0; d < rank; ++d) {
+    AffineExpr k = repeats.getExpr(d, im.getContext());
+    if (auto c = dyn_cast<AffineConstantExpr>(k); c && c.getValue() < 0)
+      return im.error() << "repeats[" << d << "] is negative ("
+                        << c.getValue() << ")";
+    once.push_back(k == im.cst(1));
+    dims.push_back(inDims[d] * k);
+  }
+  if (ONNXImporterImpl::isBadDims(dims))
+    return im.error() << "result has too many elements";
+  SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
+  if (const HostTensor *h = im.hostInput(0);
+      h && !im.isDynamic(dims) &&
+      ShapedType::getNumElements(shape) <= kMaxHostElements) {
+    im.setHostOutput(0, gatherHost(*h, shape, [&](ArrayRef<int64_t> idx) {
+                       SmallVector<int64_t> src(idx);
+                       for (int64_t d = 0; d < rank; ++d)
+                         src[d] %= h->shape[d];
+                       return linearIndex(src, h->shape);
+                     }));
+    return success();
+  }
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < rank; ++d)
+    sizes.push_back(sizeValue(im, inDims[d]));
+  Value input = im.input(0);
+  auto outType = RankedTensorType::get(shape, t.getElementType());
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, im.getContext());
+  auto generic = linalg::GenericOp::create(
+      im.builder, im.loc, outType, ValueRange{},
+      ValueRange{im.emptyTensor(dims, t.getElementType())},
+      ArrayRef<AffineMap>{id},
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location loc, ValueRange) {
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < rank; ++d) {
+          Value i = linalg::IndexOp::create(b, loc, d);
+          idx.push_back(once[d]
+                            ? i
+                            : arith::RemUIOp::create(b, loc, i, sizes[d])
+                                  .getResult());
+        }
+        linalg::YieldOp::create(
+            b, loc, tensor::ExtractOp::create(b, loc, input, idx).getResult());
       });
   im.setOutput(0, generic.getResult(0), dims);
   return success();
@@ -498,5 +656,7 @@ void mlir::masformer::registerIndexingHandlers(
   handlers["Split"] = importSplit;
   handlers["Concat"] = importConcat;
   handlers["Gather"] = importGather;
+  handlers["GatherElements"] = importGatherElements;
+  handlers["Tile"] = importTile;
   handlers["ScatterND"] = importScatterND;
 }

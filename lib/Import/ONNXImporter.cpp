@@ -120,6 +120,9 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["Split"] = {1, 2, 1 << 16};
     m["Concat"] = {1, 1 << 16, 1};
     m["Gather"] = {2, 2, 1};
+    m["GatherElements"] = {2, 2, 1};
+    m["Tile"] = {2, 2, 1};
+    m["CumSum"] = {2, 2, 1};
     m["Expand"] = {2, 2, 1};
     m["Trilu"] = {1, 2, 1};
     m["ScatterND"] = {3, 3, 1};

@@ -126,6 +126,10 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // Every activation is freed after its last use rather than when the
       // model returns.
       "func.func(masformer-free-buffers-early),"
+      // A result the model returns from a buffer it does not own (a
+      // constant output) is a bufferization.clone: an allocation and a
+      // copy.
+      "convert-bufferization-to-memref,"
       "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first

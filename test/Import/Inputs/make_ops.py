@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Writes small ONNX models, each built around ops that exporters emit for
+model families beyond the fixtures (issue 18), into DIR:
+
+  cumsum.onnx   OPT/BLOOM/RoBERTa position ids: CumSum of the padding mask
+                along the sequence (times the mask, minus one), and a float
+                CumSum, exclusive and reversed;
+  gptj.onnx     GPT-J's rotary table: Tile by the batch size (a size known
+                only at run time in a dynamic import), Tile by constants, and
+                GatherElements of the table at the positions; T5's relative
+                positions: Abs of an int64 difference of Ranges;
+  and models with a bad Tile, GatherElements or CumSum, each an error.
+
+    make_ops.py DIR
+
+Batch and sequence are dynamic ("batch", "sequence"); onnxruntime is the
+reference (test/Import/ops.test).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+
+def i64(name, values):
+    return nh.from_array(np.array(values, np.int64), name)
+
+
+def save(graph, path):
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+
+
+def cumsum(path):
+    nodes = [
+        h.make_node("CumSum", ["attention_mask", "axis1"], ["cs"]),
+        h.make_node("Mul", ["cs", "attention_mask"], ["csm"]),
+        h.make_node("Sub", ["csm", "one"], ["position_ids"]),
+        h.make_node("CumSum", ["x", "axis1"], ["y"], exclusive=1, reverse=1),
+        h.make_node("CumSum", ["x", "axis_neg"], ["z"]),
+    ]
+    graph = h.make_graph(
+        nodes, "cumsum",
+        [h.make_tensor_value_info("attention_mask", T.INT64,
+                                  ["batch", "sequence"]),
+         h.make_tensor_value_info("x", T.FLOAT, ["batch", "sequence", 4])],
+        [h.make_tensor_value_info("position_ids", T.INT64,
+                                  ["batch", "sequence"]),
+         h.make_tensor_value_info("y", T.FLOAT, ["batch", "sequence", 4]),
+         h.make_tensor_value_info("z", T.FLOAT, ["batch", "sequence", 4])],
+        [i64("axis1", 1), i64("one", 1), i64("axis_neg", -1)])
+    save(graph, path)
+
+
+def gptj(path):
+    table = np.random.default_rng(0).standard_normal((1, 64, 8)).astype(
+        np.float32)
+    nodes = [
+        h.make_node("Shape", ["input_ids"], ["shape"]),
+        h.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        h.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+        h.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+        # The table, once per sequence of the batch.
+        h.make_node("Unsqueeze", ["batch", "zero_1d"], ["batch_1d"]),
+        h.make_node("Concat", ["batch_1d", "ones_2"], ["rep_table"], axis=0),
+        h.make_node("Tile", ["table", "rep_table"], ["tables"]),
+        # Positions [batch, sequence, 8].
+        h.make_node("Unsqueeze", ["pos", "zero_1d"], ["pos2"]),
+        h.make_node("Concat", ["batch_1d", "one_1d"], ["rep_pos"], axis=0),
+        h.make_node("Tile", ["pos2", "rep_pos"], ["pos_b"]),
+        h.make_node("Unsqueeze", ["pos_b", "minus_1d"], ["pos3"]),
+        h.make_node("Tile", ["pos3", "rep_last"], ["idx"]),
+        h.make_node("GatherElements", ["tables", "idx"], ["sincos"], axis=1),
+        h.make_node("Mul", ["x", "sincos"], ["y"]),
+        # T5: |j - i| over the positions.
+        h.make_node("Unsqueeze", ["pos", "one_1d"], ["col"]),
+        h.make_node("Sub", ["pos2", "col"], ["rel"]),
+        h.make_node("Abs", ["rel"], ["relative"]),
+    ]
+    graph = h.make_graph(
+        nodes, "gptj",
+        [h.make_tensor_value_info("input_ids", T.INT64,
+                                  ["batch", "sequence"]),
+         h.make_tensor_value_info("x", T.FLOAT, ["batch", "sequence", 8])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["batch", "sequence", 8]),
+         h.make_tensor_value_info("relative", T.INT64,
+                                  ["sequence", "sequence"])],
+        [nh.from_array(table, "table"), i64("zero", 0), i64("one", 1),
+         i64("zero_1d", [0]), i64("one_1d", [1]), i64("minus_1d", [-1]),
+         i64("ones_2", [1, 1]), i64("rep_last", [1, 1, 8])])
+    save(graph, path)
+
+
+def bad(out):
+    """Models the importer must refuse, each with one error."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, None)
+    reps = h.make_tensor_value_info("reps", T.INT64, [2])
+    ax = h.make_tensor_value_info("ax", T.INT64, [])
+    ind = h.make_tensor_value_info("ind", T.INT64, ["batch"])
+    cases = {
+        # Repeats that only the run knows.
+        "tile-runtime.onnx": ([h.make_node("Tile", ["x", "reps"], ["y"],
+                                           name="tile")], [x, reps], []),
+        "tile-count.onnx": ([h.make_node("Tile", ["x", "three"], ["y"],
+                                         name="tile")], [x],
+                            [i64("three", [1, 1, 1])]),
+        "tile-negative.onnx": ([h.make_node("Tile", ["x", "neg"], ["y"],
+                                            name="tile")], [x],
+                               [i64("neg", [1, -2])]),
+        "gather-elements-rank.onnx": (
+            [h.make_node("GatherElements", ["x", "ind"], ["y"], axis=1,
+                         name="ge")], [x, ind], []),
+        "gather-elements-range.onnx": (
+            [h.make_node("GatherElements", ["x", "big"], ["y"], axis=1,
+                         name="ge")], [x], [i64("big", [[0, 4]])]),
+        "cumsum-axis.onnx": ([h.make_node("CumSum", ["x", "ax"], ["y"],
+                                          name="cs")], [x, ax], []),
+    }
+    for name, (nodes, inputs, inits) in cases.items():
+        graph = h.make_graph(nodes, "bad", inputs, [y], inits)
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, os.path.join(out, name))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    cumsum(os.path.join(out, "cumsum.onnx"))
+    gptj(os.path.join(out, "gptj.onnx"))
+    bad(out)
+
+
+if __name__ == "__main__":
+    main()
