@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Verifier.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mlir;
@@ -353,6 +354,158 @@ Value reduceDims(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims,
                linalg::YieldOp::create(nb, nloc, r);
              })
       .getResult(0);
+}
+
+/// Conv (group 1, any number of spatial dimensions): ViT's patch embedding,
+/// Whisper's audio front end. The padded input, then one generic:
+/// out[n, m, o...] = B[m] + sum over c, r... of
+/// X[n, c, o * stride + r * dilation] * W[m, c, r...]. Spatial sizes may be
+/// dynamic (explicit pads or VALID); SAME padding needs static ones.
+LogicalResult importConv(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"auto_pad", "dilations", "group",
+                                 "kernel_shape", "pads", "strides"})))
+    return failure();
+  RankedTensorType xt = im.inputType(0), wt = im.inputType(1);
+  Type et = xt.getElementType();
+  if (!isa<FloatType>(et) || wt.getElementType() != et)
+    return im.error() << "expects float X and W of one type, got " << xt
+                      << " and " << wt;
+  int64_t rank = xt.getRank(), k = rank - 2;
+  if (k < 1 || wt.getRank() != rank)
+    return im.error() << "expects X and W of one rank, 3 or more, got " << xt
+                      << " and " << wt;
+  if (im.attrInt("group", 1) != 1)
+    return im.error() << "group " << im.attrInt("group", 1)
+                      << " is not supported (only 1)";
+  for (int64_t d = 2; d < rank; ++d)
+    if (wt.isDynamicDim(d))
+      return im.error() << "the kernel's spatial sizes must be static, got "
+                        << wt;
+  SmallVector<AffineExpr> xd = im.inputDims(0), wd = im.inputDims(1);
+  if (xd[1] != wd[1])
+    return im.error() << "X has " << im.dimString(xd[1])
+                      << " channels, W expects " << im.dimString(wd[1]);
+  auto ints = [&](StringRef name, int64_t n,
+                  int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
+    SmallVector<int64_t> v = im.attrInts(name).value_or(
+        SmallVector<int64_t>(n, dflt));
+    if (static_cast<int64_t>(v.size()) != n)
+      return im.error() << name << " must hold " << n << " values, got "
+                        << v.size(),
+             failure();
+    return v;
+  };
+  FailureOr<SmallVector<int64_t>> strides = ints("strides", k, 1),
+                                  dilations = ints("dilations", k, 1),
+                                  pads = ints("pads", 2 * k, 0);
+  if (failed(strides) || failed(dilations) || failed(pads))
+    return failure();
+  if (auto ks = im.attrInts("kernel_shape"))
+    if (*ks != ArrayRef<int64_t>(wt.getShape()).drop_front(2))
+      return im.error() << "kernel_shape does not match W " << wt;
+  for (int64_t i = 0; i < k; ++i)
+    if ((*strides)[i] < 1 || (*dilations)[i] < 1 || (*pads)[i] < 0 ||
+        (*pads)[k + i] < 0)
+      return im.error() << "strides and dilations must be positive and pads "
+                           "not negative";
+  std::string autoPad = im.attrString("auto_pad").value_or("NOTSET");
+  if (autoPad == "VALID") {
+    pads->assign(2 * k, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t in = xt.getDimSize(2 + i);
+      if (ShapedType::isDynamic(in))
+        return im.error() << "auto_pad " << autoPad
+                          << " needs static spatial sizes, got " << xt;
+      int64_t s = (*strides)[i], out = (in + s - 1) / s;
+      int64_t span = (*dilations)[i] * (wt.getDimSize(2 + i) - 1) + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + span - in);
+      int64_t small = total / 2;
+      (*pads)[i] = autoPad == "SAME_UPPER" ? small : total - small;
+      (*pads)[k + i] = total - (*pads)[i];
+    }
+  } else if (autoPad != "NOTSET") {
+    return im.error() << "auto_pad '" << autoPad << "' is not supported";
+  }
+  // Output sizes: (in + pads - dilation * (kernel - 1) - 1) / stride + 1.
+  SmallVector<AffineExpr> outDims = {xd[0], wd[0]}, paddedDims = {xd[0],
+                                                                 xd[1]};
+  for (int64_t i = 0; i < k; ++i) {
+    AffineExpr padded = xd[2 + i] + (*pads)[i] + (*pads)[k + i];
+    int64_t reach = (*dilations)[i] * (wt.getDimSize(2 + i) - 1) + 1;
+    if (auto c = dyn_cast<AffineConstantExpr>(padded);
+        c && c.getValue() < reach)
+      return im.error() << "spatial dimension " << i << " (" << c.getValue()
+                        << " with padding) is smaller than the kernel's reach ("
+                        << reach << ")";
+    paddedDims.push_back(padded);
+    outDims.push_back((padded - reach).floorDiv((*strides)[i]) + 1);
+  }
+  Value x = im.input(0);
+  if (llvm::any_of(*pads, [](int64_t p) { return p != 0; })) {
+    SmallVector<OpFoldResult> low(rank, im.builder.getIndexAttr(0)),
+        high(rank, im.builder.getIndexAttr(0));
+    for (int64_t i = 0; i < k; ++i) {
+      low[2 + i] = im.builder.getIndexAttr((*pads)[i]);
+      high[2 + i] = im.builder.getIndexAttr((*pads)[k + i]);
+    }
+    Value zero = arith::ConstantOp::create(im.builder, im.loc,
+                                           im.builder.getZeroAttr(et));
+    x = tensor::PadOp::create(im.builder, im.loc,
+                              im.typeFor(paddedDims, et), x, low, high, zero)
+            .getResult();
+  }
+  // Iteration space: n, m, o_1..o_k (parallel), c, r_1..r_k (reduction).
+  MLIRContext *ctx = im.getContext();
+  unsigned numLoops = 3 + 2 * k;
+  auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  SmallVector<AffineExpr> xExprs = {dim(0), dim(2 + k)}, wExprs = {dim(1),
+                                                                   dim(2 + k)},
+                          oExprs = {dim(0), dim(1)};
+  for (int64_t i = 0; i < k; ++i) {
+    xExprs.push_back(dim(2 + i) * (*strides)[i] +
+                     dim(3 + k + i) * (*dilations)[i]);
+    wExprs.push_back(dim(3 + k + i));
+    oExprs.push_back(dim(2 + i));
+  }
+  SmallVector<IteratorType> iters(2 + k, IteratorType::parallel);
+  iters.append(1 + k, IteratorType::reduction);
+  auto outType = im.typeFor(outDims, et);
+  Value init;
+  if (im.hasInput(2)) {
+    RankedTensorType bt = im.inputType(2);
+    if (bt.getRank() != 1 || im.inputDims(2)[0] != wd[0])
+      return im.error() << "B " << bt << " must hold one value per output "
+                        << "channel (" << im.dimString(wd[0]) << ")";
+    Value empty = im.emptyTensor(outDims, et);
+    AffineMap bMap = AffineMap::get(2 + k, 0, {dim(1)}, ctx);
+    init = linalg::GenericOp::create(
+               im.builder, im.loc, outType, ValueRange{im.input(2)},
+               ValueRange{empty},
+               ArrayRef<AffineMap>{bMap, AffineMap::getMultiDimIdentityMap(
+                                             2 + k, ctx)},
+               SmallVector<IteratorType>(2 + k, IteratorType::parallel),
+               [&](OpBuilder &b, Location loc, ValueRange args) {
+                 linalg::YieldOp::create(b, loc, args[0]);
+               })
+               .getResult(0);
+  } else {
+    init = buildFilled(im.builder, im.loc, outType, 0.0,
+                       im.dynamicSizes(outDims));
+  }
+  auto conv = linalg::GenericOp::create(
+      im.builder, im.loc, outType, ValueRange{x, im.input(1)},
+      ValueRange{init},
+      ArrayRef<AffineMap>{AffineMap::get(numLoops, 0, xExprs, ctx),
+                          AffineMap::get(numLoops, 0, wExprs, ctx),
+                          AffineMap::get(numLoops, 0, oExprs, ctx)},
+      iters, [&](OpBuilder &b, Location loc, ValueRange args) {
+        Value prod = arith::MulFOp::create(b, loc, args[0], args[1]);
+        linalg::YieldOp::create(
+            b, loc, arith::AddFOp::create(b, loc, args[2], prod).getResult());
+      });
+  im.setOutput(0, conv.getResult(0), outDims);
+  return success();
 }
 
 /// CumSum along `axis` (a scalar input known at import), inclusive or
@@ -751,6 +904,7 @@ void mlir::masformer::registerContractionHandlers(
   handlers["Softmax"] = importSoftmax;
   handlers["ReduceMean"] = importReduce;
   handlers["CumSum"] = importCumSum;
+  handlers["Conv"] = importConv;
   handlers["ReduceSum"] = importReduce;
   handlers["ReduceMax"] = importReduce;
   handlers["LayerNormalization"] = importLayerNorm;

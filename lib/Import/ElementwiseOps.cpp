@@ -461,12 +461,17 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
                  buildBroadcastGeneric(
                      im.builder, im.loc, {im.input(0)}, t,
                      [&](OpBuilder &b, Location loc, ValueRange args) {
-                       if (abs)
-                         return math::AbsIOp::create(b, loc, args[0])
-                             .getResult();
                        Value zero = arith::ConstantOp::create(
                            b, loc, b.getIntegerAttr(et, 0));
-                       return arith::SubIOp::create(b, loc, zero, args[0])
+                       Value neg = arith::SubIOp::create(b, loc, zero, args[0]);
+                       if (!abs)
+                         return neg;
+                       // A select rather than math.absi, which not every
+                       // pipeline lowers (the GPU kernels' does not).
+                       Value isNeg = arith::CmpIOp::create(
+                           b, loc, arith::CmpIPredicate::slt, args[0], zero);
+                       return arith::SelectOp::create(b, loc, isNeg, neg,
+                                                      args[0])
                            .getResult();
                      },
                      im.dynamicSizes(dims)),

@@ -123,6 +123,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["GatherElements"] = {2, 2, 1};
     m["Tile"] = {2, 2, 1};
     m["CumSum"] = {2, 2, 1};
+    m["Conv"] = {2, 3, 1};
     m["Expand"] = {2, 2, 1};
     m["Trilu"] = {1, 2, 1};
     m["ScatterND"] = {3, 3, 1};

@@ -5,6 +5,8 @@ model families beyond the fixtures (issue 18), into DIR:
   cumsum.onnx   OPT/BLOOM/RoBERTa position ids: CumSum of the padding mask
                 along the sequence (times the mask, minus one), and a float
                 CumSum, exclusive and reversed;
+  conv.onnx     ViT's patch embedding, Whisper's Conv1d front end, a
+                dilated and a SAME_LOWER Conv2d;
   gptj.onnx     GPT-J's rotary table: Tile by the batch size (a size known
                 only at run time in a dynamic import), Tile by constants, and
                 GatherElements of the table at the positions; T5's relative
@@ -97,6 +99,46 @@ def gptj(path):
     save(graph, path)
 
 
+def conv(path):
+    """ViT's patch embedding (Conv2d, kernel = stride = 4, dynamic batch),
+    Whisper's front end (Conv1d, kernel 3, pad 1, strides 1 then 2, GELU
+    between; dynamic length), a dilated Conv2d with uneven pads and a
+    strided SAME_LOWER one, both without bias."""
+    rng = np.random.default_rng(1)
+    w = lambda *s: nh.from_array(rng.standard_normal(s).astype(np.float32),
+                                 None)
+    inits = []
+    for name, shape in (("patch_w", (8, 3, 4, 4)), ("patch_b", (8,)),
+                        ("c1_w", (6, 5, 3)), ("c1_b", (6,)),
+                        ("c2_w", (6, 6, 3)), ("c2_b", (6,)),
+                        ("d_w", (2, 3, 3, 3))):
+        t = w(*shape)
+        t.name = name
+        inits.append(t)
+    nodes = [
+        h.make_node("Conv", ["pixels", "patch_w", "patch_b"], ["patches"],
+                    kernel_shape=[4, 4], strides=[4, 4]),
+        h.make_node("Conv", ["audio", "c1_w", "c1_b"], ["a1"], pads=[1, 1]),
+        h.make_node("Tanh", ["a1"], ["a1t"]),
+        h.make_node("Conv", ["a1t", "c2_w", "c2_b"], ["a2"], pads=[1, 1],
+                    strides=[2]),
+        h.make_node("Conv", ["pixels", "d_w"], ["dilated"],
+                    dilations=[2, 2], pads=[2, 1, 2, 1]),
+        h.make_node("Conv", ["pixels", "d_w"], ["same"],
+                    auto_pad="SAME_LOWER", strides=[2, 2]),
+    ]
+    graph = h.make_graph(
+        nodes, "conv",
+        [h.make_tensor_value_info("pixels", T.FLOAT, ["batch", 3, 16, 16]),
+         h.make_tensor_value_info("audio", T.FLOAT, ["batch", 5, "frames"])],
+        [h.make_tensor_value_info("patches", T.FLOAT, ["batch", 8, 4, 4]),
+         h.make_tensor_value_info("a2", T.FLOAT, ["batch", 6, None]),
+         h.make_tensor_value_info("dilated", T.FLOAT, ["batch", 2, 16, 14]),
+         h.make_tensor_value_info("same", T.FLOAT, ["batch", 2, 8, 8])],
+        inits)
+    save(graph, path)
+
+
 def bad(out):
     """Models the importer must refuse, each with one error."""
     x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
@@ -122,6 +164,16 @@ def bad(out):
                          name="ge")], [x], [i64("big", [[0, 4]])]),
         "cumsum-axis.onnx": ([h.make_node("CumSum", ["x", "ax"], ["y"],
                                           name="cs")], [x, ax], []),
+        "conv-group.onnx": (
+            [h.make_node("Conv", ["img", "gw"], ["y"], group=2,
+                         name="conv")],
+            [h.make_tensor_value_info("img", T.FLOAT, [1, 4, 8, 8])],
+            [nh.from_array(np.ones((4, 2, 3, 3), np.float32), "gw")]),
+        "conv-same-dynamic.onnx": (
+            [h.make_node("Conv", ["sig", "sw"], ["y"], auto_pad="SAME_UPPER",
+                         name="conv")],
+            [h.make_tensor_value_info("sig", T.FLOAT, [1, 2, "frames"])],
+            [nh.from_array(np.ones((2, 2, 3), np.float32), "sw")]),
     }
     for name, (nodes, inputs, inits) in cases.items():
         graph = h.make_graph(nodes, "bad", inputs, [y], inits)
@@ -135,6 +187,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     cumsum(os.path.join(out, "cumsum.onnx"))
     gptj(os.path.join(out, "gptj.onnx"))
+    conv(os.path.join(out, "conv.onnx"))
     bad(out)
 
 
