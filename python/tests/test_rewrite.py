@@ -189,7 +189,7 @@ def test_compiler_errors_raise_masformer_error(fixtures, tmp_path):
     inputs = fixtures.parent / "Import" / "Inputs"
     with pytest.raises(masformer.Error,
                        match=r"2 unsupported ONNX nodes: 'hardmax_0' "
-                             r"\(Hardmax\), 'cumsum_0' \(CumSum\)"):
+                             r"\(Hardmax\), 'lpnorm_0' \(LpNormalization\)"):
         masformer.span_report(inputs / "unsupported.onnx")
     with pytest.raises(masformer.Error, match="not a valid ONNX model"):
         masformer.span_report(inputs / "not-a-model.onnx")

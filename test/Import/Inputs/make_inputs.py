@@ -22,10 +22,9 @@ def save(graph, name, opset=17):
 save(h.make_graph(
     [h.make_node("Hardmax", ["x"], ["a"], name="hardmax_0"),
      h.make_node("Relu", ["a"], ["b"], name="relu_0"),
-     h.make_node("CumSum", ["b", "axis"], ["y"], name="cumsum_0")],
+     h.make_node("LpNormalization", ["b"], ["y"], name="lpnorm_0")],
     "unsupported", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
-    [h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
-    [nh.from_array(np.array(1, np.int64), "axis")]), "unsupported.onnx")
+    [h.make_tensor_value_info("y", T.FLOAT, [2, 3])]), "unsupported.onnx")
 
 # A dynamic input dimension.
 save(h.make_graph(
