@@ -290,6 +290,10 @@ LayerExporter::blockInputs(const std::string &q, const std::string &kt,
 FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
                                                       ChainLayout layout) {
   for (auto [idx, k] : layer.chain) {
+    // The heads' Reshape and baddbmm's zeros leave blocked scores as they
+    // are.
+    if (isNeutralInChain(idx, k))
+      continue;
     const onnx::NodeProto &orig = graph.node(idx);
     onnx::NodeProto copy = orig;
     for (int i = 0; i < copy.input_size(); ++i) {
@@ -509,9 +513,10 @@ FailureOr<std::string> LayerExporter::emitBlockedCore(const std::string &q,
 }
 
 LogicalResult LayerExporter::emitBlocked() {
-  const onnx::NodeProto &qk = graph.node(layer.qk);
+  FailureOr<std::pair<std::string, std::string>> qk = scoreInputs();
   const onnx::NodeProto &pv = graph.node(layer.pv);
-  if (failed(emitBlockedCore(qk.input(0), qk.input(1), pv.input(1))))
+  if (failed(qk) || failed(emitBlockedCore(qk->first, qk->second,
+                                           pv.input(1))))
     return failure();
   // Under the original output's name.
   emit.nodes.back().set_output(0, pv.output(0));
@@ -519,9 +524,11 @@ LogicalResult LayerExporter::emitBlocked() {
 }
 
 LogicalResult LayerExporter::emitPerHeadBlocked() {
-  const onnx::NodeProto &qk = graph.node(layer.qk);
+  FailureOr<std::pair<std::string, std::string>> qk = scoreInputs();
+  if (failed(qk))
+    return failure();
   const onnx::NodeProto &pv = graph.node(layer.pv);
-  std::string q = qk.input(0), kt = qk.input(1), v = pv.input(1);
+  std::string q = qk->first, kt = qk->second, v = pv.input(1);
   FailureOr<RankedTensorType> qTy = typeOf(q), ktTy = typeOf(kt),
                               vTy = typeOf(v);
   if (failed(qTy) || failed(ktTy) || failed(vTy))

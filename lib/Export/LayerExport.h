@@ -174,6 +174,23 @@ private:
   }
   LogicalResult findNodes();
   FailureOr<RankedTensorType> typeOf(const std::string &name);
+  /// The index of the node that computes `name`, or -1 (an input or an
+  /// initializer).
+  int producerOf(const std::string &name) const;
+  /// Whether `name` is zero everywhere: an all-zero initializer or Constant,
+  /// a ConstantOfShape of 0, or a product with such a tensor (baddbmm's
+  /// beta * zeros).
+  bool isZeroTensor(const std::string &name, int depth = 4) const;
+  /// Whether chain node `index` leaves the scores as they are, for the
+  /// blocked layout: the Reshape of GPT-NeoX's [B*H, S, S] scores to
+  /// [B, H, S, S], or the addition of zeros.
+  bool isNeutralInChain(int index, int scoresInput) const;
+  /// The layer's Q [B, H, S, D] and K^T [B, H, D, S]: Q*K^T's operands, or
+  /// for heads flattened into the batch (GPT-NeoX: [B*H, S, D] reshaped
+  /// from Q and K), the tensors they were reshaped from (K^T transposed
+  /// anew).
+  FailureOr<std::pair<std::string, std::string>> scoreInputs();
+  std::optional<std::pair<std::string, std::string>> scoreIn;
   /// An operand of the score chain as rank 4 ([B, H, q, k] broadcast),
   /// with its heads gathered for a per-head group; scalars as they are.
   struct ScoreOperand {

@@ -74,18 +74,22 @@ LogicalResult LayerExporter::findNodes() {
   while (cur != graph.node(layer.softmax).input(0)) {
     int n = next(cur);
     static constexpr StringLiteral kChainOps[] = {"Mul", "Div", "Add",
-                                                  "Where", "Cast"};
+                                                  "Where", "Cast", "Reshape"};
     if (n < 0 || !llvm::is_contained(kChainOps, graph.node(n).op_type()) ||
         layer.chain.size() > 16)
       return error() << "the nodes between '" << names[0] << "' and '"
                      << names[1] << "' are not a chain of Mul, Div, Add, "
-                                    "Where and Cast";
+                                    "Where, Cast and Reshape";
     const onnx::NodeProto &node = graph.node(n);
     int k = -1;
     for (int i = 0; i < node.input_size(); ++i)
       if (node.input(i) == cur)
         k = i;
     layer.chain.push_back({n, k});
+    if (node.op_type() == "Reshape" && (k != 0 || !isNeutralInChain(n, k)))
+      return error() << "Reshape '" << node.name()
+                     << "' between Q*K^T and the Softmax does not only split "
+                        "the heads out of the batch";
     cur = node.output(0);
   }
   cur = graph.node(layer.softmax).output(0);
@@ -98,6 +102,112 @@ LogicalResult LayerExporter::findNodes() {
     cur = graph.node(n).output(0);
   }
   return success();
+}
+
+int LayerExporter::producerOf(const std::string &name) const {
+  for (int i = 0, e = graph.node_size(); i < e; ++i)
+    for (const std::string &out : graph.node(i).output())
+      if (out == name)
+        return i;
+  return -1;
+}
+
+/// Whether every element of `t` is zero.
+static bool isAllZero(const onnx::TensorProto &t) {
+  if (t.has_raw_data())
+    return llvm::all_of(t.raw_data(), [](char c) { return c == 0; });
+  return llvm::all_of(t.float_data(), [](float f) { return f == 0.0f; }) &&
+         llvm::all_of(t.int64_data(), [](int64_t v) { return v == 0; }) &&
+         llvm::all_of(t.int32_data(), [](int32_t v) { return v == 0; }) &&
+         llvm::all_of(t.double_data(), [](double v) { return v == 0.0; });
+}
+
+bool LayerExporter::isZeroTensor(const std::string &name, int depth) const {
+  if (depth == 0)
+    return false;
+  for (const onnx::TensorProto &t : graph.initializer())
+    if (t.name() == name)
+      return t.data_location() != onnx::TensorProto::EXTERNAL && isAllZero(t);
+  int p = producerOf(name);
+  if (p < 0)
+    return false;
+  const onnx::NodeProto &n = graph.node(p);
+  if (n.op_type() == "ConstantOfShape" || n.op_type() == "Constant") {
+    for (const onnx::AttributeProto &a : n.attribute())
+      if (a.name() == "value")
+        return a.has_t() && isAllZero(a.t());
+    return n.op_type() == "ConstantOfShape"; // the default value is 0
+  }
+  if (n.op_type() == "Mul")
+    return llvm::any_of(n.input(), [&](const std::string &in) {
+      return isZeroTensor(in, depth - 1);
+    });
+  if (n.op_type() == "Cast" || n.op_type() == "Expand" ||
+      n.op_type() == "Reshape")
+    return isZeroTensor(n.input(0), depth - 1);
+  return false;
+}
+
+bool LayerExporter::isNeutralInChain(int index, int scoresInput) const {
+  const onnx::NodeProto &n = graph.node(index);
+  if (n.op_type() == "Add")
+    return isZeroTensor(n.input(1 - scoresInput));
+  if (n.op_type() != "Reshape")
+    return false;
+  // [B*H, S, T] -> [B, H, S, T].
+  auto in = types.find(n.input(0)), out = types.find(n.output(0));
+  if (in == types.end() || out == types.end())
+    return false;
+  ArrayRef<int64_t> a = in->second.getShape(), b = out->second.getShape();
+  return a.size() == 3 && b.size() == 4 && a[0] == b[0] * b[1] &&
+         a[1] == b[2] && a[2] == b[3];
+}
+
+FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
+  if (scoreIn)
+    return *scoreIn;
+  const onnx::NodeProto &qk = graph.node(layer.qk);
+  std::string q = qk.input(0), kt = qk.input(1);
+  FailureOr<RankedTensorType> qTy = typeOf(q);
+  if (failed(qTy))
+    return failure();
+  if (qTy->getRank() != 3)
+    return *(scoreIn = std::make_pair(q, kt));
+  // Heads flattened into the batch: Q = Reshape(Q4), K^T = Transpose(
+  // Reshape(K4), [0, 2, 1]).
+  auto unflattened = [&](const std::string &x) -> std::string {
+    int p = producerOf(x);
+    if (p < 0 || graph.node(p).op_type() != "Reshape")
+      return "";
+    const std::string &src = graph.node(p).input(0);
+    auto t = types.find(src), f = types.find(x);
+    if (t == types.end() || f == types.end() || t->second.getRank() != 4)
+      return "";
+    ArrayRef<int64_t> a = t->second.getShape(), b = f->second.getShape();
+    return b[0] == a[0] * a[1] && b[1] == a[2] && b[2] == a[3] ? src : "";
+  };
+  std::string q4 = unflattened(q), k4;
+  int t = producerOf(kt);
+  if (t >= 0 && graph.node(t).op_type() == "Transpose") {
+    const onnx::NodeProto &tr = graph.node(t);
+    for (const onnx::AttributeProto &a : tr.attribute())
+      if (a.name() == "perm" &&
+          SmallVector<int64_t>(a.ints().begin(), a.ints().end()) ==
+              SmallVector<int64_t>{0, 2, 1})
+        k4 = unflattened(tr.input(0));
+  }
+  if (q4.empty() || k4.empty())
+    return error() << "Q*K^T of rank 3 is not the product of Q and K "
+                      "reshaped from [batch, heads, seq, head_dim]",
+           failure();
+  std::string kt4 = emit.node("Transpose", {k4}, [](onnx::NodeProto &n) {
+    Emitter::intsAttr(n, "perm", {0, 1, 3, 2});
+  });
+  RankedTensorType kTy = types.lookup(k4);
+  ArrayRef<int64_t> ks = kTy.getShape();
+  localTypes[kt4] = RankedTensorType::get({ks[0], ks[1], ks[3], ks[2]},
+                                          kTy.getElementType());
+  return *(scoreIn = std::make_pair(q4, kt4));
 }
 
 FailureOr<RankedTensorType> LayerExporter::typeOf(const std::string &name) {
@@ -139,7 +249,10 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   if (failed(findNodes()))
     return failure();
   SpanAttr span = op.getSpan();
-  FailureOr<RankedTensorType> qTy = typeOf(graph.node(layer.qk).input(0));
+  FailureOr<std::pair<std::string, std::string>> qk = scoreInputs();
+  if (failed(qk))
+    return failure();
+  FailureOr<RankedTensorType> qTy = typeOf(qk->first);
   if (failed(qTy))
     return failure();
   seq = qTy->getDimSize(2);

@@ -142,6 +142,107 @@ std::optional<BatchMatmul> mlir::masformer::matchBatchMatmul(Value v) {
                      g.getDpsInputOperand(1)->get()};
 }
 
+/// Whether `v` is zero everywhere: a splat-zero constant or a fill of 0.
+bool mlir::masformer::isZeroTensor(Value v) {
+  if (std::optional<double> c = getScalarConstant(v))
+    return *c == 0.0;
+  if (auto fill = v.getDefiningOp<linalg::FillOp>()) {
+    std::optional<double> c = getScalarConstant(fill.getInputs()[0]);
+    FloatAttr f;
+    if (!c && matchPattern(fill.getInputs()[0], m_Constant(&f)))
+      c = f.getValueAsDouble();
+    return c && *c == 0.0;
+  }
+  return false;
+}
+
+/// Whether `v` is [B, H, S, T] expanded from [B * H, S, T]: the source.
+static Value expandedHeads(Value v) {
+  auto ex = v.getDefiningOp<tensor::ExpandShapeOp>();
+  if (!ex || ex.getSrcType().getRank() != 3 ||
+      ex.getResultType().getRank() != 4)
+    return {};
+  SmallVector<ReassociationIndices> re = ex.getReassociationIndices();
+  if (re.size() != 3 || re[0] != ReassociationIndices{0, 1})
+    return {};
+  return ex.getSrc();
+}
+
+Value mlir::masformer::peelExpandedHeads(Value v) { return expandedHeads(v); }
+
+/// The 4-D tensor that `v` ([B * H, S, D]) was collapsed from, when its
+/// head dimension has `heads` heads.
+static Value collapsedFrom(Value v, int64_t heads) {
+  auto c = v.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!c || c.getSrcType().getRank() != 4 || c.getResultType().getRank() != 3)
+    return {};
+  SmallVector<ReassociationIndices> re = c.getReassociationIndices();
+  if (re.size() != 3 || re[0] != ReassociationIndices{0, 1} ||
+      c.getSrcType().getDimSize(1) != heads)
+    return {};
+  return c.getSrc();
+}
+
+/// Whether `v` is a 3-D batched product [b, i, k] x [b, k, j] -> [b, i, j].
+static linalg::GenericOp flatProduct(Value v) {
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  if (!g || g.getNumDpsInputs() != 2 || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != 4 || g.getNumReductionLoops() != 1)
+    return {};
+  MLIRContext *ctx = g.getContext();
+  auto map = [&](ArrayRef<unsigned> dims) {
+    SmallVector<AffineExpr> e;
+    for (unsigned d : dims)
+      e.push_back(getAffineDimExpr(d, ctx));
+    return AffineMap::get(4, 0, e, ctx);
+  };
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  if (maps[0] != map({0, 1, 3}) || maps[1] != map({0, 3, 2}) ||
+      maps[2] != map({0, 1, 2}) ||
+      g.getIteratorTypesArray()[3] != utils::IteratorType::reduction)
+    return {};
+  return g;
+}
+
+std::optional<BatchMatmul>
+mlir::masformer::matchFlatHeadsMatmul(Value v, int64_t heads) {
+  linalg::GenericOp g = flatProduct(v);
+  if (!g)
+    return std::nullopt;
+  // The body and the zero start, as a 4-D product's.
+  Block &body = g.getRegion().front();
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  Value acc = body.getArgument(2);
+  if (!add || (add.getLhs() != acc && add.getRhs() != acc))
+    return std::nullopt;
+  auto mul = (add.getLhs() == acc ? add.getRhs() : add.getLhs())
+                 .getDefiningOp<arith::MulFOp>();
+  if (!mul || mul.getLhs() != body.getArgument(0) ||
+      mul.getRhs() != body.getArgument(1) ||
+      !isZeroTensor(g.getDpsInitOperand(0)->get()))
+    return std::nullopt;
+  // Q from [B, H, S, D]; K^T as a transpose of K from [B, H, S, D].
+  Value q = collapsedFrom(g.getDpsInputOperand(0)->get(), heads);
+  auto kt = g.getDpsInputOperand(1)->get().getDefiningOp<linalg::TransposeOp>();
+  if (!q || !kt || kt.getPermutation() != ArrayRef<int64_t>{0, 2, 1})
+    return std::nullopt;
+  Value k = collapsedFrom(kt.getInput(), heads);
+  if (!k)
+    return std::nullopt;
+  // K^T with its heads, next to the product.
+  OpBuilder b(g);
+  Location loc = g.getLoc();
+  auto kTy = cast<RankedTensorType>(k.getType());
+  SmallVector<OpFoldResult> kSizes = tensor::getMixedSizes(b, loc, k);
+  Value init = tensor::EmptyOp::create(
+      b, loc, {kSizes[0], kSizes[1], kSizes[3], kSizes[2]},
+      kTy.getElementType());
+  Value kt4 = linalg::TransposeOp::create(b, loc, k, init,
+                                          ArrayRef<int64_t>{0, 1, 3, 2})
+                  .getResult()[0];
+  return BatchMatmul{g, q, kt4};
+}
+
 /// Peels the repetition of key/value heads that grouped-query attention
 /// exports write as unsqueeze(2) -> expand -> reshape: returns the tensor
 /// with kv_heads heads. Reshapes are row-major, so the static shapes alone
@@ -191,6 +292,10 @@ bool mlir::masformer::reachesScores(Value v, int depth) {
     return false;
   if (matchBatchMatmul(v))
     return true;
+  if (Value flat = expandedHeads(v))
+    return reachesScores(flat, depth - 1);
+  if (flatProduct(v))
+    return true; // Q K^T with flattened heads (matchFlatHeadsMatmul)
   std::optional<Elementwise> e = matchElementwise(v);
   if (!e)
     return false;

@@ -49,6 +49,18 @@ struct BatchMatmul {
 };
 std::optional<BatchMatmul> matchBatchMatmul(Value v);
 
+/// Q K^T with the heads flattened into the batch (GPT-NeoX's baddbmm):
+/// [B*H, S, D] x [B*H, D, T] from Q and K collapsed from [B, H, S, D], with
+/// `heads` heads. Returns Q and a new transpose of K as a 4-D product's
+/// operands (built next to the product).
+std::optional<BatchMatmul> matchFlatHeadsMatmul(Value v, int64_t heads);
+
+/// [B*H, S, T] scores expanded to [B, H, S, T]: the flat source, or null.
+Value peelExpandedHeads(Value v);
+
+/// Whether `v` is zero everywhere (a splat-zero constant or a fill of 0).
+bool isZeroTensor(Value v);
+
 /// Peels unsqueeze(2) -> expand -> reshape of key/value heads (grouped-query
 /// attention): the tensor with kv_heads heads, or `v` itself.
 Value peelRepeatKV(Value v);

@@ -168,9 +168,21 @@ LogicalResult AttentionRaiser::addAdditiveMask(Value mask, double factor) {
 }
 
 LogicalResult AttentionRaiser::walkScores(Value x) {
+  // The heads, once the scores were found flattened into the batch
+  // ([B*H, S, T] expanded to [B, H, S, T]); 0 otherwise.
+  int64_t flatHeads = 0;
   for (int steps = 0; steps < 32; ++steps) {
-    if ((qk = matchBatchMatmul(x)))
+    if (!flatHeads && (qk = matchBatchMatmul(x)))
       return success();
+    if (flatHeads && (qk = matchFlatHeadsMatmul(x, flatHeads)))
+      return success();
+    if (Value flat = peelExpandedHeads(x); flat && !flatHeads) {
+      flatHeads = cast<RankedTensorType>(x.getType()).getDimSize(1);
+      if (ShapedType::isDynamic(flatHeads))
+        return fail("scores flattened over a dynamic number of heads");
+      x = flat;
+      continue;
+    }
     std::optional<Elementwise> e = matchElementwise(x);
     if (!e)
       return fail("the softmax input does not come from a Q*K^T contraction "
@@ -191,6 +203,18 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
       continue;
     }
     if (isa<arith::AddFOp>(p)) {
+      // baddbmm's beta * zeros: nothing added.
+      if (e->isIdentity[0] && isZeroTensor(e->operands[1])) {
+        x = e->operands[0];
+        continue;
+      }
+      if (e->isIdentity[1] && isZeroTensor(e->operands[0])) {
+        x = e->operands[1];
+        continue;
+      }
+      if (flatHeads)
+        return fail("a mask added to scores with flattened heads is not "
+                    "supported");
       bool first = e->isIdentity[0] && reachesScores(e->operands[0]);
       bool second = !first && e->isIdentity[1] && reachesScores(e->operands[1]);
       if (!first && !second)
@@ -203,6 +227,9 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
       continue;
     }
     if (isa<arith::SelectOp>(p)) {
+      if (flatHeads)
+        return fail("a Where on scores with flattened heads is not "
+                    "supported");
       Value cond = e->operands[0];
       bool keepTrue = e->isIdentity[1] && reachesScores(e->operands[1]);
       bool keepFalse =
