@@ -148,6 +148,21 @@ bool LayerExporter::isZeroTensor(const std::string &name, int depth) const {
   return false;
 }
 
+/// Whether `flat` ([B*H, S, T]) is `full` ([B, H, S, T]) with its heads
+/// flattened into the batch; a dynamic batch or length matches a dynamic
+/// one (the raise checked the reshape in the IR).
+static bool flattensHeads(ArrayRef<int64_t> full, ArrayRef<int64_t> flat) {
+  auto same = [](int64_t x, int64_t y) {
+    return x == y || ShapedType::isDynamic(x) || ShapedType::isDynamic(y);
+  };
+  if (full.size() != 4 || flat.size() != 3 || ShapedType::isDynamic(full[1]))
+    return false;
+  bool batch = ShapedType::isDynamic(full[0])
+                   ? ShapedType::isDynamic(flat[0])
+                   : flat[0] == full[0] * full[1];
+  return batch && same(flat[1], full[2]) && same(flat[2], full[3]);
+}
+
 bool LayerExporter::isNeutralInChain(int index, int scoresInput) const {
   const onnx::NodeProto &n = graph.node(index);
   if (n.op_type() == "Add")
@@ -159,8 +174,7 @@ bool LayerExporter::isNeutralInChain(int index, int scoresInput) const {
   if (in == types.end() || out == types.end())
     return false;
   ArrayRef<int64_t> a = in->second.getShape(), b = out->second.getShape();
-  return a.size() == 3 && b.size() == 4 && a[0] == b[0] * b[1] &&
-         a[1] == b[2] && a[2] == b[3];
+  return a.size() == 3 && b.size() == 4 && flattensHeads(b, a);
 }
 
 FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
@@ -183,8 +197,8 @@ FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
     auto t = types.find(src), f = types.find(x);
     if (t == types.end() || f == types.end() || t->second.getRank() != 4)
       return "";
-    ArrayRef<int64_t> a = t->second.getShape(), b = f->second.getShape();
-    return b[0] == a[0] * a[1] && b[1] == a[2] && b[2] == a[3] ? src : "";
+    return flattensHeads(t->second.getShape(), f->second.getShape()) ? src
+                                                                     : "";
   };
   std::string q4 = unflattened(q), k4;
   int t = producerOf(kt);

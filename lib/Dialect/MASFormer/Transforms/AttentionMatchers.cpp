@@ -99,8 +99,18 @@ std::optional<BatchMatmul> mlir::masformer::matchBatchMatmul(Value v) {
     return AffineMap::get(5, 0, e, ctx);
   };
   SmallVector<AffineMap> maps = g.getIndexingMapsArray();
-  if (maps[0] != map({0, 1, 2, 4}) || maps[1] != map({0, 1, 4, 3}) ||
-      maps[2] != map({0, 1, 2, 3}))
+  // An operand with one head may broadcast it over the heads (multi-query
+  // attention through a broadcasting MatMul, as Falcon exports it).
+  auto headsBroadcast = [&](unsigned operand, AffineMap expected) {
+    if (maps[operand] == expected)
+      return true;
+    auto t = cast<RankedTensorType>(g.getDpsInputs()[operand].getType());
+    AffineMap b = expected.replace(getAffineDimExpr(1, ctx),
+                                   getAffineConstantExpr(0, ctx), 5, 0);
+    return maps[operand] == b && t.getDimSize(1) == 1;
+  };
+  if (!headsBroadcast(0, map({0, 1, 2, 4})) ||
+      !headsBroadcast(1, map({0, 1, 4, 3})) || maps[2] != map({0, 1, 2, 3}))
     return std::nullopt;
   auto iters = g.getIteratorTypesArray();
   if (iters[4] != utils::IteratorType::reduction)
@@ -146,6 +156,22 @@ std::optional<BatchMatmul> mlir::masformer::matchBatchMatmul(Value v) {
 bool mlir::masformer::isZeroTensor(Value v) {
   if (std::optional<double> c = getScalarConstant(v))
     return *c == 0.0;
+  // A broadcast of zeros (an expanded ConstantOfShape), or a product with
+  // zeros (baddbmm's beta * zeros).
+  if (std::optional<Elementwise> e = matchElementwise(v)) {
+    if (isa<arith::MulFOp>(e->payload))
+      return llvm::any_of(e->operands,
+                          [](Value o) { return isZeroTensor(o); });
+    return false;
+  }
+  if (auto g = v.getDefiningOp<linalg::GenericOp>();
+      g && g.getNumDpsInputs() == 1 &&
+      g.getNumLoops() == g.getNumParallelLoops()) {
+    Block &body = g.getRegion().front();
+    if (llvm::hasSingleElement(body) &&
+        body.getTerminator()->getOperand(0) == body.getArgument(0))
+      return isZeroTensor(g.getDpsInputOperand(0)->get());
+  }
   if (auto fill = v.getDefiningOp<linalg::FillOp>()) {
     std::optional<double> c = getScalarConstant(fill.getInputs()[0]);
     FloatAttr f;
