@@ -101,6 +101,28 @@ public:
   /// for each dynamic one).
   void setOutput(unsigned i, Value v, ArrayRef<AffineExpr> dims = {});
 
+  /// How a tensor of the graph was computed, for handlers that recognize
+  /// the structure of an input (ScatterND's indices built from sizes): the
+  /// node that produced `name` (null for inputs and initializers), its host
+  /// value, and its dimensions (null / empty when `name` is not imported
+  /// yet).
+  const onnx::NodeProto *producerOf(StringRef name) const {
+    auto it = producers.find(name);
+    return it == producers.end() ? nullptr : it->second;
+  }
+  const HostTensor *hostValueOf(StringRef name) const {
+    auto it = values.find(name);
+    return it == values.end() || !it->second.host ? nullptr
+                                                  : &*it->second.host;
+  }
+  SmallVector<AffineExpr> dimsOf(StringRef name) {
+    auto it = values.find(name);
+    if (it == values.end())
+      return {};
+    return it->second.dims.empty() ? staticDims(it->second.type)
+                                   : it->second.dims;
+  }
+
   //===--- Dynamic dimensions ----------------------------------------------===//
   //
   // A dynamic dimension of a graph input is a symbol (one per dim_param
@@ -241,6 +263,7 @@ private:
   std::string baseDir;
   std::string sourceName;
   llvm::StringMap<Entry> values;
+  llvm::StringMap<const onnx::NodeProto *> producers;
   llvm::StringMap<NodeHandler> handlers;
 };
 

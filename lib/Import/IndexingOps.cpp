@@ -546,6 +546,80 @@ LogicalResult importTile(ONNXImporterImpl &im) {
   return success();
 }
 
+/// The integers of a host input of `n`, or nullopt.
+std::optional<SmallVector<int64_t>>
+hostInts(ONNXImporterImpl &im, const onnx::NodeProto &n, int i) {
+  if (i >= n.input_size() || n.input(i).empty())
+    return std::nullopt;
+  const HostTensor *h = im.hostValueOf(n.input(i));
+  if (!h || h->isSymbolic() || h->isFloat())
+    return std::nullopt;
+  return SmallVector<int64_t>(h->ints.begin(), h->ints.end());
+}
+
+/// For ScatterND indices that exporters build from sizes (TorchScript's
+/// index_put on slices): Concat(axis -1) of one Unsqueeze(Expand(iota))
+/// per indexed axis j, the iota a Range(0, n, 1) (or a Slice of one from 0)
+/// reshaped to [n, 1, ..., 1] of rank r - j so that it broadcasts along
+/// axis j. Returns the iota's length per axis (the
+/// box is [0, n_j) on each), or nullopt when the indices are not built so.
+std::optional<SmallVector<AffineExpr>> indexBoxFromSizes(ONNXImporterImpl &im,
+                                                         int64_t r) {
+  auto producer = [&](const std::string &name) {
+    return im.producerOf(name);
+  };
+  const onnx::NodeProto *concat = producer(im.node->input(1));
+  if (!concat || concat->op_type() != "Concat" || concat->input_size() != r)
+    return std::nullopt;
+  SmallVector<AffineExpr> sizes;
+  for (int64_t j = 0; j < r; ++j) {
+    const onnx::NodeProto *un = producer(concat->input(j));
+    const onnx::NodeProto *ex =
+        un && un->op_type() == "Unsqueeze" ? producer(un->input(0)) : nullptr;
+    if (!ex || ex->op_type() != "Expand")
+      return std::nullopt;
+    // The iota along axis j, broadcast right-aligned: reshaped to
+    // [n, 1, ..., 1] of rank r - j, or 1-D for the last axis.
+    std::string iota = ex->input(0);
+    const onnx::NodeProto *re = producer(iota);
+    if (re && re->op_type() == "Reshape") {
+      std::optional<SmallVector<int64_t>> shape = hostInts(im, *re, 1);
+      if (!shape || static_cast<int64_t>(shape->size()) != r - j)
+        return std::nullopt;
+      for (int64_t d = 1; d < r - j; ++d)
+        if ((*shape)[d] != 1)
+          return std::nullopt;
+      iota = re->input(0);
+    } else if (j != r - 1) {
+      return std::nullopt;
+    }
+    const onnx::NodeProto *p = producer(iota);
+    if (p && p->op_type() == "Slice") {
+      // From the start, step 1, along axis 0.
+      std::optional<SmallVector<int64_t>> starts = hostInts(im, *p, 1);
+      std::optional<SmallVector<int64_t>> axes = hostInts(im, *p, 3);
+      std::optional<SmallVector<int64_t>> steps = hostInts(im, *p, 4);
+      if (!starts || starts->size() != 1 || (*starts)[0] != 0 ||
+          (p->input_size() > 3 && (!axes || (*axes)[0] != 0)) ||
+          (p->input_size() > 4 && (!steps || (*steps)[0] != 1)))
+        return std::nullopt;
+      p = producer(p->input(0));
+    }
+    std::optional<SmallVector<int64_t>> start =
+        p && p->op_type() == "Range" ? hostInts(im, *p, 0) : std::nullopt;
+    std::optional<SmallVector<int64_t>> delta =
+        p ? hostInts(im, *p, 2) : std::nullopt;
+    if (!start || start->size() != 1 || (*start)[0] != 0 || !delta ||
+        delta->size() != 1 || (*delta)[0] != 1)
+      return std::nullopt;
+    SmallVector<AffineExpr> iotaDims = im.dimsOf(iota);
+    if (iotaDims.size() != 1)
+      return std::nullopt;
+    sizes.push_back(iotaDims[0]);
+  }
+  return sizes;
+}
+
 /// ScatterND with reduction "none". Exporters use it to write a whole box
 /// (indices built from Ranges), which becomes a tensor.insert_slice; other
 /// index patterns are only supported on the host.
@@ -557,11 +631,31 @@ LogicalResult importScatterND(ONNXImporterImpl &im) {
                       << "' is not supported";
   RankedTensorType dt = im.inputType(0), it = im.inputType(1),
                    ut = im.inputType(2);
-  for (RankedTensorType ty : {dt, it, ut})
-    if (!ty.hasStaticShape())
-      return im.error() << "needs static shapes, got " << ty
-                        << " (fix the dynamic dimensions with "
-                           "--input-shape)";
+  if (!dt.hasStaticShape() || !it.hasStaticShape() || !ut.hasStaticShape()) {
+    // Dynamic shapes: indices built from sizes that enumerate the whole of
+    // the data's leading dimensions (the padding mask of TorchScript
+    // decoders: mask[:, :, :, :len] = ...) make the result the updates.
+    int64_t r = ShapedType::isDynamic(it.getDimSize(it.getRank() - 1))
+                    ? -1
+                    : it.getDimSize(it.getRank() - 1);
+    std::optional<SmallVector<AffineExpr>> box =
+        r > 0 && r <= dt.getRank() && ut.getRank() == dt.getRank() &&
+                ut.getElementType() == dt.getElementType()
+            ? indexBoxFromSizes(im, r)
+            : std::nullopt;
+    SmallVector<AffineExpr> dDims = im.inputDims(0), uDims = im.inputDims(2);
+    bool whole = box.has_value();
+    for (int64_t d = 0; whole && d < dt.getRank(); ++d)
+      whole = uDims[d] == dDims[d] && (d >= r || (*box)[d] == dDims[d]);
+    if (!whole)
+      return im.error() << "needs static shapes, got " << dt << ", " << it
+                        << " and " << ut
+                        << " (only indices built from sizes that cover the "
+                           "whole data are supported dynamically; fix the "
+                           "dynamic dimensions with --input-shape)";
+    im.setOutput(0, im.input(2), dDims);
+    return success();
+  }
   if (it.getRank() < 1)
     return im.error() << "indices must have rank >= 1";
   int64_t r = it.getDimSize(it.getRank() - 1);

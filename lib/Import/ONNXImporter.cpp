@@ -741,6 +741,10 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
         tensor::DimOp::create(builder, arg.getLoc(), arg, dim));
   }
 
+  for (const onnx::NodeProto &n : graph.node())
+    for (const std::string &out : n.output())
+      if (!out.empty())
+        producers.try_emplace(out, &n);
   for (const onnx::NodeProto &n : graph.node()) {
     node = &n;
     loc = nodeLoc(n);

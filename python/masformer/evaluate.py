@@ -218,8 +218,8 @@ def _input_names(model):
     return tuple(i.name for i in graph.input if i.name not in init)
 
 
-# Models whose masks only import with fixed shapes (the TorchScript Llama
-# export's ScatterND) are imported at this length at most: the rewritten
+# Models whose masks only import with fixed shapes (a ScatterND whose
+# indices only the host can check) are imported at this length at most: the rewritten
 # model keeps its dynamic axes, and runs at every length.
 IMPORT_LEN = 1024
 

@@ -185,3 +185,13 @@ save_unchecked(relu_graph(
     [h.make_node("If", ["cond"], ["y"], name="if_0", then_branch=then_g,
                  else_branch=then_g)], "if",
     inputs=[h.make_tensor_value_info("cond", T.BOOL, [])]), "if.onnx")
+
+# ScatterND on dynamic shapes with indices only the run knows.
+save(h.make_graph(
+    [h.make_node("ScatterND", ["x", "idx", "upd"], ["y"], name="scatter_0")],
+    "scatter_runtime",
+    [h.make_tensor_value_info("x", T.FLOAT, ["batch", 4]),
+     h.make_tensor_value_info("idx", T.INT64, ["k", 1]),
+     h.make_tensor_value_info("upd", T.FLOAT, ["k", 4])],
+    [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4])]),
+    "scatter-runtime.onnx")
