@@ -362,8 +362,24 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   Value q = peelScale(qk->lhs, scale);
   Value kt = peelScale(qk->rhs, scale);
   Value k;
+  // The dynamo exporter's SDPA decomposition transposes K with its heads
+  // flattened into the batch: expand(transpose(collapse(K), [0, 2, 1])).
+  if (auto ex = kt.getDefiningOp<tensor::ExpandShapeOp>();
+      ex && ex.getSrcType().getRank() == 3 &&
+      ex.getReassociationIndices()[0] == ReassociationIndices{0, 1}) {
+    auto t = ex.getSrc().getDefiningOp<linalg::TransposeOp>();
+    auto c = t ? t.getInput().getDefiningOp<tensor::CollapseShapeOp>()
+               : tensor::CollapseShapeOp();
+    if (c && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1} &&
+        c.getSrcType().getRank() == 4 &&
+        c.getReassociationIndices()[0] == ReassociationIndices{0, 1} &&
+        c.getSrcType().getDimSize(1) == ex.getResultType().getDimSize(1))
+      k = peelScale(c.getSrc(), scale);
+  }
   // K^T is usually a transpose of K (or of the [B, S, H, D] projection).
-  if (auto t = kt.getDefiningOp<linalg::TransposeOp>()) {
+  if (k) {
+    // Found above.
+  } else if (auto t = kt.getDefiningOp<linalg::TransposeOp>()) {
     ArrayRef<int64_t> perm = t.getPermutation();
     SmallVector<int64_t> composed = {perm[0], perm[1], perm[3], perm[2]};
     Value src = t.getInput();
