@@ -304,6 +304,19 @@ LogicalResult importConcat(ONNXImporterImpl &im) {
   return success();
 }
 
+/// Indices (input 1) known at import that lie outside [-n, n) of dimension
+/// `axis` are an error; at run time they are clamped.
+LogicalResult checkKnownIndices(ONNXImporterImpl &im, int64_t axis, int64_t n) {
+  const HostTensor *ind = im.hostInput(1);
+  if (!ind || ind->isSymbolic() || ShapedType::isDynamic(n))
+    return success();
+  for (int64_t v : ind->ints)
+    if (v < -n || v >= n)
+      return im.error() << "index " << v << " is out of range for "
+                        << "dimension " << axis << " of size " << n;
+  return success();
+}
+
 /// An index value normalized as ONNX's indexing ops define it (negative
 /// counts from `size`) and clamped to [0, size - 1], so that an index out of
 /// range never reads out of bounds.
@@ -348,10 +361,8 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
       !im.isDynamic(dims)) {
     const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);
-    for (int64_t v : ind.ints)
-      if (v < -n || v >= n)
-        return im.error() << "index " << v << " is out of range for "
-                          << "dimension " << *axis << " of size " << n;
+    if (failed(checkKnownIndices(im, *axis, n)))
+      return failure();
     im.setHostOutput(0, gatherHost(data, shape, [&](ArrayRef<int64_t> idx) {
                        SmallVector<int64_t> src(idx.take_front(*axis));
                        int64_t v = ind.ints[linearIndex(
@@ -362,12 +373,8 @@ LogicalResult importGather(ONNXImporterImpl &im) {
                      }));
     return success();
   }
-  if (const HostTensor *ind = im.hostInput(1);
-      ind && !ind->isSymbolic() && ShapedType::isStatic(n))
-    for (int64_t v : ind->ints)
-      if (v < -n || v >= n)
-        return im.error() << "index " << v << " is out of range for "
-                          << "dimension " << *axis << " of size " << n;
+  if (failed(checkKnownIndices(im, *axis, n)))
+    return failure();
   // out[pre, ind..., post] = data[pre, norm(indices[ind...]), post]. Indices
   // outside [-n, n) are clamped rather than read out of bounds.
   MLIRContext *ctx = im.getContext();
@@ -400,6 +407,36 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   return success();
 }
 
+/// Output `dims` (element type of `src`) read from `src`: out[i...] =
+/// src[index(i...)], `ins` read at i... as the body's arguments; `sizes`
+/// are `src`'s dimensions as index values for `index` to clamp or wrap by.
+Value buildIndexedRead(ONNXImporterImpl &im, Value src,
+                       ArrayRef<AffineExpr> srcDims, ArrayRef<AffineExpr> dims,
+                       ValueRange ins,
+                       llvm::function_ref<SmallVector<Value>(
+                           OpBuilder &, Location, ValueRange, ArrayRef<Value>)>
+                           index) {
+  auto srcTy = cast<RankedTensorType>(src.getType());
+  int64_t rank = dims.size();
+  SmallVector<Value> sizes;
+  for (AffineExpr e : srcDims)
+    sizes.push_back(sizeValue(im, e));
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, im.getContext());
+  SmallVector<AffineMap> maps(ins.size() + 1, id);
+  return linalg::GenericOp::create(
+             im.builder, im.loc, im.typeFor(dims, srcTy.getElementType()), ins,
+             ValueRange{im.emptyTensor(dims, srcTy.getElementType())}, maps,
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               SmallVector<Value> idx = index(b, loc, args, sizes);
+               linalg::YieldOp::create(
+                   b, loc,
+                   tensor::ExtractOp::create(b, loc, src, idx).getResult());
+             })
+      .getResult(0);
+}
+
 /// GatherElements: out[i] = data[i with i[axis] = indices[i]], with the
 /// indices' shape. Indices outside [-n, n) are clamped at run time (errors
 /// when known at import), and so are positions past the data's other
@@ -427,12 +464,8 @@ LogicalResult importGatherElements(ONNXImporterImpl &im) {
                         << dt.getDimSize(d) << ")";
   SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
   int64_t n = dt.getDimSize(*axis);
-  if (const HostTensor *ind = im.hostInput(1);
-      ind && !ind->isSymbolic() && ShapedType::isStatic(n))
-    for (int64_t v : ind->ints)
-      if (v < -n || v >= n)
-        return im.error() << "index " << v << " is out of range for "
-                          << "dimension " << *axis << " of size " << n;
+  if (failed(checkKnownIndices(im, *axis, n)))
+    return failure();
   if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
       !im.isDynamic(dims)) {
     const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);
@@ -444,18 +477,9 @@ LogicalResult importGatherElements(ONNXImporterImpl &im) {
                      }));
     return success();
   }
-  SmallVector<Value> sizes;
-  for (int64_t d = 0; d < rank; ++d)
-    sizes.push_back(sizeValue(im, dDims[d]));
-  Value data = im.input(0);
-  auto outType = RankedTensorType::get(shape, dt.getElementType());
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, im.getContext());
-  auto generic = linalg::GenericOp::create(
-      im.builder, im.loc, outType, ValueRange{im.input(1)},
-      ValueRange{im.emptyTensor(dims, dt.getElementType())},
-      ArrayRef<AffineMap>{id, id},
-      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-      [&](OpBuilder &b, Location loc, ValueRange args) {
+  Value out = buildIndexedRead(
+      im, im.input(0), dDims, dims, ValueRange{im.input(1)},
+      [&](OpBuilder &b, Location loc, ValueRange args, ArrayRef<Value> sizes) {
         SmallVector<Value> idx;
         for (int64_t d = 0; d < rank; ++d) {
           if (d == *axis) {
@@ -472,10 +496,9 @@ LogicalResult importGatherElements(ONNXImporterImpl &im) {
                     arith::ConstantIndexOp::create(b, loc, 1)));
           idx.push_back(i);
         }
-        linalg::YieldOp::create(
-            b, loc, tensor::ExtractOp::create(b, loc, data, idx).getResult());
+        return idx;
       });
-  im.setOutput(0, generic.getResult(0), dims);
+  im.setOutput(0, out, dims);
   return success();
 }
 
@@ -519,30 +542,20 @@ LogicalResult importTile(ONNXImporterImpl &im) {
                      }));
     return success();
   }
-  SmallVector<Value> sizes;
-  for (int64_t d = 0; d < rank; ++d)
-    sizes.push_back(sizeValue(im, inDims[d]));
-  Value input = im.input(0);
-  auto outType = RankedTensorType::get(shape, t.getElementType());
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, im.getContext());
-  auto generic = linalg::GenericOp::create(
-      im.builder, im.loc, outType, ValueRange{},
-      ValueRange{im.emptyTensor(dims, t.getElementType())},
-      ArrayRef<AffineMap>{id},
-      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-      [&](OpBuilder &b, Location loc, ValueRange) {
+  Value out = buildIndexedRead(
+      im, im.input(0), inDims, dims, ValueRange{},
+      [&](OpBuilder &b, Location loc, ValueRange, ArrayRef<Value> sizes) {
         SmallVector<Value> idx;
         for (int64_t d = 0; d < rank; ++d) {
           Value i = linalg::IndexOp::create(b, loc, d);
-          idx.push_back(once[d]
-                            ? i
-                            : arith::RemUIOp::create(b, loc, i, sizes[d])
-                                  .getResult());
+          idx.push_back(
+              once[d]
+                  ? i
+                  : arith::RemUIOp::create(b, loc, i, sizes[d]).getResult());
         }
-        linalg::YieldOp::create(
-            b, loc, tensor::ExtractOp::create(b, loc, input, idx).getResult());
+        return idx;
       });
-  im.setOutput(0, generic.getResult(0), dims);
+  im.setOutput(0, out, dims);
   return success();
 }
 

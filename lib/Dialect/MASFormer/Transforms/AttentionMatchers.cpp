@@ -59,6 +59,15 @@ Value mlir::masformer::peelCast(Value v) {
   return v;
 }
 
+/// The map of `numLoops` loops to the loop dimensions `dims`.
+static AffineMap dimsMap(unsigned numLoops, ArrayRef<unsigned> dims,
+                         MLIRContext *ctx) {
+  SmallVector<AffineExpr> e;
+  for (unsigned d : dims)
+    e.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(numLoops, 0, e, ctx);
+}
+
 /// Folds Mul/Div by scalar constants on `v` into `scale`.
 Value mlir::masformer::peelScale(Value v, double &scale) {
   while (std::optional<Elementwise> e = matchElementwise(v)) {
@@ -92,12 +101,7 @@ std::optional<BatchMatmul> mlir::masformer::matchBatchMatmul(Value v) {
       g.getNumLoops() != 5 || g.getNumReductionLoops() != 1)
     return std::nullopt;
   MLIRContext *ctx = g.getContext();
-  auto map = [&](ArrayRef<unsigned> dims) {
-    SmallVector<AffineExpr> e;
-    for (unsigned d : dims)
-      e.push_back(getAffineDimExpr(d, ctx));
-    return AffineMap::get(5, 0, e, ctx);
-  };
+  auto map = [&](ArrayRef<unsigned> dims) { return dimsMap(5, dims, ctx); };
   SmallVector<AffineMap> maps = g.getIndexingMapsArray();
   // An operand with one head may broadcast it over the heads (multi-query
   // attention through a broadcasting MatMul, as Falcon exports it).
@@ -216,12 +220,7 @@ static linalg::GenericOp flatProduct(Value v) {
       g.getNumLoops() != 4 || g.getNumReductionLoops() != 1)
     return {};
   MLIRContext *ctx = g.getContext();
-  auto map = [&](ArrayRef<unsigned> dims) {
-    SmallVector<AffineExpr> e;
-    for (unsigned d : dims)
-      e.push_back(getAffineDimExpr(d, ctx));
-    return AffineMap::get(4, 0, e, ctx);
-  };
+  auto map = [&](ArrayRef<unsigned> dims) { return dimsMap(4, dims, ctx); };
   SmallVector<AffineMap> maps = g.getIndexingMapsArray();
   if (maps[0] != map({0, 1, 3}) || maps[1] != map({0, 3, 2}) ||
       maps[2] != map({0, 1, 2}) ||
