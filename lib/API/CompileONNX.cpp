@@ -356,9 +356,8 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   if (failed(output.create(dst, loc)))
     return failure();
   WeightsLayout weights;
-  if (failed(emitOutput(module, output.tmp, entry->numInputs,
-                        entry->signature, options, *tools, src, ownWeights,
-                        weights, loc)))
+  if (failed(emitOutput(module, output.tmp, entry->numInputs, entry->signature,
+                        options, *tools, src, ownWeights, weights, loc)))
     return failure();
   PendingOutput weightsOutput;
   if (weights.ownFile() >= 0) {

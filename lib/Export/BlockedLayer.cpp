@@ -515,8 +515,7 @@ FailureOr<std::string> LayerExporter::emitBlockedCore(const std::string &q,
 LogicalResult LayerExporter::emitBlocked() {
   FailureOr<std::pair<std::string, std::string>> qk = scoreInputs();
   const onnx::NodeProto &pv = graph.node(layer.pv);
-  if (failed(qk) || failed(emitBlockedCore(qk->first, qk->second,
-                                           pv.input(1))))
+  if (failed(qk) || failed(emitBlockedCore(qk->first, qk->second, pv.input(1))))
     return failure();
   // Under the original output's name.
   emit.nodes.back().set_output(0, pv.output(0));

@@ -73,13 +73,14 @@ LogicalResult LayerExporter::findNodes() {
   std::string cur = graph.node(layer.qk).output(0);
   while (cur != graph.node(layer.softmax).input(0)) {
     int n = next(cur);
-    static constexpr StringLiteral kChainOps[] = {"Mul", "Div", "Add",
+    static constexpr StringLiteral kChainOps[] = {"Mul",   "Div",  "Add",
                                                   "Where", "Cast", "Reshape"};
     if (n < 0 || !llvm::is_contained(kChainOps, graph.node(n).op_type()) ||
         layer.chain.size() > 16)
       return error() << "the nodes between '" << names[0] << "' and '"
-                     << names[1] << "' are not a chain of Mul, Div, Add, "
-                                    "Where, Cast and Reshape";
+                     << names[1]
+                     << "' are not a chain of Mul, Div, Add, "
+                        "Where, Cast and Reshape";
     const onnx::NodeProto &node = graph.node(n);
     int k = -1;
     for (int i = 0; i < node.input_size(); ++i)
@@ -157,9 +158,8 @@ static bool flattensHeads(ArrayRef<int64_t> full, ArrayRef<int64_t> flat) {
   };
   if (full.size() != 4 || flat.size() != 3 || ShapedType::isDynamic(full[1]))
     return false;
-  bool batch = ShapedType::isDynamic(full[0])
-                   ? ShapedType::isDynamic(flat[0])
-                   : flat[0] == full[0] * full[1];
+  bool batch = ShapedType::isDynamic(full[0]) ? ShapedType::isDynamic(flat[0])
+                                              : flat[0] == full[0] * full[1];
   return batch && same(flat[1], full[2]) && same(flat[2], full[3]);
 }
 
@@ -197,8 +197,7 @@ FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
     auto t = types.find(src), f = types.find(x);
     if (t == types.end() || f == types.end() || t->second.getRank() != 4)
       return "";
-    return flattensHeads(t->second.getShape(), f->second.getShape()) ? src
-                                                                     : "";
+    return flattensHeads(t->second.getShape(), f->second.getShape()) ? src : "";
   };
   std::string q4 = unflattened(q), k4;
   int t = producerOf(kt);
@@ -219,8 +218,8 @@ FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
   });
   RankedTensorType kTy = types.lookup(k4);
   ArrayRef<int64_t> ks = kTy.getShape();
-  localTypes[kt4] = RankedTensorType::get({ks[0], ks[1], ks[3], ks[2]},
-                                          kTy.getElementType());
+  localTypes[kt4] =
+      RankedTensorType::get({ks[0], ks[1], ks[3], ks[2]}, kTy.getElementType());
   return *(scoreIn = std::make_pair(q4, kt4));
 }
 

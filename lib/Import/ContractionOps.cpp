@@ -387,8 +387,8 @@ LogicalResult importConv(ONNXImporterImpl &im) {
                       << " channels, W expects " << im.dimString(wd[1]);
   auto ints = [&](StringRef name, int64_t n,
                   int64_t dflt) -> FailureOr<SmallVector<int64_t>> {
-    SmallVector<int64_t> v = im.attrInts(name).value_or(
-        SmallVector<int64_t>(n, dflt));
+    SmallVector<int64_t> v =
+        im.attrInts(name).value_or(SmallVector<int64_t>(n, dflt));
     if (static_cast<int64_t>(v.size()) != n)
       return im.error() << name << " must hold " << n << " values, got "
                         << v.size(),
@@ -428,8 +428,7 @@ LogicalResult importConv(ONNXImporterImpl &im) {
     return im.error() << "auto_pad '" << autoPad << "' is not supported";
   }
   // Output sizes: (in + pads - dilation * (kernel - 1) - 1) / stride + 1.
-  SmallVector<AffineExpr> outDims = {xd[0], wd[0]}, paddedDims = {xd[0],
-                                                                 xd[1]};
+  SmallVector<AffineExpr> outDims = {xd[0], wd[0]}, paddedDims = {xd[0], xd[1]};
   for (int64_t i = 0; i < k; ++i) {
     AffineExpr padded = xd[2 + i] + (*pads)[i] + (*pads)[k + i];
     int64_t reach = (*dilations)[i] * (wt.getDimSize(2 + i) - 1) + 1;
@@ -451,16 +450,16 @@ LogicalResult importConv(ONNXImporterImpl &im) {
     }
     Value zero = arith::ConstantOp::create(im.builder, im.loc,
                                            im.builder.getZeroAttr(et));
-    x = tensor::PadOp::create(im.builder, im.loc,
-                              im.typeFor(paddedDims, et), x, low, high, zero)
+    x = tensor::PadOp::create(im.builder, im.loc, im.typeFor(paddedDims, et), x,
+                              low, high, zero)
             .getResult();
   }
   // Iteration space: n, m, o_1..o_k (parallel), c, r_1..r_k (reduction).
   MLIRContext *ctx = im.getContext();
   unsigned numLoops = 3 + 2 * k;
   auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  SmallVector<AffineExpr> xExprs = {dim(0), dim(2 + k)}, wExprs = {dim(1),
-                                                                   dim(2 + k)},
+  SmallVector<AffineExpr> xExprs = {dim(0), dim(2 + k)},
+                          wExprs = {dim(1), dim(2 + k)},
                           oExprs = {dim(0), dim(1)};
   for (int64_t i = 0; i < k; ++i) {
     xExprs.push_back(dim(2 + i) * (*strides)[i] +
@@ -482,20 +481,19 @@ LogicalResult importConv(ONNXImporterImpl &im) {
     init = linalg::GenericOp::create(
                im.builder, im.loc, outType, ValueRange{im.input(2)},
                ValueRange{empty},
-               ArrayRef<AffineMap>{bMap, AffineMap::getMultiDimIdentityMap(
-                                             2 + k, ctx)},
+               ArrayRef<AffineMap>{
+                   bMap, AffineMap::getMultiDimIdentityMap(2 + k, ctx)},
                SmallVector<IteratorType>(2 + k, IteratorType::parallel),
                [&](OpBuilder &b, Location loc, ValueRange args) {
                  linalg::YieldOp::create(b, loc, args[0]);
                })
                .getResult(0);
   } else {
-    init = buildFilled(im.builder, im.loc, outType, 0.0,
-                       im.dynamicSizes(outDims));
+    init =
+        buildFilled(im.builder, im.loc, outType, 0.0, im.dynamicSizes(outDims));
   }
   auto conv = linalg::GenericOp::create(
-      im.builder, im.loc, outType, ValueRange{x, im.input(1)},
-      ValueRange{init},
+      im.builder, im.loc, outType, ValueRange{x, im.input(1)}, ValueRange{init},
       ArrayRef<AffineMap>{AffineMap::get(numLoops, 0, xExprs, ctx),
                           AffineMap::get(numLoops, 0, wExprs, ctx),
                           AffineMap::get(numLoops, 0, oExprs, ctx)},
@@ -549,9 +547,9 @@ LogicalResult importCumSum(ONNXImporterImpl &im) {
         if (h->isFloat())
           fsum += h->floats[base + k * stride];
         else
-          isum = static_cast<int64_t>(static_cast<uint64_t>(isum) +
-                                      static_cast<uint64_t>(
-                                          h->ints[base + k * stride]));
+          isum = static_cast<int64_t>(
+              static_cast<uint64_t>(isum) +
+              static_cast<uint64_t>(h->ints[base + k * stride]));
       }
       if (h->isFloat())
         out.set(e, fsum);
@@ -567,8 +565,8 @@ LogicalResult importCumSum(ONNXImporterImpl &im) {
   for (int64_t d = 0; d < rank; ++d)
     inExprs.push_back(getAffineDimExpr(d == *axis ? rank : d, ctx));
   AffineMap inMap = AffineMap::get(rank + 1, 0, inExprs, ctx);
-  AffineMap outMap = AffineMap::getMultiDimIdentityMap(rank + 1, ctx)
-                         .getMajorSubMap(rank);
+  AffineMap outMap =
+      AffineMap::getMultiDimIdentityMap(rank + 1, ctx).getMajorSubMap(rank);
   SmallVector<IteratorType> iters(rank, IteratorType::parallel);
   iters.push_back(IteratorType::reduction);
   Value init = buildFilled(im.builder, im.loc, im.typeFor(dims, et), 0.0,

@@ -447,8 +447,7 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
     auto negate = [](int64_t v) {
       return static_cast<int64_t>(0 - static_cast<uint64_t>(v));
     };
-    if (const HostTensor *h = im.hostInput(0);
-        h && !(abs && h->isSymbolic())) {
+    if (const HostTensor *h = im.hostInput(0); h && !(abs && h->isSymbolic())) {
       HostTensor out = *h;
       for (int64_t &v : out.ints)
         v = abs && v >= 0 ? v : negate(v);

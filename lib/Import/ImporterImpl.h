@@ -112,8 +112,7 @@ public:
   }
   const HostTensor *hostValueOf(StringRef name) const {
     auto it = values.find(name);
-    return it == values.end() || !it->second.host ? nullptr
-                                                  : &*it->second.host;
+    return it == values.end() || !it->second.host ? nullptr : &*it->second.host;
   }
   SmallVector<AffineExpr> dimsOf(StringRef name) {
     auto it = values.find(name);
@@ -221,9 +220,8 @@ private:
   LogicalResult readExternal(const ExternalRef &ref, char *dest);
   /// The bytes of `ref` as a blob: a view of the mapped file when they are
   /// aligned to `elementSize`, otherwise a copy.
-  FailureOr<AsmResourceBlob> externalBlob(const ExternalRef &ref,
-                                          StringRef tensor,
-                                          int64_t elementSize);
+  FailureOr<AsmResourceBlob>
+  externalBlob(const ExternalRef &ref, StringRef tensor, int64_t elementSize);
   /// Raw bytes of the model as a blob: a view when the model is shared
   /// (options.owner) and they are aligned to `elementSize`, else a copy.
   AsmResourceBlob inlineBlob(ArrayRef<char> bytes, int64_t elementSize);

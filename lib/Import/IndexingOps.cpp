@@ -459,9 +459,9 @@ LogicalResult importGatherElements(ONNXImporterImpl &im) {
     if (d != *axis && ShapedType::isStatic(dt.getDimSize(d)) &&
         ShapedType::isStatic(it.getDimSize(d)) &&
         it.getDimSize(d) > dt.getDimSize(d))
-      return im.error() << "indices dimension " << d << " ("
-                        << it.getDimSize(d) << ") is larger than the data's ("
-                        << dt.getDimSize(d) << ")";
+      return im.error() << "indices dimension " << d << " (" << it.getDimSize(d)
+                        << ") is larger than the data's (" << dt.getDimSize(d)
+                        << ")";
   SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
   int64_t n = dt.getDimSize(*axis);
   if (failed(checkKnownIndices(im, *axis, n)))
@@ -516,15 +516,15 @@ LogicalResult importTile(ONNXImporterImpl &im) {
     return failure();
   const HostTensor &repeats = **r;
   if (repeats.shape.size() != 1 || repeats.numElements() != rank)
-    return im.error() << "repeats must hold one value per dimension ("
-                      << rank << "), got " << repeats.numElements();
+    return im.error() << "repeats must hold one value per dimension (" << rank
+                      << "), got " << repeats.numElements();
   SmallVector<AffineExpr> inDims = im.inputDims(0), dims;
   SmallVector<bool> once;
   for (int64_t d = 0; d < rank; ++d) {
     AffineExpr k = repeats.getExpr(d, im.getContext());
     if (auto c = dyn_cast<AffineConstantExpr>(k); c && c.getValue() < 0)
-      return im.error() << "repeats[" << d << "] is negative ("
-                        << c.getValue() << ")";
+      return im.error() << "repeats[" << d << "] is negative (" << c.getValue()
+                        << ")";
     once.push_back(k == im.cst(1));
     dims.push_back(inDims[d] * k);
   }
@@ -560,8 +560,8 @@ LogicalResult importTile(ONNXImporterImpl &im) {
 }
 
 /// The integers of a host input of `n`, or nullopt.
-std::optional<SmallVector<int64_t>>
-hostInts(ONNXImporterImpl &im, const onnx::NodeProto &n, int i) {
+std::optional<SmallVector<int64_t>> hostInts(ONNXImporterImpl &im,
+                                             const onnx::NodeProto &n, int i) {
   if (i >= n.input_size() || n.input(i).empty())
     return std::nullopt;
   const HostTensor *h = im.hostValueOf(n.input(i));
@@ -578,9 +578,7 @@ hostInts(ONNXImporterImpl &im, const onnx::NodeProto &n, int i) {
 /// box is [0, n_j) on each), or nullopt when the indices are not built so.
 std::optional<SmallVector<AffineExpr>> indexBoxFromSizes(ONNXImporterImpl &im,
                                                          int64_t r) {
-  auto producer = [&](const std::string &name) {
-    return im.producerOf(name);
-  };
+  auto producer = [&](const std::string &name) { return im.producerOf(name); };
   const onnx::NodeProto *concat = producer(im.node->input(1));
   if (!concat || concat->op_type() != "Concat" || concat->input_size() != r)
     return std::nullopt;

@@ -263,9 +263,9 @@ ONNXImporterImpl::externalBlob(const ExternalRef &ref, StringRef tensor,
     std::string error;
     file = MappedFile::open(ref.path, error);
     if (!file)
-      return emitError(loc) << "initializer '" << tensor
-                            << "': cannot map external data '" << ref.path
-                            << "': " << error,
+      return emitError(loc)
+                 << "initializer '" << tensor << "': cannot map external data '"
+                 << ref.path << "': " << error,
              failure();
   }
   ArrayRef<char> all = file->bytes();

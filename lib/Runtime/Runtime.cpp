@@ -369,8 +369,11 @@ std::string mapWeights(const std::string &lib, const char *text,
             format != MF_ABI_WEIGHTS_FORMAT)
           return "'" + path + "' is not a masformer weights file";
         if (id != buildId || size != m.size)
-          return "the weights file '" + path + "' was written for another "
-                 "compilation than '" + lib + "' (compile the model again, "
+          return "the weights file '" + path +
+                 "' was written for another "
+                 "compilation than '" +
+                 lib +
+                 "' (compile the model again, "
                  "or put the right file back)";
       }
       continue;
@@ -422,7 +425,7 @@ struct mf_model {
   std::vector<Output> results;
   std::vector<void *> owned;  // the last run's buffers (the library's)
   std::vector<void *> copies; // contiguous copies of strided results
-  bool weightsBound = false;   // holds a reference on boundWeights()
+  bool weightsBound = false;  // holds a reference on boundWeights()
   std::vector<WeightFile> weightFiles;
 
   ~mf_model() {
@@ -640,8 +643,8 @@ size_t mf_model_num_weight_files(const mf_model *model) {
   return model ? model->weightFiles.size() : 0;
 }
 
-int mf_model_weight_file(const mf_model *model, size_t index,
-                         const char **path, uint64_t *bytes) {
+int mf_model_weight_file(const mf_model *model, size_t index, const char **path,
+                         uint64_t *bytes) {
   if (!model || index >= model->weightFiles.size())
     return fail("mf_model_weight_file: no weights file " +
                 std::to_string(index));

@@ -69,8 +69,7 @@ LogicalResult mlir::masformer::addRuntimeInterface(
   // (llvm.global_ctors loads the GPU code and the runtime fills the weight
   // table: their linkage stays.)
   for (llvm::GlobalVariable &g : m.globals())
-    if (!g.isDeclaration() && !g.getName().starts_with("llvm.") &&
-        &g != table)
+    if (!g.isDeclaration() && !g.getName().starts_with("llvm.") && &g != table)
       g.setLinkage(llvm::GlobalValue::InternalLinkage);
 
   auto *ptr = llvm::PointerType::getUnqual(ctx);
@@ -110,7 +109,8 @@ LogicalResult mlir::masformer::addRuntimeInterface(
       if (c.slot)
         host = b.CreateLoad(ptr, b.CreateConstInBoundsGEP2_64(
                                      table->getValueType(), table, 0, *c.slot));
-      b.CreateStore(host, b.CreateConstInBoundsGEP2_64(hostsTy, hostsVar, 0, i));
+      b.CreateStore(host,
+                    b.CreateConstInBoundsGEP2_64(hostsTy, hostsVar, 0, i));
       sizes.push_back(llvm::ConstantInt::get(i64, c.bytes));
     }
     auto *sizesTy = llvm::ArrayType::get(i64, sizes.size());

@@ -76,7 +76,8 @@ static FailureOr<std::string> signatureLine(StringRef kind, unsigned index,
                           << ", which the runtime cannot pass",
            failure();
   auto dimsAttr = attrs ? attrs.getAs<ArrayAttr>("onnx.dims") : nullptr;
-  std::string line = (kind + "\t" + escapeSignatureName(name) + "\t" + dtype + "\t").str();
+  std::string line =
+      (kind + "\t" + escapeSignatureName(name) + "\t" + dtype + "\t").str();
   for (int64_t d = 0; d < tt.getRank(); ++d) {
     if (d)
       line += ',';

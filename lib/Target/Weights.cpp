@@ -1,4 +1,5 @@
-//===- Weights.cpp - A compiled model's weights outside its code -*- C++ -*-===//
+//===- Weights.cpp - A compiled model's weights outside its code -*- C++
+//-*-===//
 //
 // The large constants of a lowered model leave the code: each becomes a slot
 // of an exported table of pointers that the runtime fills at load time from
@@ -92,9 +93,9 @@ static SmallVector<LLVM::GlobalOp> movableGlobals(ModuleOp module) {
   return out;
 }
 
-FailureOr<WeightsLayout>
-mlir::masformer::externalizeWeights(ModuleOp module, StringRef ownPath,
-                                    Location loc) {
+FailureOr<WeightsLayout> mlir::masformer::externalizeWeights(ModuleOp module,
+                                                             StringRef ownPath,
+                                                             Location loc) {
   WeightsLayout layout;
   llvm::StringMap<unsigned> fileIndex;
   uint64_t ownEnd = MF_ABI_WEIGHTS_HEADER_BYTES;
@@ -135,8 +136,8 @@ mlir::masformer::externalizeWeights(ModuleOp module, StringRef ownPath,
   if (int own = layout.ownFile(); own >= 0) {
     SmallString<256> abs(ownPath);
     if (std::error_code ec = llvm::sys::fs::make_absolute(abs))
-      return emitError(loc) << "cannot resolve '" << ownPath
-                            << "': " << ec.message(),
+      return emitError(loc)
+                 << "cannot resolve '" << ownPath << "': " << ec.message(),
              failure();
     layout.files[own].path = abs.str().str();
     layout.files[own].size = ownEnd;
@@ -170,9 +171,10 @@ mlir::masformer::externalizeWeights(ModuleOp module, StringRef ownPath,
     b.setInsertionPoint(op);
     unsigned slot = layout.slotOf.lookup(op.getGlobalName());
     Value base = LLVM::AddressOfOp::create(b, op.getLoc(), table);
-    Value at = LLVM::GEPOp::create(b, op.getLoc(), ptrTy, tableTy, base,
-                                   ArrayRef<LLVM::GEPArg>{0, static_cast<int32_t>(slot)},
-                                   LLVM::GEPNoWrapFlags::inbounds);
+    Value at = LLVM::GEPOp::create(
+        b, op.getLoc(), ptrTy, tableTy, base,
+        ArrayRef<LLVM::GEPArg>{0, static_cast<int32_t>(slot)},
+        LLVM::GEPNoWrapFlags::inbounds);
     Value p = LLVM::LoadOp::create(b, op.getLoc(), ptrTy, at, /*alignment=*/8,
                                    /*isVolatile=*/false,
                                    /*isNonTemporal=*/false,
@@ -199,11 +201,10 @@ mlir::masformer::externalizeWeights(ModuleOp module, StringRef ownPath,
               /*LowerCase=*/true)
        << "\n";
   layout.buildId = mf_abi_fnv1a(MF_ABI_FNV_START, body.data(), body.size());
-  layout.manifest = (Twine(MF_ABI_WEIGHTS_MAGIC) + "\t" +
-                     Twine(MF_ABI_WEIGHTS_FORMAT) + "\t" +
-                     llvm::utohexstr(layout.buildId, /*LowerCase=*/true) +
-                     "\n" + body)
-                        .str();
+  layout.manifest =
+      (Twine(MF_ABI_WEIGHTS_MAGIC) + "\t" + Twine(MF_ABI_WEIGHTS_FORMAT) +
+       "\t" + llvm::utohexstr(layout.buildId, /*LowerCase=*/true) + "\n" + body)
+          .str();
   return layout;
 }
 
@@ -240,8 +241,8 @@ void mlir::masformer::addWeightsManifest(llvm::Module &m,
                                          const WeightsLayout &layout) {
   if (layout.weights.empty())
     return;
-  auto *init = llvm::ConstantDataArray::getString(m.getContext(),
-                                                  layout.manifest);
+  auto *init =
+      llvm::ConstantDataArray::getString(m.getContext(), layout.manifest);
   new llvm::GlobalVariable(m, init->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, init,
                            MF_ABI_SYM_WEIGHTS);

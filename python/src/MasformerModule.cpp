@@ -320,8 +320,8 @@ NB_MODULE(_masformer, m) {
       [](const std::string &src, const std::string &dst,
          const std::string &target, const std::string &chip,
          const std::string &precision, const std::string &cpu,
-         const std::string &spans, int64_t seqLen,
-         const Shapes &inputShapes, bool embedWeights) {
+         const std::string &spans, int64_t seqLen, const Shapes &inputShapes,
+         bool embedWeights) {
         api::CompileRequest request;
         request.embedWeights = embedWeights;
         request.src = src;
@@ -342,8 +342,8 @@ NB_MODULE(_masformer, m) {
       },
       nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("chip"),
       nb::arg("precision"), nb::arg("cpu"), nb::arg("spans"),
-      nb::arg("seq_len"),
-      nb::arg("input_shapes"), nb::arg("embed_weights") = false,
+      nb::arg("seq_len"), nb::arg("input_shapes"),
+      nb::arg("embed_weights") = false,
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
       "shared library `dst` (and its weights file); returns the span report "
       "as a dict.");

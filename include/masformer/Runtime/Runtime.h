@@ -88,8 +88,8 @@ void mf_model_free(mf_model *model);
  * and/or the weights file masformer-compile wrote beside the library. */
 size_t mf_model_num_weight_files(const mf_model *model);
 /* 0 on success: the path the file was opened from and its size. */
-int mf_model_weight_file(const mf_model *model, size_t index,
-                         const char **path, uint64_t *bytes);
+int mf_model_weight_file(const mf_model *model, size_t index, const char **path,
+                         uint64_t *bytes);
 
 /* "cpu" or "cuda". */
 const char *mf_model_target(const mf_model *model);

@@ -31,14 +31,14 @@ constexpr uint64_t kMinExternalWeightBytes = 1024;
 /// Where a compiled model's weights live.
 struct WeightsLayout {
   struct File {
-    bool own = false;   // the library's weights file, else a model's data
-    std::string path;   // absolute, as the compiler saw it
-    uint64_t size = 0;  // bytes
+    bool own = false;  // the library's weights file, else a model's data
+    std::string path;  // absolute, as the compiler saw it
+    uint64_t size = 0; // bytes
   };
   struct Weight {
     unsigned file = 0;
     uint64_t offset = 0;
-    ArrayRef<char> bytes; // valid while the module's context lives
+    ArrayRef<char> bytes;       // valid while the module's context lives
     std::vector<char> expanded; // a splat's elements (`bytes` views them)
   };
   std::vector<File> files;
@@ -61,8 +61,8 @@ struct WeightsLayout {
 /// weight table instead, and the global is erased. Weights whose bytes lie
 /// in a mapped model data file (MappedFiles.h), aligned to their element,
 /// refer to that file; the others are laid out in `ownPath`.
-FailureOr<WeightsLayout> externalizeWeights(ModuleOp module,
-                                            StringRef ownPath, Location loc);
+FailureOr<WeightsLayout> externalizeWeights(ModuleOp module, StringRef ownPath,
+                                            Location loc);
 
 /// Writes the own weights file of `layout` (header, then each weight at
 /// its offset) through `os`.

@@ -56,8 +56,7 @@ struct FreeBuffersEarlyPass final
   void runOnOperation() override {
     BufferViewFlowAnalysis aliases(getOperation());
     SmallVector<memref::DeallocOp> deallocs;
-    getOperation()->walk(
-        [&](memref::DeallocOp op) { deallocs.push_back(op); });
+    getOperation()->walk([&](memref::DeallocOp op) { deallocs.push_back(op); });
     for (memref::DeallocOp dealloc : deallocs) {
       if (Operation *last = lastUse(dealloc, aliases))
         if (last->getNextNode() != dealloc)

@@ -164,8 +164,7 @@ bool mlir::masformer::isZeroTensor(Value v) {
   // zeros (baddbmm's beta * zeros).
   if (std::optional<Elementwise> e = matchElementwise(v)) {
     if (isa<arith::MulFOp>(e->payload))
-      return llvm::any_of(e->operands,
-                          [](Value o) { return isZeroTensor(o); });
+      return llvm::any_of(e->operands, [](Value o) { return isZeroTensor(o); });
     return false;
   }
   if (auto g = v.getDefiningOp<linalg::GenericOp>();
