@@ -124,6 +124,8 @@ struct GraphIndex {
       byName[graph.node(i).name()] = i;
       for (const std::string &in : graph.node(i).input())
         consumers[in].push_back(i);
+      for (const std::string &out : graph.node(i).output())
+        producers.try_emplace(out, i);
     }
     for (const onnx::ValueInfoProto &o : graph.output())
       graphOutputs.insert(o.name());
@@ -132,6 +134,8 @@ struct GraphIndex {
   llvm::StringMap<int> byName;
   /// Indices of the nodes reading each tensor.
   llvm::StringMap<llvm::SmallVector<int>> consumers;
+  /// Index of the node computing each tensor.
+  llvm::StringMap<int> producers;
   llvm::StringSet<> graphOutputs;
 };
 

@@ -106,11 +106,8 @@ LogicalResult LayerExporter::findNodes() {
 }
 
 int LayerExporter::producerOf(const std::string &name) const {
-  for (int i = 0, e = graph.node_size(); i < e; ++i)
-    for (const std::string &out : graph.node(i).output())
-      if (out == name)
-        return i;
-  return -1;
+  auto it = index.producers.find(name);
+  return it == index.producers.end() ? -1 : it->second;
 }
 
 /// Whether every element of `t` is zero.

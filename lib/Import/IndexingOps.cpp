@@ -579,14 +579,28 @@ std::optional<SmallVector<int64_t>> hostInts(ONNXImporterImpl &im,
 std::optional<SmallVector<AffineExpr>> indexBoxFromSizes(ONNXImporterImpl &im,
                                                          int64_t r) {
   auto producer = [&](const std::string &name) { return im.producerOf(name); };
+  // One index tuple per position of an [n_0, ..., n_{r-1}] box: the
+  // components stacked along a new last axis.
   const onnx::NodeProto *concat = producer(im.node->input(1));
-  if (!concat || concat->op_type() != "Concat" || concat->input_size() != r)
+  auto lastAxis = [&](int64_t a) { return a == -1 || a == r; };
+  if (im.inputType(1).getRank() != r + 1 || !concat ||
+      concat->op_type() != "Concat" || concat->input_size() != r)
     return std::nullopt;
+  for (const onnx::AttributeProto &a : concat->attribute())
+    if (a.name() == "axis" && !lastAxis(a.i()))
+      return std::nullopt;
   SmallVector<AffineExpr> sizes;
   for (int64_t j = 0; j < r; ++j) {
     const onnx::NodeProto *un = producer(concat->input(j));
-    const onnx::NodeProto *ex =
-        un && un->op_type() == "Unsqueeze" ? producer(un->input(0)) : nullptr;
+    if (!un || un->op_type() != "Unsqueeze")
+      return std::nullopt;
+    std::optional<SmallVector<int64_t>> axes = hostInts(im, *un, 1);
+    for (const onnx::AttributeProto &a : un->attribute())
+      if (a.name() == "axes")
+        axes = SmallVector<int64_t>(a.ints().begin(), a.ints().end());
+    if (!axes || axes->size() != 1 || !lastAxis((*axes)[0]))
+      return std::nullopt;
+    const onnx::NodeProto *ex = producer(un->input(0));
     if (!ex || ex->op_type() != "Expand")
       return std::nullopt;
     // The iota along axis j, broadcast right-aligned: reshaped to

@@ -1,5 +1,4 @@
-//===- Weights.cpp - A compiled model's weights outside its code -*- C++
-//-*-===//
+//===- Weights.cpp - A model's weights outside its code ---------*- C++ -*-===//
 //
 // The large constants of a lowered model leave the code: each becomes a slot
 // of an exported table of pointers that the runtime fills at load time from
@@ -33,20 +32,6 @@ int WeightsLayout::ownFile() const {
     if (f.own)
       return static_cast<int>(i);
   return -1;
-}
-
-uint64_t WeightsLayout::ownBytes() const {
-  uint64_t n = 0;
-  for (const Weight &w : weights)
-    n += files[w.file].own ? w.bytes.size() : 0;
-  return n;
-}
-
-uint64_t WeightsLayout::modelBytes() const {
-  uint64_t n = 0;
-  for (const Weight &w : weights)
-    n += files[w.file].own ? 0 : w.bytes.size();
-  return n;
 }
 
 /// The bytes of a constant's elements: the attribute's own, or a splat's
@@ -128,10 +113,8 @@ FailureOr<WeightsLayout> mlir::masformer::externalizeWeights(ModuleOp module,
       ownEnd = w.offset + size;
     }
     layout.slotOf[g.getSymName()] = layout.weights.size();
+    // (A moved vector keeps its buffer: a splat's `bytes` stay valid.)
     layout.weights.push_back(std::move(w));
-    // `expanded` moved with the weight: its view follows it.
-    if (!layout.weights.back().expanded.empty())
-      layout.weights.back().bytes = layout.weights.back().expanded;
   }
   if (int own = layout.ownFile(); own >= 0) {
     SmallString<256> abs(ownPath);

@@ -51,8 +51,6 @@ struct WeightsLayout {
 
   /// The index of the own file, or -1 when every weight is in model files.
   int ownFile() const;
-  /// Bytes of the weights in the own file / in model files.
-  uint64_t ownBytes() const, modelBytes() const;
 };
 
 /// Moves every constant global of `module` (lowered to the LLVM dialect)

@@ -328,6 +328,25 @@ Value AttentionRaiser::buildMask(OpBuilder &b, Location loc) {
       .getResult(0);
 }
 
+/// K from K^T that the dynamo exporter's SDPA decomposition transposes with
+/// the heads flattened into the batch: expand(transpose(collapse(K),
+/// [0, 2, 1])); null for any other K^T.
+static Value peelFlatTransposedK(Value kt) {
+  auto ex = kt.getDefiningOp<tensor::ExpandShapeOp>();
+  if (!ex || ex.getSrcType().getRank() != 3 ||
+      ex.getReassociationIndices()[0] != ReassociationIndices{0, 1})
+    return {};
+  auto t = ex.getSrc().getDefiningOp<linalg::TransposeOp>();
+  auto c = t ? t.getInput().getDefiningOp<tensor::CollapseShapeOp>()
+             : tensor::CollapseShapeOp();
+  if (!c || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1} ||
+      c.getSrcType().getRank() != 4 ||
+      c.getReassociationIndices()[0] != ReassociationIndices{0, 1} ||
+      c.getSrcType().getDimSize(1) != ex.getResultType().getDimSize(1))
+    return {};
+  return c.getSrc();
+}
+
 FailureOr<AttentionOp> AttentionRaiser::raise() {
   if (failed(walkScores(softmax.getInput())))
     return failure();
@@ -362,23 +381,9 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   Value q = peelScale(qk->lhs, scale);
   Value kt = peelScale(qk->rhs, scale);
   Value k;
-  // The dynamo exporter's SDPA decomposition transposes K with its heads
-  // flattened into the batch: expand(transpose(collapse(K), [0, 2, 1])).
-  if (auto ex = kt.getDefiningOp<tensor::ExpandShapeOp>();
-      ex && ex.getSrcType().getRank() == 3 &&
-      ex.getReassociationIndices()[0] == ReassociationIndices{0, 1}) {
-    auto t = ex.getSrc().getDefiningOp<linalg::TransposeOp>();
-    auto c = t ? t.getInput().getDefiningOp<tensor::CollapseShapeOp>()
-               : tensor::CollapseShapeOp();
-    if (c && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1} &&
-        c.getSrcType().getRank() == 4 &&
-        c.getReassociationIndices()[0] == ReassociationIndices{0, 1} &&
-        c.getSrcType().getDimSize(1) == ex.getResultType().getDimSize(1))
-      k = peelScale(c.getSrc(), scale);
-  }
   // K^T is usually a transpose of K (or of the [B, S, H, D] projection).
-  if (k) {
-    // Found above.
+  if (Value flat = peelFlatTransposedK(kt)) {
+    k = peelScale(flat, scale);
   } else if (auto t = kt.getDefiningOp<linalg::TransposeOp>()) {
     ArrayRef<int64_t> perm = t.getPermutation();
     SmallVector<int64_t> composed = {perm[0], perm[1], perm[3], perm[2]};
