@@ -73,14 +73,14 @@ LogicalResult LayerExporter::findNodes() {
   std::string cur = graph.node(layer.qk).output(0);
   while (cur != graph.node(layer.softmax).input(0)) {
     int n = next(cur);
-    static constexpr StringLiteral kChainOps[] = {"Mul",   "Div",  "Add",
-                                                  "Where", "Cast", "Reshape"};
+    static constexpr StringLiteral kChainOps[] = {
+        "Mul", "Div", "Add", "Where", "Cast", "Reshape", "Tanh"};
     if (n < 0 || !llvm::is_contained(kChainOps, graph.node(n).op_type()) ||
         layer.chain.size() > 16)
       return error() << "the nodes between '" << names[0] << "' and '"
                      << names[1]
                      << "' are not a chain of Mul, Div, Add, "
-                        "Where, Cast and Reshape";
+                        "Where, Cast, Reshape and Tanh";
     const onnx::NodeProto &node = graph.node(n);
     int k = -1;
     for (int i = 0; i < node.input_size(); ++i)

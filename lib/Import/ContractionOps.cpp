@@ -789,7 +789,11 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
     if (im.hasOutput(o))
       return im.error() << "only output Y is supported";
   if (im.attrFloat("softcap", 0.0f) != 0.0f)
-    return im.error() << "softcap is not supported";
+    return im.error()
+           << "softcap is not supported: Attention-23 caps the scores after "
+              "adding the mask (a masked score becomes -softcap, not -inf), "
+              "while masformer.attention caps them before the mask, as "
+              "Gemma 2 and FlashAttention do";
   RankedTensorType qt = im.inputType(0), kt = im.inputType(1);
   if (qt.getRank() != 3 && qt.getRank() != 4)
     return im.error() << "Q must have rank 3 or 4, got " << qt;
@@ -854,11 +858,11 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
     }
   }
   auto op = AttentionOp::create(
-      b, loc, q4, q, k, v, mask,
-      SpanAttr::get(im.getContext(), SpanKind::Full), b.getBoolAttr(causal),
+      b, loc, q4, q, k, v, mask, SpanAttr::get(im.getContext(), SpanKind::Full),
+      b.getBoolAttr(causal),
       im.attrFloat("scale") ? b.getF32FloatAttr(*im.attrFloat("scale"))
                             : FloatAttr(),
-      IntegerAttr(), ArrayAttr());
+      IntegerAttr(), ArrayAttr(), FloatAttr());
   // The op's verifier checks how Q, K, V and the mask agree (batch, heads,
   // sizes); its message is re-emitted under the node's name.
   std::string problem;

@@ -592,6 +592,8 @@ class Block:
         elif n == 'math.exp2':
             with np.errstate(over='ignore'):
                 out = np.exp2(np.asarray(o[0], dtype=np.float32))
+        elif n == 'math.tanh':
+            out = np.tanh(np.asarray(o[0], dtype=np.float32))
         elif n == 'memref.dim':
             out = np.full(L, o[0].arr.shape[int(o[1][0])])
         elif n == 'gpu.thread_id':
@@ -1011,13 +1013,15 @@ def compile_module(src, passes, opt):
 # ---------------------------------------------------------------------------
 
 
-def reference(q, k, v, span, causal, mask=None):
+def reference(q, k, v, span, causal, mask=None, softcap=None):
     group = q.shape[1] // k.shape[1]
     k = np.repeat(k.astype(np.float64), group, axis=1)
     v = np.repeat(v.astype(np.float64), group, axis=1)
     sq, skv = q.shape[2], k.shape[2]
     s = np.einsum('bhqd,bhkd->bhqk', q.astype(np.float64), k) / np.sqrt(
         q.shape[3])
+    if softcap is not None:
+        s = softcap * np.tanh(s / softcap)
     ok = masformer_ref.span_allowed(sq, skv, masformer_ref.parse_span(span),
                                     causal)
     if mask is not None:
@@ -1034,7 +1038,8 @@ def reference(q, k, v, span, causal, mask=None):
     return np.einsum('bhqk,bhkd->bhqd', p, v)
 
 
-def compile_attention(dtype, d, span, causal, opt, mask_dims=None):
+def compile_attention(dtype, d, span, causal, opt, mask_dims=None,
+                      softcap=None):
     """The module of @f = masformer.attention, after the GPU pass."""
     t = 'tensor<?x?x?x%dx%s>' % (d, dtype)
     margs = mtype = ''
@@ -1045,9 +1050,11 @@ def compile_attention(dtype, d, span, causal, opt, mask_dims=None):
         mtype = ' mask(%%m : %s)' % mt
     src = ('func.func @f(%%q: %s, %%k: %s, %%v: %s%s) -> %s {\n'
            '  %%o = masformer.attention %%q, %%k, %%v%s {span = '
-           '#masformer.span<%s>, causal = %s} : %s, %s, %s -> %s\n'
-           '  return %%o : %s\n}\n' % (t, t, t, margs, t, mtype, span,
-                                       str(causal).lower(), t, t, t, t, t))
+           '#masformer.span<%s>, causal = %s%s} : %s, %s, %s -> %s\n'
+           '  return %%o : %s\n}\n' % (
+               t, t, t, margs, t, mtype, span, str(causal).lower(),
+               '' if softcap is None else ', softcap = %r : f32' % softcap,
+               t, t, t, t, t))
     return compile_module(src, ['--masformer-attention-to-gpu=chip=' + CHIP],
                           opt)
 
@@ -1164,6 +1171,9 @@ def main():
                     help='an additive f32 mask of these dimensions, each b, '
                          'h, q, k (batch, heads, queries, keys) or 1, e.g. '
                          'b,1,1,k; a fifth of it -inf, some rows all -3.4e38')
+    ap.add_argument('--softcap', type=float,
+                    help='the op\'s softcap: scores capped to '
+                         'c * tanh(s / c) before the mask')
     ap.add_argument('--timing', default='both',
                     choices=('late', 'eager', 'both', 'random'),
                     help='when cp.async copies land: at the wait, at issue, '
@@ -1188,7 +1198,8 @@ def main():
         ap.error('--head-dim is required for attention')
     mask_dims = args.mask.split(',') if args.mask else None
     module = compile_attention(args.dtype, args.head_dim, args.span,
-                               args.causal, args.masformer_opt, mask_dims)
+                               args.causal, args.masformer_opt, mask_dims,
+                               args.softcap)
     tol = {'bf16': 2e-2, 'f16': 4e-3, 'f32': 1e-5}[args.dtype]
     rng = np.random.default_rng(args.seed)
     failed = False
@@ -1208,7 +1219,7 @@ def main():
                 # Rows masked entirely by a large finite value (Hugging
                 # Face's padding): a uniform softmax, not zeros.
                 mask[..., ::7, :] = np.float32(-3.4e38)
-        ref = reference(q, k, v, args.span, args.causal, mask)
+        ref = reference(q, k, v, args.span, args.causal, mask, args.softcap)
         allowed = masformer_ref.span_allowed(
             q.shape[2], k.shape[2], masformer_ref.parse_span(args.span),
             args.causal)

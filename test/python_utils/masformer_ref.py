@@ -60,10 +60,12 @@ def parse_span(text):
     return span
 
 
-def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None):
+def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None,
+              softcap=None):
     """q [B, Hq, Sq, D], k/v [B, Hkv, Skv, D], mask broadcastable to
     [B, Hq, Sq, Skv] (additive); `span` one span, or a list of one span per
-    key/value head. Rows with no allowed key give zeros."""
+    key/value head; `softcap` c caps the scaled scores to c * tanh(s / c)
+    before the mask is added. Rows with no allowed key give zeros."""
     q = q.astype(np.float64)
     k = k.astype(np.float64)
     v = v.astype(np.float64)
@@ -76,6 +78,8 @@ def attention(q, k, v, mask=None, span=("full", 0), causal=False, scale=None):
     if scale is None:
         scale = 1.0 / np.sqrt(d)
     s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    if softcap is not None:
+        s = softcap * np.tanh(s / softcap)
     if mask is not None:
         s = s + mask.astype(np.float64)
     allowed = np.broadcast_to(heads_allowed(sq, skv, span, causal, hq),

@@ -69,11 +69,12 @@ Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
 // Register-blocked micro-kernels for full tiles
 //===----------------------------------------------------------------------===//
 
-/// S = scale * Q K^T for a full tile: q is [tq, d], kt the transposed key
-/// tile [d, tk]; the accumulators run over the head dimension.
+/// S = scale * Q K^T (softcapped with `softcap`) for a full tile: q is
+/// [tq, d], kt the transposed key tile [d, tk]; the accumulators run over
+/// the head dimension.
 Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
-                        Value scale, int64_t tq, int64_t tk, int64_t d,
-                        int64_t w) {
+                        Value scale, std::optional<float> softcap, int64_t tq,
+                        int64_t tk, int64_t d, int64_t w) {
   auto vt = VectorType::get({w}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
   Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
@@ -82,7 +83,8 @@ Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
       b, loc, q, kt, s0, tq, tk, d, w,
       [&](OpBuilder &, Value, Value, Value) { return zero; },
       [&](OpBuilder &nb, Value acc) {
-        return arith::MulFOp::create(nb, loc, acc, scaleVec).getResult();
+        return AttentionOp::applySoftcap(
+            nb, loc, arith::MulFOp::create(nb, loc, acc, scaleVec), softcap);
       });
 }
 
@@ -511,8 +513,9 @@ KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
   return kt;
 }
 
-/// logits = scale * S (+ mask), and with `masked` -inf where the span or
-/// the triangle forbids the pair. `scaled`: S already carries the scale.
+/// logits = scale * S, softcapped, (+ mask), and with `masked` -inf where
+/// the span or the triangle forbids the pair. `scaled`: S already carries
+/// the scale and the softcap.
 Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
                                   const KeyTile &kt, Value scores, bool masked,
                                   bool scaled) {
@@ -531,7 +534,9 @@ Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
              [&](OpBuilder &nb, Location nl, ValueRange a) {
                Value x = a[0];
                if (!scaled)
-                 x = arith::MulFOp::create(nb, nl, x, scaleAt(nb, nl));
+                 x = AttentionOp::applySoftcap(
+                     nb, nl, arith::MulFOp::create(nb, nl, x, scaleAt(nb, nl)),
+                     op.getSoftcapValue());
                if (kt.mask)
                  x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[1]));
                if (masked) {
@@ -692,8 +697,8 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
                              bb.getIndexAttr(1), bb.getIndexAttr(dd),
                              bb.getIndexAttr(tk)},
       SmallVector<OpFoldResult>(5, bb.getIndexAttr(1)));
-  Value scores =
-      buildScoresKernel(bb, loc, qS, packed, scaleAt(bb, loc), tq, tk, dd, w);
+  Value scores = buildScoresKernel(bb, loc, qS, packed, scaleAt(bb, loc),
+                                   op.getSoftcapValue(), tq, tk, dd, w);
   Value logits =
       castTo(bb, loc, logitsOf(bb, qt, kt, scores, /*scaled=*/true), {tq, tk});
   auto [probs, mNew, lNew, corr] =

@@ -78,6 +78,13 @@ struct KernelConfig {
   float scale;
   /// The additive mask's element type; null without a mask.
   Type maskTy;
+  /// The scores' softcap, if any.
+  std::optional<float> softcap;
+
+  /// Whether logits stay in natural units (exp2 of their difference scaled
+  /// by log2(e)) rather than carrying log2(e) in the scale: an additive
+  /// mask is added and a softcap applies to the natural scores.
+  bool natural() const { return maskTy || softcap; }
 
   bool isF32() const { return elemTy.isF32(); }
   /// Elements of a row of a shared-memory tile: the head dimension padded by
@@ -115,6 +122,9 @@ struct KernelConfig {
     if (scale != AttentionOp::getDefaultScale(headDim))
       os << "_s" << llvm::format_hex_no_prefix(llvm::bit_cast<uint32_t>(scale),
                                                8);
+    if (softcap)
+      os << "_cap"
+         << llvm::format_hex_no_prefix(llvm::bit_cast<uint32_t>(*softcap), 8);
     return s;
   }
 };
@@ -345,13 +355,14 @@ Value KernelBuilder::isAllowed(int64_t nc, int64_t e, Value k0) {
 
 void KernelBuilder::toLogits(Accumulators &s, Value k0, bool masked) {
   float negInf = -std::numeric_limits<float>::infinity();
-  // In the log2 domain without a mask (scale * log2(e) folded into one
-  // multiply); with one, in natural units, so that a large finite mask
-  // (-3.4e38) stays finite: the exponent is scaled after the subtraction of
-  // the row max.
+  // In the log2 domain without a mask or softcap (scale * log2(e) folded
+  // into one multiply); with one, in natural units, so that a large finite
+  // mask (-3.4e38) stays finite and the softcap sees the scores the model
+  // caps: the exponent is scaled after the subtraction of the row max.
   for (int64_t nc = 0, nChunks = s.size(); nc < nChunks; ++nc) {
     for (int64_t e = 0; e < 4; ++e) {
-      Value x = fmul(s[nc][e], scaleLog2);
+      Value x = AttentionOp::applySoftcap(b, loc, fmul(s[nc][e], scaleLog2),
+                                          cfg.softcap);
       if (mask) {
         Value m = loadMask(nc, e, k0);
         x = fadd(x, toF32(b, loc, m));
@@ -386,7 +397,7 @@ KernelBuilder::updateSoftmax(Accumulators &s, ValueRange state,
                                        f32(negInf));
     Value base = select(none, f32(0.0f), mNew);
     auto toLog2 = [&](Value x) {
-      return mask ? fmul(x, f32(llvm::numbers::log2ef)) : x;
+      return cfg.natural() ? fmul(x, f32(llvm::numbers::log2ef)) : x;
     };
     alpha[r] = exp2(toLog2(fsub(mOld, base)));
     Value sum = f32(0.0f);
@@ -663,7 +674,8 @@ void KernelBuilder::build(gpu::GPUFuncOp func) {
   auto guardIf = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
   b.setInsertionPointToStart(guardIf.thenBlock());
   rowBase = ix.add(q0, ix.mul(warp, ix.c(kWarpRows)));
-  scaleLog2 = f32(cfg.maskTy ? cfg.scale : cfg.scale * llvm::numbers::log2ef);
+  scaleLog2 =
+      f32(cfg.natural() ? cfg.scale : cfg.scale * llvm::numbers::log2ef);
   buildKeyTileRange();
   loadQueryFragments();
   storeOutput(buildKeyLoop());
@@ -723,7 +735,8 @@ struct AttentionToGPUPass final
         op.getValueType().getDimSize(3) != d)
       return fail("value's head dimension must equal the query's");
     float scale = *op.getStaticScale();
-    KernelConfig cfg{elemTy, d, op.getSpan(), op.getCausal(), scale, maskTy};
+    KernelConfig cfg{elemTy, d,      op.getSpan(),        op.getCausal(),
+                     scale,  maskTy, op.getSoftcapValue()};
     // Checked here, not at launch: a kernel over the chip's shared memory
     // compiles fine and fails only on the GPU.
     int64_t limit = maxDynamicSharedMemory(chip);

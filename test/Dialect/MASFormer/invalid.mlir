@@ -232,6 +232,22 @@ func.func @scale_f64(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
 
 // -----
 
+func.func @softcap_zero(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
+  // expected-error @+1 {{softcap must be a finite positive number, got 0}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, softcap = 0.0 : f32} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>
+  return %0 : tensor<1x1x8x4xf32>
+}
+
+// -----
+
+func.func @softcap_negative(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
+  // expected-error @+1 {{softcap must be a finite positive number, got -3}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, softcap = -3.0 : f32} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>
+  return %0 : tensor<1x1x8x4xf32>
+}
+
+// -----
+
 func.func @layer_negative(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
   // expected-error @+1 {{layer index must be non-negative, got -1}}
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, layer = -1 : i64} : tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32> -> tensor<1x1x8x4xf32>

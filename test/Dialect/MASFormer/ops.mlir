@@ -56,3 +56,11 @@ func.func @window_sink(%q: tensor<1x4x16x32xf32>) -> (tensor<1x4x16x32xf32>, ten
   %2 = masformer.attention %q, %q, %q {span = #masformer.span<window 16, sink 0>} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
   return %0, %1, %2 : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>
 }
+
+// Softcapped scores (Gemma 2).
+// CHECK-LABEL: func @softcap
+// CHECK: masformer.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, softcap = 5.000000e+01 : f32, span = #masformer.span<full>}
+func.func @softcap(%q: tensor<1x4x16x32xf32>) -> tensor<1x4x16x32xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true, softcap = 50.0 : f32} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
+  return %0 : tensor<1x4x16x32xf32>
+}

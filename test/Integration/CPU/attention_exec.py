@@ -95,6 +95,13 @@ CASES = {
     "kernel-heads": dict(hq=4, hkv=2, span=[("window", 16, 4), ("full", 0)],
                          causal=True, sq=72, skv=72, d=32),
     "kernel-full": dict(span=("full", 0), causal=False, sq=40, skv=40, d=32),
+    # Softcapped scores (Gemma 2): c * tanh(scale * QK^T / c) before the
+    # mask, in the linalg path and in the micro-kernels' epilogue.
+    "softcap-padding-block": dict(span=("block", 4), causal=True,
+                                  mask="padding-min", softcap=0.5),
+    "kernel-softcap-window-mask": dict(hq=4, hkv=2, span=("window", 12),
+                                       causal=True, sq=40, skv=40, d=32,
+                                       mask="full4d", softcap=1.5),
     "kernel-block-causal-mask": dict(span=("block", 8), causal=True, sq=40,
                                      skv=40, d=32, mask="padding-min"),
     "kernel-bf16-gqa-window": dict(dtype="bf16", hq=4, hkv=2,
@@ -112,7 +119,7 @@ CASES = {
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
-                mask=None, scale=None, dynamic=False)
+                mask=None, scale=None, softcap=None, dynamic=False)
 
 # Tolerances on |got - want|: f32 accumulates in f32; f16/bf16 round the
 # output to their own precision (values are O(1)).
@@ -178,6 +185,8 @@ def build_module(c, q, k, v, mask):
         attrs.append("causal = true")
     if c["scale"] is not None:
         attrs.append(f"scale = {c['scale']} : f32")
+    if c["softcap"] is not None:
+        attrs.append(f"softcap = {c['softcap']} : f32")
     lines = []
     args = [f"%q: {dq}", f"%k: {dk}", f"%v: {dk}"]
     mask_clause = ""
@@ -322,7 +331,8 @@ def main():
     if a.expect_tiles:
         check_tiles(c, run.stdout, a.expect_tiles)
 
-    want = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"])
+    want = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"],
+                         c["softcap"])
     want = ref.round_to(want, c["dtype"])
     err = np.abs(got - want)
     worst = np.unravel_index(np.argmax(err), err.shape)
@@ -334,9 +344,17 @@ def main():
     # attention would give, or the test could not catch an ignored span.
     if isinstance(c["span"], list) or c["span"][0] != "full":
         full = ref.round_to(
-            ref.attention(q, k, v, mask, ("full", 0), c["causal"], c["scale"]),
+            ref.attention(q, k, v, mask, ("full", 0), c["causal"], c["scale"],
+                          c["softcap"]),
             c["dtype"])
         assert np.abs(full - want).max() > 10 * tol, "span has no effect"
+    # Likewise the softcap.
+    if c["softcap"] is not None:
+        uncapped = ref.round_to(
+            ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"]),
+            c["dtype"])
+        assert np.abs(uncapped - want).max() > 10 * tol, \
+            "softcap has no effect"
     print(f"{a.case}: OK, max |got - want| = {err.max():.3g} "
           f"(tolerance {tol}, {got.size} values)")
 

@@ -132,6 +132,10 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "scale must be a finite positive number, got "
                            << s;
   }
+  if (std::optional<float> c = getSoftcapValue();
+      c && (!std::isfinite(*c) || *c <= 0.0f))
+    return emitOpError() << "softcap must be a finite positive number, got "
+                         << *c;
   if (std::optional<int64_t> layer = getLayer(); layer && *layer < 0)
     return emitOpError() << "layer index must be non-negative, got " << *layer;
 
@@ -247,6 +251,21 @@ std::optional<float> AttentionOp::getStaticScale() {
   if (ShapedType::isDynamic(headDim))
     return std::nullopt;
   return getDefaultScale(headDim);
+}
+
+Value AttentionOp::applySoftcap(OpBuilder &b, Location loc, Value x,
+                                std::optional<float> softcap) {
+  if (!softcap)
+    return x;
+  auto cst = [&](float v) -> Value {
+    Attribute a = b.getF32FloatAttr(v);
+    if (auto vt = dyn_cast<VectorType>(x.getType()))
+      a = DenseElementsAttr::get(vt, b.getF32FloatAttr(v));
+    return arith::ConstantOp::create(b, loc, cast<TypedAttr>(a));
+  };
+  Value t = math::TanhOp::create(
+      b, loc, arith::MulFOp::create(b, loc, x, cst(1.0f / *softcap)));
+  return arith::MulFOp::create(b, loc, t, cst(*softcap));
 }
 
 Value AttentionOp::buildScale(OpBuilder &b, Location loc) {

@@ -140,7 +140,8 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
             })
             .getResult(0);
 
-    // L[b,h,i,j] = allowed(i + kv_seq - q_seq, j) ? scale * S + mask : -inf.
+    // L[b,h,i,j] = allowed(i + kv_seq - q_seq, j) ? cap(scale * S) + mask
+    // : -inf, with cap the softcap (or nothing).
     Value scale = op.buildScale(b, loc);
     Value qSeq = getValueOrCreateConstantIndexOp(b, loc, qSizes[2]);
     Value offset = arith::SubIOp::create(
@@ -175,12 +176,15 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
             arith::ConstantIndexOp::create(b, loc, spans.size()));
     }
     bool hasMask = op.getMask() != nullptr;
+    std::optional<float> softcap = op.getSoftcapValue();
     Value logits =
         linalg::GenericOp::create(
             b, loc, logitsInit.getType(), logitInputs, ValueRange{logitsInit},
             logitMaps, SmallVector<IteratorType>(4, kPar),
             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-              Value x = arith::MulFOp::create(nb, nloc, args[0], scale);
+              Value x = AttentionOp::applySoftcap(
+                  nb, nloc, arith::MulFOp::create(nb, nloc, args[0], scale),
+                  softcap);
               if (hasMask)
                 x = arith::AddFOp::create(nb, nloc, x,
                                           toF32(nb, nloc, args[1]));

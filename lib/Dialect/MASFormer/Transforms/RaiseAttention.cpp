@@ -1,6 +1,7 @@
 //===- RaiseAttention.cpp - Find attention in imported models ---*- C++ -*-===//
 //
-// Matches softmax(scale * Q K^T + masks) V in the form the ONNX importer
+// Matches softmax(scale * Q K^T + masks) V, with the scores optionally
+// softcapped (c * tanh(s / c)) before the masks, in the form the ONNX importer
 // produces (linalg.generic contractions and elementwise ops, linalg.softmax,
 // linalg.transpose, reshapes) and replaces it with masformer.attention.
 //
@@ -15,6 +16,7 @@
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -68,6 +70,9 @@ private:
   double downstreamScale = 1.0;
   bool causal = false;
   SmallVector<MaskTerm> masks;
+  /// `c` of softcapped scores, c * tanh(s / c), once the walk passed the
+  /// tanh: masks must come after it (they are added to capped scores).
+  std::optional<double> softcap;
 };
 
 LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
@@ -202,6 +207,20 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
       x = rest;
       continue;
     }
+    if (isa<math::TanhOp>(p)) {
+      // Softcapping, c * tanh(s / c): the factor met since the softmax is
+      // c; `scale` keeps it, so that with the factors below the tanh
+      // (1 / c and the attention scale) it becomes the scale of the
+      // scores before capping.
+      if (softcap)
+        return fail("more than one tanh between Q*K^T and the softmax");
+      if (!(scale > 0.0) || !std::isfinite(scale))
+        return fail("a tanh on the scores is multiplied by " +
+                    std::to_string(scale) + ", not a positive softcap");
+      softcap = scale;
+      x = e->operands[0];
+      continue;
+    }
     if (isa<arith::AddFOp>(p)) {
       // baddbmm's beta * zeros: nothing added.
       if (e->isIdentity[0] && isZeroTensor(e->operands[1])) {
@@ -212,6 +231,8 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
         x = e->operands[1];
         continue;
       }
+      if (softcap)
+        return fail("a mask added to the scores before the softcap's tanh");
       if (flatHeads)
         return fail("a mask added to scores with flattened heads is not "
                     "supported");
@@ -227,6 +248,8 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
       continue;
     }
     if (isa<arith::SelectOp>(p)) {
+      if (softcap)
+        return fail("a Where on the scores before the softcap's tanh");
       if (flatHeads)
         return fail("a Where on scores with flattened heads is not "
                     "supported");
@@ -430,7 +453,8 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   auto op = AttentionOp::create(
       b, loc, qTy, q, k, v, mask, SpanAttr::get(ctx, SpanKind::Full),
       b.getBoolAttr(causal), b.getF32FloatAttr(static_cast<float>(scale)),
-      IntegerAttr(), ArrayAttr());
+      IntegerAttr(), ArrayAttr(),
+      softcap ? b.getF32FloatAttr(static_cast<float>(*softcap)) : FloatAttr());
   // The op verifier re-checks shapes (head_dim, batch, mask broadcast).
   ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
   if (failed(mlir::verify(op)) ||

@@ -121,3 +121,21 @@ func.func @dynamic(%q: tensor<?x?x?x?xf32>, %k: tensor<?x?x?x?xf32>, %v: tensor<
   %0 = masformer.attention %q, %k, %v {span = #masformer.span<full>, causal = true} : tensor<?x?x?x?xf32>, tensor<?x?x?x?xf32>, tensor<?x?x?x?xf32> -> tensor<?x?x?x?xf32>
   return %0 : tensor<?x?x?x?xf32>
 }
+
+// -----
+
+// A softcap caps the scaled scores, c * tanh(s / c), before the mask is
+// added.
+// CHECK-LABEL: func @softcap_mask
+// CHECK: linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>)
+// CHECK:   %[[X:.+]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:   %[[INV:.+]] = arith.constant 2.000000e-01 : f32
+// CHECK:   %[[D:.+]] = arith.mulf %[[X]], %[[INV]] : f32
+// CHECK:   %[[T:.+]] = math.tanh %[[D]] : f32
+// CHECK:   %[[C:.+]] = arith.constant 5.000000e+00 : f32
+// CHECK:   %[[CAP:.+]] = arith.mulf %[[T]], %[[C]] : f32
+// CHECK:   arith.addf %[[CAP]], %{{.*}} : f32
+func.func @softcap_mask(%q: tensor<1x2x8x4xf32>, %m: tensor<1x1x8x8xf32>) -> tensor<1x2x8x4xf32> {
+  %0 = masformer.attention %q, %q, %q mask(%m : tensor<1x1x8x8xf32>) {span = #masformer.span<full>, softcap = 5.0 : f32} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}

@@ -18,6 +18,10 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     the (query, key) pairs allowed by `span` (and, if `causal`, by
     `j <= i`) take part; the others get probability zero.
 
+    With `softcap = c` the scaled scores are capped before the mask is
+    added: `softmax(c * tanh(scale * Q K^T / c) + mask) V` (Gemma 2's
+    attention logit softcapping, FlashAttention's `softcap`).
+
     - `query`: `[batch, q_heads, q_seq, head_dim]`
     - `key`, `value`: `[batch, kv_heads, kv_seq, head_dim]`; `kv_heads`
       divides `q_heads` (multi-head, grouped-query and multi-query
@@ -67,7 +71,8 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<I64Attr>:$layer,
     OptionalAttr<TypedArrayAttrBase<MASFormer_SpanAttr,
-                                    "one span per key/value head">>:$head_spans
+                                    "one span per key/value head">>:$head_spans,
+    OptionalAttr<F32Attr>:$softcap
   );
   let results = (outs AnyRankedTensor:$result);
 
@@ -95,6 +100,18 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     /// The scale as an f32 value built at `b` (1/sqrt of the run-time
     /// head_dim when it is dynamic).
     ::mlir::Value buildScale(::mlir::OpBuilder &b, ::mlir::Location loc);
+    /// The softcap of the scores, if any.
+    std::optional<float> getSoftcapValue() {
+      if (std::optional<::llvm::APFloat> c = getSoftcap())
+        return c->convertToFloat();
+      return std::nullopt;
+    }
+    /// `c * tanh(x / c)` for the op's softcap `c` (`x` itself without one):
+    /// the one rule every lowering applies to the scaled scores `x` (an f32
+    /// scalar or vector) before the mask.
+    static ::mlir::Value applySoftcap(::mlir::OpBuilder &b,
+                                      ::mlir::Location loc, ::mlir::Value x,
+                                      std::optional<float> softcap);
     /// Whether key/value heads have spans of their own (`head_spans`).
     bool hasHeadSpans() { return getHeadSpans().has_value(); }
     /// The span of key/value head `kvHead`: its head span, or `span`.
