@@ -308,7 +308,10 @@ LogicalResult mlir::masformer::exportSpansToONNX(
   llvm::DenseSet<int> removed;
   bool failedAny = false;
   module.walk([&](AttentionOp op) {
-    if (!op.hasSparseSpan())
+    // Unchanged layers keep their nodes: a full one, or one whose span is
+    // the window its model's mask already enforces.
+    if (!op.hasSparseSpan() ||
+        (!op.hasHeadSpans() && op.getSpan() == getModelSpan(op)))
       return;
     std::optional<ArrayAttr> heads = op.getHeadSpans();
     if (heads ? llvm::all_of(*heads,

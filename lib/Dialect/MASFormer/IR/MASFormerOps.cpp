@@ -240,6 +240,12 @@ LogicalResult AttentionOp::canonicalize(AttentionOp op,
   return success();
 }
 
+SpanAttr mlir::masformer::getModelSpan(AttentionOp op) {
+  if (auto span = op->getAttrOfType<SpanAttr>(kModelSpanAttrName))
+    return span;
+  return SpanAttr::get(op.getContext(), SpanKind::Full);
+}
+
 float AttentionOp::getDefaultScale(int64_t headDim) {
   return 1.0f / std::sqrt(static_cast<float>(headDim));
 }

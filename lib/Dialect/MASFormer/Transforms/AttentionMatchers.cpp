@@ -372,32 +372,85 @@ static bool keepsLastTwoDims(AffineMap map, unsigned numLoops) {
          d1.getPosition() == numLoops - 1;
 }
 
-/// Whether every element of `v` above the causal diagonal (key j > query i,
-/// queries aligned to the end of the keys) is masked (<= -1e4) whatever the
-/// model's inputs are. Exporters build combined causal + padding masks as
-/// Where(padding, float-min, causal_constant) and friends: such a mask still
-/// makes the layer causal.
-bool mlir::masformer::isUpperMasked(Value v, int depth) {
+/// Whether `at` (over `shape` [..., q, kv]) is masked at every pair that
+/// `mustMask` names.
+static bool maskedAt(ArrayRef<int64_t> shape,
+                     llvm::function_ref<double(int64_t)> at,
+                     PairRule mustMask) {
+  if (shape.size() < 2)
+    return false;
+  int64_t q = shape[shape.size() - 2], kv = shape.back();
+  if (q > kv)
+    return false;
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  for (int64_t s = 0; s < n / std::max<int64_t>(q * kv, 1); ++s)
+    for (int64_t i = 0; i < q; ++i)
+      for (int64_t j = 0; j < kv; ++j)
+        if (mustMask(i + kv - q, j) &&
+            at(s * q * kv + i * kv + j) > kMaskedThreshold)
+          return false;
+  return true;
+}
+
+/// Whether the boolean `cond`, which depends on sizes only (a constant, or
+/// evaluated by probeMask), is `value` at every pair `mustMask` names.
+static bool condIsAt(Value cond, bool value, PairRule mustMask) {
+  auto check = [&](ArrayRef<int64_t> shape,
+                   llvm::function_ref<double(int64_t)> at) {
+    // As a mask: "masked" where the condition has the value.
+    return maskedAt(
+        shape, [&](int64_t i) { return (at(i) != 0.0) == value ? -1e30 : 0.0; },
+        mustMask);
+  };
+  DenseElementsAttr attr;
+  if (matchPattern(cond, m_Constant(&attr))) {
+    auto ty = cast<RankedTensorType>(cond.getType());
+    if (!attr.getElementType().isInteger(1))
+      return false;
+    auto values = attr.getValues<bool>();
+    if (attr.isSplat())
+      return *values.begin() == value;
+    return check(ty.getShape(),
+                 [&](int64_t i) { return values[i] ? 1.0 : 0.0; });
+  }
+  return probeMask(cond, check);
+}
+
+bool mlir::masformer::isUpperMasked(Value v) {
+  return isMaskedWhere(v, [](int64_t pos, int64_t key) { return key > pos; });
+}
+
+std::optional<int64_t> mlir::masformer::findMaskWindow(Value mask) {
+  SmallVector<int64_t> candidates;
+  for (int64_t c : positionConstants(mask))
+    if (c >= 1)
+      candidates.append({c, c + 1});
+  llvm::sort(candidates);
+  candidates.erase(llvm::unique(candidates), candidates.end());
+  for (int64_t w : candidates)
+    if (isMaskedWhere(mask,
+                      [w](int64_t pos, int64_t key) { return pos - key >= w; }))
+      return w;
+  return std::nullopt;
+}
+
+/// Whether every element of `v` that `mustMask` names is masked whatever
+/// the model's inputs are. Exporters build combined causal + padding masks
+/// as Where(padding, float-min, causal_constant) and friends, and sliding
+/// windows as Where(Trilu(ones, -W), float-min, mask): such masks still make
+/// the layer causal, or windowed.
+bool mlir::masformer::isMaskedWhere(Value v, PairRule mustMask, int depth) {
   if (depth == 0)
     return false;
   auto ty = dyn_cast<RankedTensorType>(v.getType());
   if (!ty || !isa<FloatType>(ty.getElementType()))
     return false;
-  // Computed from dynamic sizes only: check it at probe sizes.
-  if (probeMask(v, [](ArrayRef<int64_t> shape,
-                      llvm::function_ref<double(int64_t)> at) {
-        if (shape.size() < 2)
-          return false;
-        int64_t q = shape[shape.size() - 2], kv = shape.back();
-        int64_t n = 1;
-        for (int64_t d : shape)
-          n *= d;
-        for (int64_t s = 0; s < n / std::max<int64_t>(q * kv, 1); ++s)
-          for (int64_t i = 0; i < q; ++i)
-            for (int64_t j = i + kv - q + 1; j < kv; ++j)
-              if (j >= 0 && at(s * q * kv + i * kv + j) > kMaskedThreshold)
-                return false;
-        return q <= kv;
+  // Computed from sizes only: check it at probe sizes.
+  if (probeMask(v, [&](ArrayRef<int64_t> shape,
+                       llvm::function_ref<double(int64_t)> at) {
+        return maskedAt(shape, at, mustMask);
       }))
     return true;
   DenseElementsAttr attr;
@@ -405,18 +458,9 @@ bool mlir::masformer::isUpperMasked(Value v, int depth) {
     auto values = attr.getValues<APFloat>();
     if (attr.isSplat())
       return (*values.begin()).convertToDouble() <= kMaskedThreshold;
-    if (ty.getRank() < 2)
-      return false;
-    int64_t q = ty.getDimSize(ty.getRank() - 2),
-            kv = ty.getDimSize(ty.getRank() - 1);
-    int64_t slices = ty.getNumElements() / std::max<int64_t>(q * kv, 1);
-    for (int64_t sl = 0; sl < slices; ++sl)
-      for (int64_t i = 0; i < q; ++i)
-        for (int64_t j = i + kv - q + 1; j < kv; ++j)
-          if (j >= 0 && values[sl * q * kv + i * kv + j].convertToDouble() >
-                            kMaskedThreshold)
-            return false;
-    return true;
+    return maskedAt(
+        ty.getShape(), [&](int64_t i) { return values[i].convertToDouble(); },
+        mustMask);
   }
   Operation *def = v.getDefiningOp();
   if (!def)
@@ -429,9 +473,10 @@ bool mlir::masformer::isUpperMasked(Value v, int depth) {
   };
   if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def))
     return sameLastTwo(def->getOperand(0)) &&
-           isUpperMasked(def->getOperand(0), depth - 1);
+           isMaskedWhere(def->getOperand(0), mustMask, depth - 1);
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
-    // A top-left square cut of a square mask keeps its diagonal.
+    // A top-left square cut of a square mask keeps each pair's position
+    // and key.
     auto src = slice.getSourceType();
     int64_t r = src.getRank();
     ArrayRef<int64_t> offs = slice.getStaticOffsets(),
@@ -440,13 +485,13 @@ bool mlir::masformer::isUpperMasked(Value v, int depth) {
            strides[r - 1] == 1 && strides[r - 2] == 1 &&
            src.getDimSize(r - 1) == src.getDimSize(r - 2) &&
            ty.getDimSize(r - 1) == ty.getDimSize(r - 2) &&
-           isUpperMasked(slice.getSource(), depth - 1);
+           isMaskedWhere(slice.getSource(), mustMask, depth - 1);
   }
   if (auto insert = dyn_cast<tensor::InsertSliceOp>(def)) {
     // An insert that overwrites the whole destination.
     auto srcTy = insert.getSourceType();
     return srcTy.getShape() == ty.getShape() &&
-           isUpperMasked(insert.getSource(), depth - 1);
+           isMaskedWhere(insert.getSource(), mustMask, depth - 1);
   }
   auto g = dyn_cast<linalg::GenericOp>(def);
   if (!g || g.getNumDpsInits() != 1 ||
@@ -463,7 +508,8 @@ bool mlir::masformer::isUpperMasked(Value v, int depth) {
           return isa<AffineConstantExpr>(e);
         }))
       return getScalarConstant(in->get()).value_or(0.0) <= kMaskedThreshold;
-    return keepsLastTwoDims(map, loops) && isUpperMasked(in->get(), depth - 1);
+    return keepsLastTwoDims(map, loops) &&
+           isMaskedWhere(in->get(), mustMask, depth - 1);
   };
   Block &body = g.getRegion().front();
   Value yielded = body.getTerminator()->getOperand(0);
@@ -488,7 +534,15 @@ bool mlir::masformer::isUpperMasked(Value v, int depth) {
   if (isa<arith::SelectOp>(payload)) {
     OpOperand *a = inputOf(payload->getOperand(1));
     OpOperand *b = inputOf(payload->getOperand(2));
-    return a && b && operandMasked(a) && operandMasked(b);
+    if (a && b && operandMasked(a) && operandMasked(b))
+      return true;
+    // A condition known on the pairs: only the branch it picks there.
+    OpOperand *c = inputOf(payload->getOperand(0));
+    if (!c || !keepsLastTwoDims(g.getMatchingIndexingMap(c), loops))
+      return false;
+    if (a && operandMasked(a) && condIsAt(c->get(), true, mustMask))
+      return true;
+    return b && operandMasked(b) && condIsAt(c->get(), false, mustMask);
   }
   if (isa<arith::MinimumFOp>(payload)) {
     OpOperand *a = inputOf(payload->getOperand(0));

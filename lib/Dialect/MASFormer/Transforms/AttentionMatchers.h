@@ -74,9 +74,35 @@ bool reachesScores(Value v, int depth = 12);
 bool isCausalPattern(DenseElementsAttr attr,
                      llvm::function_ref<std::optional<bool>(int64_t)> kept);
 
+/// Which pairs of a [..., q, kv] mask a rule requires masked: `pos` is the
+/// query's position among the keys (queries aligned to the end of the
+/// keys), `key` the key's.
+using PairRule = llvm::function_ref<bool(int64_t pos, int64_t key)>;
+
+/// Whether every element of `v` whose pair `mustMask` names is masked
+/// (<= kMaskedThreshold) whatever the model's inputs are: the mask is
+/// evaluated where it depends on sizes only (probeMask), read where it is
+/// a constant, and followed through reshapes, slices, broadcasts, casts,
+/// minimums and selects (a select whose condition depends on sizes only
+/// needs only the branch that condition picks on those pairs).
+bool isMaskedWhere(Value v, PairRule mustMask, int depth = 16);
+
 /// Whether every element of `v` above the causal diagonal is masked
-/// (<= kMaskedThreshold) whatever the model's inputs are.
-bool isUpperMasked(Value v, int depth = 16);
+/// whatever the model's inputs are (isMaskedWhere with key > pos).
+bool isUpperMasked(Value v);
+
+/// The smallest window W, among those the computation of `mask` can
+/// express (its integer constants c and c + 1), such that the mask masks
+/// every pair with pos - key >= W whatever the model's inputs are: a
+/// sliding window built into the mask (Mistral, Gemma 2). nullopt when
+/// there is none.
+std::optional<int64_t> findMaskWindow(Value mask);
+
+/// The integer-valued constants of magnitude at most 2^20 that the
+/// computation of `mask` uses (positions, lengths, windows), and the band
+/// widths of its constant masks of rank >= 2 (a window folded into a
+/// constant), sorted, each once.
+SmallVector<int64_t> positionConstants(Value mask);
 
 /// For a mask computed from dynamic sizes only (no input data): evaluates
 /// it at two sets of small probe sizes and once with sequence sizes beyond

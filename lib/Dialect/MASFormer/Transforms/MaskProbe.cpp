@@ -577,16 +577,54 @@ constexpr double kMaxPositionConstant = 1 << 20;
 /// The distinct dynamic sizes the large probe varies (2^k combinations).
 constexpr unsigned kMaxBigDims = 4;
 
-/// The largest integer-valued constant of magnitude at most
-/// kMaxPositionConstant that the computation of `mask` uses (scalars and
-/// tensors of up to 64 elements, inside linalg bodies too): a window or
-/// offset the mask may compare positions against. 0 when there is none.
-int64_t largestPositionConstant(Value mask) {
-  int64_t largest = 0;
+/// The constant masks of folded windows are too large to list; from one of
+/// rank >= 2 ([..., q, kv], queries aligned to the end of the keys), the
+/// band widths W past which every pair is masked (a float at most
+/// kMaskedThreshold), or every pair is true, or every pair is false (a
+/// boolean condition either way round): a window the mask may express.
+void noteConstantWindows(DenseElementsAttr d, SmallVectorImpl<int64_t> &out) {
+  auto ty = cast<ShapedType>(d.getType());
+  if (d.isSplat() || ty.getRank() < 2 || d.getNumElements() > (1 << 22))
+    return;
+  int64_t q = ty.getDimSize(ty.getRank() - 2),
+          kv = ty.getDimSize(ty.getRank() - 1);
+  if (q > kv || q * kv == 0)
+    return;
+  // kinds: 0 masked / true, 1 false.
+  SmallVector<std::function<bool(int64_t)>> kinds;
+  if (isa<FloatType>(d.getElementType())) {
+    auto values = d.getValues<APFloat>();
+    kinds.push_back([values](int64_t i) {
+      return values[i].convertToDouble() <= kMaskedThreshold;
+    });
+  } else if (d.getElementType().isInteger(1)) {
+    auto values = d.getValues<bool>();
+    kinds.push_back([values](int64_t i) { return values[i]; });
+    kinds.push_back([values](int64_t i) { return !values[i]; });
+  } else {
+    return;
+  }
+  for (const auto &is : kinds) {
+    // 1 + the largest distance pos - key >= 0 of a pair that is not `is`.
+    int64_t w = 1;
+    for (int64_t i = 0, n = d.getNumElements(); i < n; ++i) {
+      int64_t r = (i / kv) % q, key = i % kv, pos = r + kv - q;
+      if (pos - key >= w && !is(i))
+        w = pos - key + 1;
+    }
+    if (w < kv)
+      out.push_back(w);
+  }
+}
+
+} // namespace
+
+SmallVector<int64_t> mlir::masformer::positionConstants(Value mask) {
+  SmallVector<int64_t> found;
   auto note = [&](double x) {
     x = std::fabs(x);
     if (x <= kMaxPositionConstant && x == std::floor(x))
-      largest = std::max(largest, static_cast<int64_t>(x));
+      found.push_back(static_cast<int64_t>(x));
   };
   SmallVector<Value> work = {mask};
   DenseSet<Value> seen;
@@ -605,6 +643,7 @@ int64_t largestPositionConstant(Value mask) {
       else if (auto i = dyn_cast<IntegerAttr>(a))
         note(static_cast<double>(i.getValue().getSExtValue()));
       else if (auto d = dyn_cast<DenseElementsAttr>(a)) {
+        noteConstantWindows(d, found);
         if (d.isSplat() || d.getNumElements() <= 64) {
           if (isa<FloatType>(d.getElementType())) {
             for (APFloat x : d.getValues<APFloat>()) {
@@ -632,8 +671,12 @@ int64_t largestPositionConstant(Value mask) {
         llvm::append_range(work, inner->getOperands());
     });
   }
-  return largest;
+  llvm::sort(found);
+  found.erase(llvm::unique(found), found.end());
+  return found;
 }
+
+namespace {
 
 /// Evaluates `mask` with `ev` and runs `check` on it: true, false, or
 /// nullopt when it could not be evaluated (an unknown op, input data, or
@@ -679,9 +722,14 @@ bool mlir::masformer::probeMask(
                             llvm::function_ref<double(int64_t)> at)>
         check) {
   auto ty = dyn_cast<RankedTensorType>(mask.getType());
-  if (!ty || ty.hasStaticShape())
+  if (!ty)
     return false;
   SmallVector<int64_t> shape;
+  // Static sizes: one evaluation at the only sizes there are.
+  if (ty.hasStaticShape()) {
+    Evaluator ev(kProbeBases[0]);
+    return probeOnce(ev, mask, check, shape) == true;
+  }
   size_t dims = 0;
   for (int64_t base : kProbeBases) {
     Evaluator ev(base);
@@ -689,7 +737,8 @@ bool mlir::masformer::probeMask(
       return false;
     dims = ev.numDims();
   }
-  int64_t bigBase = largestPositionConstant(mask) + 2;
+  SmallVector<int64_t> constants = positionConstants(mask);
+  int64_t bigBase = (constants.empty() ? 0 : constants.back()) + 2;
   if (bigBase <= kProbeBases[std::size(kProbeBases) - 1])
     return true;
   bool verified = false;

@@ -129,6 +129,8 @@ LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
             linalg::YieldOp::create(nb, nloc, r);
           })
           .getResult(0);
+  if (isUpperMasked(mask))
+    causal = true;
   masks.push_back({mask, 1.0});
   return success();
 }
@@ -449,11 +451,22 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
     return fail("the combined scale " + std::to_string(scale) +
                 " is not positive");
 
+  // A causal sliding window the masks enforce whatever the inputs are
+  // (Mistral, Gemma 2): the layer's span, with the masks kept (they still
+  // hold its padding, and apply exactly as in the model).
+  SpanAttr span = SpanAttr::get(ctx, SpanKind::Full);
+  if (causal) {
+    std::optional<int64_t> window;
+    for (const MaskTerm &m : masks)
+      if (std::optional<int64_t> w = findMaskWindow(m.mask))
+        window = window ? std::min(*window, *w) : *w;
+    if (window)
+      span = SpanAttr::get(ctx, SpanKind::Window, *window);
+  }
   Value mask = buildMask(b, loc);
   auto op = AttentionOp::create(
-      b, loc, qTy, q, k, v, mask, SpanAttr::get(ctx, SpanKind::Full),
-      b.getBoolAttr(causal), b.getF32FloatAttr(static_cast<float>(scale)),
-      IntegerAttr(), ArrayAttr(),
+      b, loc, qTy, q, k, v, mask, span, b.getBoolAttr(causal),
+      b.getF32FloatAttr(static_cast<float>(scale)), IntegerAttr(), ArrayAttr(),
       softcap ? b.getF32FloatAttr(static_cast<float>(*softcap)) : FloatAttr());
   // The op verifier re-checks shapes (head_dim, batch, mask broadcast).
   ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
@@ -463,6 +476,8 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
     return fail("the matched Q, K, V and mask do not form a valid attention "
                 "(shapes or types disagree)");
   }
+  if (!span.isFull())
+    op->setAttr(kModelSpanAttrName, span);
   pv->op.getResult(0).replaceAllUsesWith(op.getResult());
   return op;
 }

@@ -283,7 +283,10 @@ struct RewriteSpansPass final
     }
     for (auto [i, op] : llvm::enumerate(*layers)) {
       bool keep = llvm::is_contained(full, static_cast<int64_t>(i));
-      op.setSpanAttr(keep ? SpanAttr::get(ctx, SpanKind::Full) : *newSpan);
+      // A layer kept whole keeps the model's own span (a window built
+      // into its mask); a rewritten one gets the new span, and its mask
+      // still applies the model's window on top.
+      op.setSpanAttr(keep ? getModelSpan(op) : *newSpan);
       // One span for the whole layer replaces any per-head spans.
       op.removeHeadSpansAttr();
     }
@@ -310,7 +313,8 @@ struct RewriteSpansPass final
         continue;
       const PlanEntry &e = it->second;
       if (e.heads.empty()) {
-        op.setSpanAttr(e.span);
+        // "full" leaves the layer as the model has it (its own window).
+        op.setSpanAttr(e.span.isFull() ? getModelSpan(op) : e.span);
         op.removeHeadSpansAttr();
         continue;
       }

@@ -23,4 +23,19 @@
 #define GET_OP_CLASSES
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h.inc"
 
+namespace mlir::masformer {
+
+/// The discardable attribute in which --masformer-raise-attention records
+/// the span a model enforces itself (a sliding window built into its mask,
+/// which stays the op's mask): --masformer-rewrite-spans gives it back to
+/// the layers it keeps whole, and the ONNX export leaves a layer with that
+/// span as the model wrote it.
+constexpr llvm::StringLiteral kModelSpanAttrName = "masformer.model_span";
+
+/// The span `op` has in the model it was raised from: the recorded model
+/// span, or full.
+SpanAttr getModelSpan(AttentionOp op);
+
+} // namespace mlir::masformer
+
 #endif // MASFORMER_DIALECT_MASFORMER_IR_MASFORMEROPS_H
