@@ -42,6 +42,8 @@ class Emitter {
 public:
   explicit Emitter(std::string prefix) : prefix(std::move(prefix)) {}
 
+  const std::string &prefixOf() const { return prefix; }
+
   std::vector<onnx::NodeProto> nodes;
 
   std::string node(StringRef op, ArrayRef<std::string> inputs,
@@ -147,6 +149,10 @@ struct LayerNodes {
   SmallVector<std::pair<int, int>> chain;
   /// Cast nodes between Softmax and P*V.
   SmallVector<int> post;
+  /// Shape nodes that read Q*K^T or the chain (DistilBERT expands its mask
+  /// to the scores' shape): the blocked layer has no such tensor, so each
+  /// is replaced by the same shape computed from Q and K^T.
+  SmallVector<int> shapeReaders;
 };
 
 /// Whether `span` covers every sequence an ONNX runtime could run (a block
@@ -167,11 +173,20 @@ public:
              "/") {}
 
   /// Computes the replacement nodes; `removed` gets the indices of the
-  /// original nodes they replace and `anchor` the index they go at.
-  LogicalResult run(SmallVectorImpl<int> &removed, int &anchor,
-                    std::vector<onnx::NodeProto> &added);
+  /// original nodes they replace and `anchor` the index they go at;
+  /// `elsewhere` gets replacements that go at other indices (each at the
+  /// index of the node it replaces).
+  LogicalResult
+  run(SmallVectorImpl<int> &removed, int &anchor,
+      std::vector<onnx::NodeProto> &added,
+      std::vector<std::pair<int, std::vector<onnx::NodeProto>>> &elsewhere);
 
 private:
+  /// Replaces the layer's Shape readers (LayerNodes::shapeReaders) by the
+  /// scores' shape computed from the Q*K^T MatMul's operands.
+  LogicalResult replaceShapeReaders(
+      SmallVectorImpl<int> &removed,
+      std::vector<std::pair<int, std::vector<onnx::NodeProto>>> &elsewhere);
   InFlightDiagnostic error() {
     return op.emitError() << "cannot export layer "
                           << op.getLayer().value_or(-1) << " to ONNX: ";

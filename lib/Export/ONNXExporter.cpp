@@ -63,16 +63,27 @@ LogicalResult LayerExporter::findNodes() {
   if (layer.qk < 0 || layer.softmax < 0 || layer.pv < 0)
     return error() << "nodes '" << names[0] << "', '" << names[1] << "', '"
                    << names[2] << "' are not all in the model";
-  auto next = [&](const std::string &t) -> int {
+  // The one consumer of `t`, or -1; with `shapes`, Shape nodes do not
+  // count (they are recorded).
+  auto next = [&](const std::string &t, bool shapes = false) -> int {
     auto it = index.consumers.find(t);
-    if (it == index.consumers.end() || it->second.size() != 1 ||
-        index.graphOutputs.contains(t))
+    if (it == index.consumers.end() || index.graphOutputs.contains(t))
       return -1;
-    return it->second.front();
+    int found = -1;
+    for (int c : it->second) {
+      if (shapes && graph.node(c).op_type() == "Shape") {
+        layer.shapeReaders.push_back(c);
+        continue;
+      }
+      if (found >= 0)
+        return -1;
+      found = c;
+    }
+    return found;
   };
   std::string cur = graph.node(layer.qk).output(0);
   while (cur != graph.node(layer.softmax).input(0)) {
-    int n = next(cur);
+    int n = next(cur, /*shapes=*/true);
     static constexpr StringLiteral kChainOps[] = {
         "Mul", "Div", "Add", "Where", "Cast", "Reshape", "Tanh"};
     if (n < 0 || !llvm::is_contained(kChainOps, graph.node(n).op_type()) ||
@@ -230,8 +241,10 @@ FailureOr<RankedTensorType> LayerExporter::typeOf(const std::string &name) {
   return it->second;
 }
 
-LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
-                                 std::vector<onnx::NodeProto> &added) {
+LogicalResult LayerExporter::run(
+    SmallVectorImpl<int> &removed, int &anchor,
+    std::vector<onnx::NodeProto> &added,
+    std::vector<std::pair<int, std::vector<onnx::NodeProto>>> &elsewhere) {
   // A layer imported from an opset-23 Attention node is that node.
   if (auto name = dyn_cast<NameLoc>(op.getLoc())) {
     auto it = index.byName.find(name.getName().str());
@@ -287,6 +300,47 @@ LogicalResult LayerExporter::run(SmallVectorImpl<int> &removed, int &anchor,
   removed.push_back(layer.pv);
   anchor = layer.pv;
   added = std::move(emit.nodes);
+  return replaceShapeReaders(removed, elsewhere);
+}
+
+LogicalResult LayerExporter::replaceShapeReaders(
+    SmallVectorImpl<int> &removed,
+    std::vector<std::pair<int, std::vector<onnx::NodeProto>>> &elsewhere) {
+  const onnx::NodeProto &qk = graph.node(layer.qk);
+  FailureOr<RankedTensorType> scoresTy = typeOf(qk.output(0));
+  FailureOr<RankedTensorType> aTy = typeOf(qk.input(0));
+  FailureOr<RankedTensorType> bTy = typeOf(qk.input(1));
+  if (failed(scoresTy) || failed(aTy) || failed(bTy))
+    return failure();
+  for (int idx : layer.shapeReaders) {
+    const onnx::NodeProto &shape = graph.node(idx);
+    FailureOr<RankedTensorType> readTy = typeOf(shape.input(0));
+    if (failed(readTy))
+      return failure();
+    if (readTy->getShape() != scoresTy->getShape() ||
+        aTy->getRank() != scoresTy->getRank() ||
+        bTy->getRank() != scoresTy->getRank() || shape.attribute_size() > 0)
+      return error() << "Shape node '" << shape.name()
+                     << "' reads the scores in a form the export cannot "
+                        "compute without them",
+             failure();
+    // [batch dims broadcast, A's rows, B's columns] of the MatMul A * B.
+    Emitter e(emit.prefixOf() + "shape_" + std::to_string(idx) + "/");
+    int64_t r = scoresTy->getRank();
+    auto part = [&](const std::string &of, int64_t from, int64_t to) {
+      return e.node("Slice", {e.node("Shape", {of}), e.constI64({from}),
+                              e.constI64({to}), e.constI64({0})});
+    };
+    std::string batch = e.node(
+        "Max", {part(qk.input(0), 0, r - 2), part(qk.input(1), 0, r - 2)});
+    e.node(
+        "Concat",
+        {batch, part(qk.input(0), r - 2, r - 1), part(qk.input(1), r - 1, r)},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+    e.nodes.back().set_output(0, shape.output(0));
+    removed.push_back(idx);
+    elsewhere.emplace_back(idx, std::move(e.nodes));
+  }
   return success();
 }
 
@@ -331,7 +385,8 @@ LogicalResult mlir::masformer::exportSpansToONNX(
     SmallVector<int> gone;
     int anchor = -1;
     std::vector<onnx::NodeProto> added;
-    if (failed(layer.run(gone, anchor, added))) {
+    std::vector<std::pair<int, std::vector<onnx::NodeProto>>> elsewhere;
+    if (failed(layer.run(gone, anchor, added, elsewhere))) {
       failedAny = true;
       return;
     }
@@ -339,6 +394,9 @@ LogicalResult mlir::masformer::exportSpansToONNX(
     auto &slot = insertAt[anchor];
     for (onnx::NodeProto &n : added)
       slot.push_back(std::move(n));
+    for (auto &[at, nodes] : elsewhere)
+      for (onnx::NodeProto &n : nodes)
+        insertAt[at].push_back(std::move(n));
   });
   if (failedAny)
     return failure();

@@ -30,9 +30,37 @@ OpFoldResult foldResult(ONNXImporterImpl &im, AffineExpr e) {
   return im.dimValue(e);
 }
 
+/// The sign of `e`, an expression over sizes (each at least 1): -1 or +1
+/// when every term has that sign (a constant, or a size times a constant),
+/// 0 when it is zero or not known.
+int signOfSizes(AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return c.getValue() < 0 ? -1 : (c.getValue() > 0 ? 1 : 0);
+  if (isa<AffineDimExpr, AffineSymbolExpr>(e))
+    return 1;
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return 0;
+  int l = signOfSizes(bin.getLHS()), r = signOfSizes(bin.getRHS());
+  switch (bin.getKind()) {
+  case AffineExprKind::Add:
+    if (l == 0)
+      return isa<AffineConstantExpr>(bin.getLHS()) ? r : 0;
+    if (r == 0)
+      return isa<AffineConstantExpr>(bin.getRHS()) ? l : 0;
+    return l == r ? l : 0;
+  case AffineExprKind::Mul:
+    return l * r;
+  default:
+    return 0;
+  }
+}
+
 /// ONNX's clamping of a slice bound `v` to [0, n]. Where v or n is a dynamic
 /// size, the bound is taken as given (a dynamic start or end must lie
-/// within its dimension, as an exporter's shape arithmetic makes them).
+/// within its dimension, as an exporter's shape arithmetic makes them);
+/// a dynamic bound that is negative for every size counts from the end
+/// (T5's `bias[:, :, -seq:, :]`).
 AffineExpr clampBound(ONNXImporterImpl &im, AffineExpr v, AffineExpr n) {
   auto cv = dyn_cast<AffineConstantExpr>(v);
   auto cn = dyn_cast<AffineConstantExpr>(n);
@@ -51,6 +79,8 @@ AffineExpr clampBound(ONNXImporterImpl &im, AffineExpr v, AffineExpr n) {
       return n + x;
     return v;
   }
+  if (signOfSizes(v) < 0)
+    return n + v;
   return v;
 }
 
