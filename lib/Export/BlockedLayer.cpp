@@ -289,11 +289,20 @@ LayerExporter::blockInputs(const std::string &q, const std::string &kt,
 
 FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
                                                       ChainLayout layout) {
+  // Whether the original scores have their heads flattened into the batch
+  // at this point of the chain (their operands too, then).
+  FailureOr<RankedTensorType> qkTy = typeOf(graph.node(layer.qk).output(0));
+  if (failed(qkTy))
+    return failure();
+  bool flat = qkTy->getRank() == 3;
   for (auto [idx, k] : layer.chain) {
     // The heads' Reshape and baddbmm's zeros leave blocked scores as they
     // are.
-    if (isNeutralInChain(idx, k))
+    if (isNeutralInChain(idx, k)) {
+      if (graph.node(idx).op_type() == "Reshape")
+        flat = !flat;
       continue;
+    }
     const onnx::NodeProto &orig = graph.node(idx);
     onnx::NodeProto copy = orig;
     for (int i = 0; i < copy.input_size(); ++i) {
@@ -301,13 +310,18 @@ FailureOr<std::string> LayerExporter::applyScoreChain(std::string scores,
         copy.set_input(i, scores);
         continue;
       }
+      FailureOr<std::string> operand = orig.input(i);
+      if (flat)
+        operand = unflattenOperand(*operand);
+      if (failed(operand))
+        return failure();
       FailureOr<std::string> blocked;
       if (layout == ChainLayout::Sinks) {
-        blocked = sinkOperand(orig.input(i));
+        blocked = sinkOperand(*operand);
       } else if (layout == ChainLayout::Blocked) {
-        blocked = blockOperand(orig.input(i));
+        blocked = blockOperand(*operand);
       } else {
-        FailureOr<ScoreOperand> dense = scoreOperand(orig.input(i));
+        FailureOr<ScoreOperand> dense = scoreOperand(*operand);
         if (succeeded(dense))
           blocked = dense->name;
       }
@@ -418,6 +432,9 @@ FailureOr<std::string> LayerExporter::maskScores(const std::string &scores) {
 
 std::string LayerExporter::applyPostCasts(std::string probs) {
   for (int idx : layer.post) {
+    // The Reshape that flattens the heads: blocked probabilities keep them.
+    if (graph.node(idx).op_type() == "Reshape")
+      continue;
     onnx::NodeProto copy = graph.node(idx);
     copy.set_input(0, probs);
     probs = emitCopy(std::move(copy));
@@ -515,8 +532,28 @@ FailureOr<std::string> LayerExporter::emitBlockedCore(const std::string &q,
 LogicalResult LayerExporter::emitBlocked() {
   FailureOr<std::pair<std::string, std::string>> qk = scoreInputs();
   const onnx::NodeProto &pv = graph.node(layer.pv);
-  if (failed(qk) || failed(emitBlockedCore(qk->first, qk->second, pv.input(1))))
+  FailureOr<RankedTensorType> vTy = typeOf(pv.input(1));
+  if (failed(qk) || failed(vTy))
     return failure();
+  // P*V with the heads flattened into the batch (OPT, BLOOM): V from its
+  // 4-D source, and the blocked output flattened back.
+  std::string v = pv.input(1);
+  bool flat = vTy->getRank() == 3;
+  if (flat && (v = unflattenedHeads(v)).empty())
+    return error() << "P*V of rank 3 does not read V reshaped from [batch, "
+                      "heads, seq, head_dim]";
+  FailureOr<std::string> out = emitBlockedCore(qk->first, qk->second, v);
+  if (failed(out))
+    return failure();
+  if (flat) {
+    std::string sizes = emit.node(
+        "Concat",
+        {emit.constI64({-1}),
+         emit.node("Slice", {emit.node("Shape", {*out}), emit.constI64({2}),
+                             emit.constI64({4}), emit.constI64({0})})},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+    emit.node("Reshape", {*out, sizes});
+  }
   // Under the original output's name.
   emit.nodes.back().set_output(0, pv.output(0));
   return success();

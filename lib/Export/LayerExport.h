@@ -275,6 +275,13 @@ private:
                                const MaskConstants &c);
   /// The export's own mask on the scores, blocked or windowed.
   FailureOr<std::string> maskScores(const std::string &scores);
+  /// The [B, H, S, D] tensor a [B * H, S, D] one was reshaped from (heads
+  /// flattened into the batch), or "".
+  std::string unflattenedHeads(const std::string &x);
+  /// A rank-3 operand of scores with flattened heads ([B * H or 1, ., .])
+  /// as the [B or 1, H or 1, ., .] operand of the 4-D scores; others as
+  /// they are.
+  FailureOr<std::string> unflattenOperand(const std::string &name);
   /// The layer's Casts between Softmax and P*V re-applied to `probs`.
   std::string applyPostCasts(std::string probs);
   LogicalResult emitBlocked();

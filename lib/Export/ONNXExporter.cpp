@@ -85,13 +85,13 @@ LogicalResult LayerExporter::findNodes() {
   while (cur != graph.node(layer.softmax).input(0)) {
     int n = next(cur, /*shapes=*/true);
     static constexpr StringLiteral kChainOps[] = {
-        "Mul", "Div", "Add", "Where", "Cast", "Reshape", "Tanh"};
+        "Mul", "Div", "Add", "Where", "Cast", "Reshape", "Tanh", "Max"};
     if (n < 0 || !llvm::is_contained(kChainOps, graph.node(n).op_type()) ||
         layer.chain.size() > 16)
       return error() << "the nodes between '" << names[0] << "' and '"
                      << names[1]
                      << "' are not a chain of Mul, Div, Add, "
-                        "Where, Cast, Reshape and Tanh";
+                        "Where, Cast, Reshape, Tanh and Max";
     const onnx::NodeProto &node = graph.node(n);
     int k = -1;
     for (int i = 0; i < node.input_size(); ++i)
@@ -101,15 +101,19 @@ LogicalResult LayerExporter::findNodes() {
     if (node.op_type() == "Reshape" && (k != 0 || !isNeutralInChain(n, k)))
       return error() << "Reshape '" << node.name()
                      << "' between Q*K^T and the Softmax does not only split "
-                        "the heads out of the batch";
+                        "the heads out of the batch or merge them into it";
     cur = node.output(0);
   }
   cur = graph.node(layer.softmax).output(0);
   while (cur != graph.node(layer.pv).input(0)) {
     int n = next(cur);
-    if (n < 0 || graph.node(n).op_type() != "Cast" || layer.post.size() > 4)
+    if (n < 0 || layer.post.size() > 4 ||
+        (graph.node(n).op_type() != "Cast" &&
+         !(graph.node(n).op_type() == "Reshape" && isNeutralInChain(n, 0))))
       return error() << "the nodes between '" << names[1] << "' and '"
-                     << names[2] << "' are not casts";
+                     << names[2]
+                     << "' are not casts (and a Reshape that merges the "
+                        "heads into the batch)";
     layer.post.push_back(n);
     cur = graph.node(n).output(0);
   }
@@ -175,14 +179,60 @@ bool LayerExporter::isNeutralInChain(int index, int scoresInput) const {
   const onnx::NodeProto &n = graph.node(index);
   if (n.op_type() == "Add")
     return isZeroTensor(n.input(1 - scoresInput));
-  if (n.op_type() != "Reshape")
+  if (n.op_type() != "Reshape" || scoresInput != 0)
     return false;
-  // [B*H, S, T] -> [B, H, S, T].
+  // [B*H, S, T] -> [B, H, S, T], or back.
   auto in = types.find(n.input(0)), out = types.find(n.output(0));
   if (in == types.end() || out == types.end())
     return false;
   ArrayRef<int64_t> a = in->second.getShape(), b = out->second.getShape();
-  return a.size() == 3 && b.size() == 4 && flattensHeads(b, a);
+  return (a.size() == 3 && b.size() == 4 && flattensHeads(b, a)) ||
+         (a.size() == 4 && b.size() == 3 && flattensHeads(a, b));
+}
+
+std::string LayerExporter::unflattenedHeads(const std::string &x) {
+  int p = producerOf(x);
+  if (p < 0 || graph.node(p).op_type() != "Reshape")
+    return "";
+  const std::string &src = graph.node(p).input(0);
+  auto t = types.find(src), f = types.find(x);
+  if (t == types.end() || f == types.end() || t->second.getRank() != 4)
+    return "";
+  return flattensHeads(t->second.getShape(), f->second.getShape()) ? src : "";
+}
+
+FailureOr<std::string>
+LayerExporter::unflattenOperand(const std::string &name) {
+  FailureOr<RankedTensorType> ty = typeOf(name);
+  if (failed(ty))
+    return failure();
+  if (ty->getRank() != 3)
+    return name;
+  int64_t heads = op.getQueryType().getDimSize(1);
+  ArrayRef<int64_t> d = ty->getShape();
+  std::string out;
+  SmallVector<int64_t> shape;
+  if (d[0] == 1) {
+    out = emit.node("Unsqueeze", {name, emit.constI64({0})});
+    shape = {1, 1, d[1], d[2]};
+  } else if (ShapedType::isDynamic(d[0]) || d[0] % heads == 0) {
+    std::string sizes = emit.node(
+        "Concat",
+        {emit.constI64({-1, heads}),
+         emit.node("Slice", {emit.node("Shape", {name}), emit.constI64({1}),
+                             emit.constI64({3}), emit.constI64({0})})},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+    out = emit.node("Reshape", {name, sizes});
+    shape = {ShapedType::isDynamic(d[0]) ? ShapedType::kDynamic : d[0] / heads,
+             heads, d[1], d[2]};
+  } else {
+    return error() << "operand '" << name << "' of type " << *ty
+                   << " of scores with flattened heads does not have " << heads
+                   << " heads per batch",
+           failure();
+  }
+  localTypes[out] = RankedTensorType::get(shape, ty->getElementType());
+  return out;
 }
 
 FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
@@ -197,17 +247,7 @@ FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
     return *(scoreIn = std::make_pair(q, kt));
   // Heads flattened into the batch: Q = Reshape(Q4), K^T = Transpose(
   // Reshape(K4), [0, 2, 1]).
-  auto unflattened = [&](const std::string &x) -> std::string {
-    int p = producerOf(x);
-    if (p < 0 || graph.node(p).op_type() != "Reshape")
-      return "";
-    const std::string &src = graph.node(p).input(0);
-    auto t = types.find(src), f = types.find(x);
-    if (t == types.end() || f == types.end() || t->second.getRank() != 4)
-      return "";
-    return flattensHeads(t->second.getShape(), f->second.getShape()) ? src : "";
-  };
-  std::string q4 = unflattened(q), k4;
+  std::string q4 = unflattenedHeads(q), k4;
   int t = producerOf(kt);
   if (t >= 0 && graph.node(t).op_type() == "Transpose") {
     const onnx::NodeProto &tr = graph.node(t);
@@ -215,7 +255,7 @@ FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
       if (a.name() == "perm" &&
           SmallVector<int64_t>(a.ints().begin(), a.ints().end()) ==
               SmallVector<int64_t>{0, 2, 1})
-        k4 = unflattened(tr.input(0));
+        k4 = unflattenedHeads(tr.input(0));
   }
   if (q4.empty() || k4.empty())
     return error() << "Q*K^T of rank 3 is not the product of Q and K "

@@ -467,6 +467,61 @@ Value buildIndexedRead(ONNXImporterImpl &im, Value src,
       .getResult(0);
 }
 
+/// GatherND (batch_dims 0): indices [..., k] pick slices of data:
+/// out[i..., r...] = data[indices[i..., 0], ..., indices[i..., k-1], r...]
+/// (the dynamo exporter's `qkv[:, :, -2]` on a fused projection). Indices
+/// outside [-n, n) are clamped at run time, errors when known at import.
+LogicalResult importGatherND(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"batch_dims"})))
+    return failure();
+  if (im.attrInt("batch_dims", 0) != 0)
+    return im.error() << "batch_dims " << im.attrInt("batch_dims", 0)
+                      << " is not supported (only 0)";
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1);
+  if (!it.getElementType().isInteger(64))
+    return im.error() << "indices must be int64, got " << it;
+  int64_t ir = it.getRank(), dr = dt.getRank();
+  int64_t k = ir > 0 ? it.getDimSize(ir - 1) : ShapedType::kDynamic;
+  if (ir < 1 || ShapedType::isDynamic(k) || k < 1 || k > dr)
+    return im.error() << "the last dimension of the indices (" << it
+                      << ") must be static, between 1 and the data's rank ("
+                      << dr << ")";
+  SmallVector<AffineExpr> dDims = im.inputDims(0), iDims = im.inputDims(1);
+  SmallVector<AffineExpr> dims(ArrayRef<AffineExpr>(iDims).drop_back());
+  llvm::append_range(dims, ArrayRef<AffineExpr>(dDims).drop_front(k));
+  if (ONNXImporterImpl::isBadDims(dims))
+    return im.error() << "result has too many elements";
+  if (const HostTensor *ind = im.hostInput(1); ind && !ind->isSymbolic()) {
+    for (int64_t e = 0; e < ind->numElements(); ++e) {
+      int64_t n = dt.getDimSize(e % k), v = ind->ints[e];
+      if (!ShapedType::isDynamic(n) && (v < -n || v >= n))
+        return im.error() << "index " << v << " is out of range for "
+                          << "dimension " << e % k << " of size " << n;
+    }
+  }
+  int64_t lead = ir - 1;
+  Value indices = im.input(1);
+  Value out = buildIndexedRead(
+      im, im.input(0), dDims, dims, ValueRange{},
+      [&](OpBuilder &b, Location loc, ValueRange,
+          ArrayRef<Value> sizes) -> SmallVector<Value> {
+        SmallVector<Value> at, idx;
+        for (int64_t d = 0; d < lead; ++d)
+          at.push_back(linalg::IndexOp::create(b, loc, d));
+        at.push_back(Value());
+        for (int64_t c = 0; c < k; ++c) {
+          at.back() = arith::ConstantIndexOp::create(b, loc, c);
+          Value v = tensor::ExtractOp::create(b, loc, indices, at);
+          idx.push_back(normalizedIndex(b, loc, v, sizes[c]));
+        }
+        for (int64_t d = k; d < dr; ++d)
+          idx.push_back(linalg::IndexOp::create(b, loc, lead + d - k));
+        return idx;
+      });
+  im.setOutput(0, out, dims);
+  return success();
+}
+
 /// GatherElements: out[i] = data[i with i[axis] = indices[i]], with the
 /// indices' shape. Indices outside [-n, n) are clamped at run time (errors
 /// when known at import), and so are positions past the data's other
@@ -806,6 +861,7 @@ void mlir::masformer::registerIndexingHandlers(
   handlers["Concat"] = importConcat;
   handlers["Gather"] = importGather;
   handlers["GatherElements"] = importGatherElements;
+  handlers["GatherND"] = importGatherND;
   handlers["Tile"] = importTile;
   handlers["ScatterND"] = importScatterND;
 }

@@ -121,6 +121,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["Concat"] = {1, 1 << 16, 1};
     m["Gather"] = {2, 2, 1};
     m["GatherElements"] = {2, 2, 1};
+    m["GatherND"] = {2, 2, 1};
     m["Tile"] = {2, 2, 1};
     m["CumSum"] = {2, 2, 1};
     m["Conv"] = {2, 3, 1};

@@ -139,6 +139,29 @@ def conv(path):
     save(graph, path)
 
 
+def gathernd(path):
+    """GatherND as the dynamo exporter writes `qkv[:, :, -2]` on a fused
+    projection (constant [[-2]] on a [heads, batch, seq, d] transpose), and
+    with run-time indices picking (row, column) pairs: `pair_mask` (0/1 from
+    ort_inputs.py, a padding mask) minus [0, 2], so that columns count
+    from the end."""
+    nodes = [
+        h.make_node("Transpose", ["qkv"], ["t"], perm=[2, 0, 1, 3]),
+        h.make_node("GatherND", ["t", "minus2"], ["k"]),
+        h.make_node("Sub", ["pair_mask", "shift"], ["pairs"]),
+        h.make_node("GatherND", ["table", "pairs"], ["picked"]),
+    ]
+    graph = h.make_graph(
+        nodes, "gathernd",
+        [h.make_tensor_value_info("qkv", T.FLOAT, ["batch", "seq", 6, 8]),
+         h.make_tensor_value_info("table", T.FLOAT, [5, 4, "width"]),
+         h.make_tensor_value_info("pair_mask", T.INT64, ["n", 2])],
+        [h.make_tensor_value_info("k", T.FLOAT, [1, "batch", "seq", 8]),
+         h.make_tensor_value_info("picked", T.FLOAT, ["n", "width"])],
+        [i64("minus2", [[-2]]), i64("shift", [0, 2])])
+    save(graph, path)
+
+
 def bad(out):
     """Models the importer must refuse, each with one error."""
     x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
@@ -162,6 +185,13 @@ def bad(out):
         "gather-elements-range.onnx": (
             [h.make_node("GatherElements", ["x", "big"], ["y"], axis=1,
                          name="ge")], [x], [i64("big", [[0, 4]])]),
+        "gathernd-batch-dims.onnx": (
+            [h.make_node("GatherND", ["x", "pair"], ["y"], batch_dims=1,
+                         name="gnd")], [x], [i64("pair", [[0], [1]])]),
+        "gathernd-range.onnx": (
+            [h.make_node("GatherND", ["img", "far"], ["y"], name="gnd")],
+            [h.make_tensor_value_info("img", T.FLOAT, [1, 4, 8, 8])],
+            [i64("far", [[0, 4]])]),
         "cumsum-axis.onnx": ([h.make_node("CumSum", ["x", "ax"], ["y"],
                                           name="cs")], [x, ax], []),
         "conv-group.onnx": (
@@ -188,6 +218,7 @@ def main():
     cumsum(os.path.join(out, "cumsum.onnx"))
     gptj(os.path.join(out, "gptj.onnx"))
     conv(os.path.join(out, "conv.onnx"))
+    gathernd(os.path.join(out, "gathernd.onnx"))
     bad(out)
 
 

@@ -228,22 +228,49 @@ static linalg::GenericOp flatProduct(Value v) {
   return g;
 }
 
-std::optional<BatchMatmul>
-mlir::masformer::matchFlatHeadsMatmul(Value v, int64_t heads) {
-  linalg::GenericOp g = flatProduct(v);
-  if (!g)
-    return std::nullopt;
-  // The body and the zero start, as a 4-D product's.
+/// Whether the body of the product `g` is acc + a * b (the operands
+/// possibly extended) from a zero start.
+static bool isZeroStartProduct(linalg::GenericOp g) {
   Block &body = g.getRegion().front();
   auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
   Value acc = body.getArgument(2);
   if (!add || (add.getLhs() != acc && add.getRhs() != acc))
-    return std::nullopt;
+    return false;
   auto mul = (add.getLhs() == acc ? add.getRhs() : add.getLhs())
                  .getDefiningOp<arith::MulFOp>();
-  if (!mul || mul.getLhs() != body.getArgument(0) ||
-      mul.getRhs() != body.getArgument(1) ||
-      !isZeroTensor(g.getDpsInitOperand(0)->get()))
+  auto strip = [](Value x) {
+    if (auto ext = x.getDefiningOp<arith::ExtFOp>())
+      return ext.getIn();
+    return x;
+  };
+  return mul && strip(mul.getLhs()) == body.getArgument(0) &&
+         strip(mul.getRhs()) == body.getArgument(1) &&
+         isZeroTensor(g.getDpsInitOperand(0)->get());
+}
+
+bool mlir::masformer::collapsesHeads(Value v) {
+  auto c = v.getDefiningOp<tensor::CollapseShapeOp>();
+  return c && c.getSrcType().getRank() == 4 &&
+         c.getResultType().getRank() == 3 &&
+         c.getReassociationIndices() ==
+             SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}};
+}
+
+std::optional<BatchMatmul> mlir::masformer::matchFlatPV(Value v,
+                                                        int64_t heads) {
+  linalg::GenericOp g = flatProduct(v);
+  if (!g || !isZeroStartProduct(g))
+    return std::nullopt;
+  Value v4 = collapsedFrom(g.getDpsInputOperand(1)->get(), heads);
+  if (!v4)
+    return std::nullopt;
+  return BatchMatmul{g, g.getDpsInputOperand(0)->get(), v4};
+}
+
+std::optional<BatchMatmul>
+mlir::masformer::matchFlatHeadsMatmul(Value v, int64_t heads) {
+  linalg::GenericOp g = flatProduct(v);
+  if (!g || !isZeroStartProduct(g))
     return std::nullopt;
   // Q from [B, H, S, D]; K^T as a transpose of K from [B, H, S, D].
   Value q = collapsedFrom(g.getDpsInputOperand(0)->get(), heads);

@@ -58,6 +58,14 @@ std::optional<BatchMatmul> matchFlatHeadsMatmul(Value v, int64_t heads);
 /// [B*H, S, T] scores expanded to [B, H, S, T]: the flat source, or null.
 Value peelExpandedHeads(Value v);
 
+/// Whether `v` is a [B, H, S, T] tensor collapsed to [B * H, S, T].
+bool collapsesHeads(Value v);
+
+/// P V with the heads flattened into the batch (OPT, BLOOM):
+/// [B*H, S, T] x [B*H, T, D] -> [B*H, S, D], with V collapsed from
+/// [B, H, T, D] with `heads` heads. Returns P and that 4-D V.
+std::optional<BatchMatmul> matchFlatPV(Value v, int64_t heads);
+
 /// Whether `v` is zero everywhere (a splat-zero constant or a fill of 0).
 bool isZeroTensor(Value v);
 

@@ -15,6 +15,7 @@
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
@@ -46,7 +47,11 @@ struct MaskTerm {
 
 class AttentionRaiser {
 public:
-  explicit AttentionRaiser(linalg::SoftmaxOp softmax) : softmax(softmax) {}
+  /// `scores`: the [B, H, S, T] scores the softmax normalizes (its input,
+  /// or, for a softmax over heads flattened into the batch, the 4-D tensor
+  /// its input was collapsed from).
+  AttentionRaiser(linalg::SoftmaxOp softmax, Value scores)
+      : softmax(softmax), scores(scores) {}
 
   /// Returns the new op, or failure with `reason` set.
   FailureOr<AttentionOp> raise();
@@ -62,7 +67,13 @@ private:
   LogicalResult addAdditiveMask(Value mask, double factor);
   Value buildMask(OpBuilder &b, Location loc);
 
+  /// A mask of [B * H or 1, S', T] added to scores whose `heads` heads are
+  /// flattened into the batch, as the [B or 1, H or 1, S', T] mask of the
+  /// 4-D scores.
+  Value unflattenMask(Value mask, int64_t heads);
+
   linalg::SoftmaxOp softmax;
+  Value scores;
   std::optional<BatchMatmul> qk;
   double scale = 1.0;
   /// Product of the scales met so far while walking up (they multiply masks
@@ -209,6 +220,21 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
       x = rest;
       continue;
     }
+    if (isa<arith::MaximumFOp, arith::MaxNumFOp>(p)) {
+      // A clamp at float-min (OPT: torch.max(scores, finfo.min)): only
+      // turns -inf into a very negative number; both mask the pair.
+      for (int i = 0; i < 2; ++i) {
+        std::optional<double> c = getScalarConstant(e->operands[1 - i]);
+        if (c && *c <= kMaskedThreshold && e->isIdentity[i]) {
+          x = e->operands[i];
+          break;
+        }
+      }
+      if (x != e->op.getResult(0))
+        continue;
+      return fail("a maximum on the scores is not a clamp at a large "
+                  "negative value");
+    }
     if (isa<math::TanhOp>(p)) {
       // Softcapping, c * tanh(s / c): the factor met since the softmax is
       // c; `scale` keeps it, so that with the factors below the tanh
@@ -235,16 +261,18 @@ LogicalResult AttentionRaiser::walkScores(Value x) {
       }
       if (softcap)
         return fail("a mask added to the scores before the softcap's tanh");
-      if (flatHeads)
-        return fail("a mask added to scores with flattened heads is not "
-                    "supported");
       bool first = e->isIdentity[0] && reachesScores(e->operands[0]);
       bool second = !first && e->isIdentity[1] && reachesScores(e->operands[1]);
       if (!first && !second)
         return fail("an addition to the scores has no recognizable scores "
                     "operand");
-      if (failed(addAdditiveMask(e->operands[first ? 1 : 0],
-                                 downstreamScale)))
+      Value mask = e->operands[first ? 1 : 0];
+      // With flattened heads (BLOOM's ALiBi, added by baddbmm to
+      // [B * H, S, T] scores), the mask of the 4-D scores.
+      if (flatHeads && !(mask = unflattenMask(mask, flatHeads)))
+        return fail("a mask added to scores with flattened heads is not "
+                    "[B * heads or 1, queries or 1, keys]");
+      if (failed(addAdditiveMask(mask, downstreamScale)))
         return failure();
       x = e->operands[first ? 0 : 1];
       continue;
@@ -353,6 +381,39 @@ Value AttentionRaiser::buildMask(OpBuilder &b, Location loc) {
       .getResult(0);
 }
 
+Value AttentionRaiser::unflattenMask(Value mask, int64_t heads) {
+  auto ty = dyn_cast<RankedTensorType>(mask.getType());
+  if (!ty || ty.getRank() != 3 || !isa<FloatType>(ty.getElementType()))
+    return {};
+  OpBuilder b(softmax);
+  Location loc = mask.getLoc();
+  int64_t lead = ty.getDimSize(0);
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, mask);
+  SmallVector<OpFoldResult> out;
+  SmallVector<int64_t> shape;
+  if (lead == 1) {
+    out = {b.getIndexAttr(1), b.getIndexAttr(1)};
+    shape = {1, 1};
+  } else if (ShapedType::isStatic(lead) && lead % heads == 0) {
+    out = {b.getIndexAttr(lead / heads), b.getIndexAttr(heads)};
+    shape = {lead / heads, heads};
+  } else if (ShapedType::isDynamic(lead)) {
+    // [B * H, ...] -> [B, H, ...]: B = lead / H at run time.
+    Value batch = arith::DivUIOp::create(
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, sizes[0]),
+        arith::ConstantIndexOp::create(b, loc, heads));
+    out = {batch, b.getIndexAttr(heads)};
+    shape = {ShapedType::kDynamic, heads};
+  } else {
+    return {};
+  }
+  out.append({sizes[1], sizes[2]});
+  shape.append({ty.getDimSize(1), ty.getDimSize(2)});
+  return tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(shape, ty.getElementType()), mask,
+      ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}}, out);
+}
+
 /// K from K^T that the dynamo exporter's SDPA decomposition transposes with
 /// the heads flattened into the batch: expand(transpose(collapse(K),
 /// [0, 2, 1])); null for any other K^T.
@@ -373,11 +434,15 @@ static Value peelFlatTransposedK(Value kt) {
 }
 
 FailureOr<AttentionOp> AttentionRaiser::raise() {
-  if (failed(walkScores(softmax.getInput())))
+  if (failed(walkScores(scores)))
     return failure();
 
-  // Downwards: the probabilities feed exactly one P*V contraction.
+  // Downwards: the probabilities feed exactly one P*V contraction, 4-D, or
+  // with the heads flattened into the batch (OPT, BLOOM: [B * H, S, T] x
+  // [B * H, T, D]).
+  int64_t heads = cast<RankedTensorType>(scores.getType()).getDimSize(1);
   Value p = softmax.getResult()[0];
+  bool flatProbs = scores != softmax.getInput();
   std::optional<BatchMatmul> pv;
   for (int steps = 0; steps < 4 && !pv; ++steps) {
     if (!p.hasOneUse())
@@ -386,9 +451,16 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
     if (user->getNumResults() != 1)
       return fail("the attention probabilities feed an unsupported op");
     Value r = user->getResult(0);
-    if ((pv = matchBatchMatmul(r)) && pv->lhs == p)
+    if (!flatProbs && (pv = matchBatchMatmul(r)) && pv->lhs == p)
+      break;
+    if (flatProbs && (pv = matchFlatPV(r, heads)) && pv->lhs == p)
       break;
     pv.reset();
+    if (!flatProbs && collapsesHeads(r)) {
+      flatProbs = true;
+      p = r;
+      continue;
+    }
     std::optional<Elementwise> e = matchElementwise(r);
     if (!e || !isa<arith::ExtFOp, arith::TruncFOp>(e->payload))
       return fail("the attention probabilities do not feed a P*V "
@@ -470,15 +542,28 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
       softcap ? b.getF32FloatAttr(static_cast<float>(*softcap)) : FloatAttr());
   // The op verifier re-checks shapes (head_dim, batch, mask broadcast).
   ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
+  Value result = op.getResult();
+  if (succeeded(mlir::verify(op)) && flatProbs) {
+    // Back to [B * H, S, D] for the flattened P*V's users.
+    result = tensor::CollapseShapeOp::create(
+        b, loc, result, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+    if (result.getType() != pv->op.getResult(0).getType() &&
+        tensor::CastOp::areCastCompatible(result.getType(),
+                                          pv->op.getResult(0).getType()))
+      result =
+          tensor::CastOp::create(b, loc, pv->op.getResult(0).getType(), result);
+  }
   if (failed(mlir::verify(op)) ||
-      op.getType() != pv->op.getResult(0).getType()) {
+      result.getType() != pv->op.getResult(0).getType()) {
+    if (result != op.getResult())
+      result.getDefiningOp()->erase();
     op.erase();
     return fail("the matched Q, K, V and mask do not form a valid attention "
                 "(shapes or types disagree)");
   }
   if (!span.isFull())
     op->setAttr(kModelSpanAttrName, span);
-  pv->op.getResult(0).replaceAllUsesWith(op.getResult());
+  pv->op.getResult(0).replaceAllUsesWith(result);
   return op;
 }
 
@@ -515,9 +600,12 @@ struct RaiseAttentionPass final
       // Attention probabilities: a softmax over the keys of a
       // [batch, heads, queries, keys] tensor. Other softmaxes (a classifier
       // head) are not attention.
-      if (ty.getRank() != 4 || sm.getDimension() != 3)
+      Value scores = sm.getInput();
+      if (ty.getRank() == 3 && sm.getDimension() == 2 && collapsesHeads(scores))
+        scores = scores.getDefiningOp<tensor::CollapseShapeOp>().getSrc();
+      else if (ty.getRank() != 4 || sm.getDimension() != 3)
         continue;
-      AttentionRaiser raiser(sm);
+      AttentionRaiser raiser(sm, scores);
       if (succeeded(raiser.raise()))
         continue;
       InFlightDiagnostic diag = strict ? sm.emitError() : sm.emitWarning();
