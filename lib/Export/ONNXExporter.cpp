@@ -27,6 +27,7 @@
 #include "LayerExport.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
 
@@ -309,6 +310,16 @@ LogicalResult LayerExporter::run(
       return success();
     }
   }
+  // A decoder exported with a KV cache attends its new queries to the
+  // cache and the new keys: the blocked form needs as many queries as keys.
+  if (auto cat = op.getKey().getDefiningOp<tensor::ConcatOp>();
+      cat && cat.getDim() == 2)
+    return error() << "its keys are a cache concatenated with the new keys "
+                      "(fewer queries than keys, a model exported with "
+                      "past_key_values); the ONNX export of block and window "
+                      "spans needs as many queries as keys: compile the "
+                      "model instead (masformer-compile), whose kernels "
+                      "align the queries to the end of the keys";
   if (failed(findNodes()))
     return failure();
   SpanAttr span = op.getSpan();

@@ -18,7 +18,20 @@ int64_t HostTensor::numElements() const {
   return n;
 }
 
+AffineExpr mlir::masformer::simplifySizeExpr(AffineExpr e) {
+  unsigned dims = 0, symbols = 0;
+  e.walk([&](AffineExpr x) {
+    if (auto d = dyn_cast<AffineDimExpr>(x))
+      dims = std::max(dims, d.getPosition() + 1);
+    if (auto s = dyn_cast<AffineSymbolExpr>(x))
+      symbols = std::max(symbols, s.getPosition() + 1);
+  });
+  return simplifyAffineExpr(e, dims, symbols);
+}
+
 void HostTensor::setExpr(int64_t i, AffineExpr e) {
+  // sequence + past - past is sequence: equal sizes compare equal.
+  e = simplifySizeExpr(e);
   if (auto c = dyn_cast<AffineConstantExpr>(e)) {
     ints[i] = c.getValue();
     if (isSymbolic())

@@ -21,6 +21,11 @@
 
 namespace mlir::masformer {
 
+/// `e`, an expression over the importer's size symbols, in the canonical
+/// form MLIR's affine simplification gives (s0 + s1 - s1 is s0), so that
+/// equal sizes compare equal.
+AffineExpr simplifySizeExpr(AffineExpr e);
+
 /// `v` as an int64 without undefined behaviour: truncated toward zero,
 /// saturated at the int64 range, NaN as 0 (a float fed where ONNX expects an
 /// integer must not trap the import).

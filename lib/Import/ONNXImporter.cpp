@@ -522,7 +522,8 @@ void ONNXImporterImpl::setOutput(unsigned i, Value v,
   if (!dims.empty()) {
     assert(dims.size() == static_cast<size_t>(entry.type.getRank()) &&
            "one expression per dimension");
-    entry.dims.assign(dims.begin(), dims.end());
+    for (AffineExpr d : dims)
+      entry.dims.push_back(simplifySizeExpr(d));
   } else if (!entry.type.hasStaticShape()) {
     for (int64_t d = 0; d < entry.type.getRank(); ++d)
       entry.dims.push_back(
