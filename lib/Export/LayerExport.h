@@ -182,6 +182,10 @@ public:
       std::vector<std::pair<int, std::vector<onnx::NodeProto>>> &elsewhere);
 
 private:
+  /// The span as a mask added to the Softmax's input, the layer's nodes
+  /// kept (a layer with fewer queries than keys: a KV cache): replaces the
+  /// Softmax.
+  LogicalResult emitDenseSpanMask();
   /// Replaces the layer's Shape readers (LayerNodes::shapeReaders) by the
   /// scores' shape computed from the Q*K^T MatMul's operands.
   LogicalResult replaceShapeReaders(

@@ -310,18 +310,23 @@ LogicalResult LayerExporter::run(
       return success();
     }
   }
-  // A decoder exported with a KV cache attends its new queries to the
-  // cache and the new keys: the blocked form needs as many queries as keys.
-  if (auto cat = op.getKey().getDefiningOp<tensor::ConcatOp>();
-      cat && cat.getDim() == 2)
-    return error() << "its keys are a cache concatenated with the new keys "
-                      "(fewer queries than keys, a model exported with "
-                      "past_key_values); the ONNX export of block and window "
-                      "spans needs as many queries as keys: compile the "
-                      "model instead (masformer-compile), whose kernels "
-                      "align the queries to the end of the keys";
   if (failed(findNodes()))
     return failure();
+  // A decoder exported with a KV cache attends its new queries to the
+  // cache and the new keys: fewer queries than keys, which the blocked form
+  // cannot take. Its nodes stay, and the span is a mask on the scores.
+  if (auto cat = op.getKey().getDefiningOp<tensor::ConcatOp>();
+      cat && cat.getDim() == 2) {
+    if (op.hasHeadSpans())
+      return error() << "per-head spans of a layer with a KV cache (keys "
+                        "concatenated to a cache) are not supported yet";
+    if (failed(emitDenseSpanMask()))
+      return failure();
+    removed.push_back(layer.softmax);
+    anchor = layer.softmax;
+    added = std::move(emit.nodes);
+    return success();
+  }
   SpanAttr span = op.getSpan();
   FailureOr<std::pair<std::string, std::string>> qk = scoreInputs();
   if (failed(qk))
@@ -352,6 +357,63 @@ LogicalResult LayerExporter::run(
   anchor = layer.pv;
   added = std::move(emit.nodes);
   return replaceShapeReaders(removed, elsewhere);
+}
+
+LogicalResult LayerExporter::emitDenseSpanMask() {
+  const onnx::NodeProto &softmax = graph.node(layer.softmax);
+  const std::string &x = softmax.input(0);
+  FailureOr<RankedTensorType> xTy = typeOf(x);
+  if (failed(xTy))
+    return failure();
+  int32_t et = onnxFloatType(xTy->getElementType());
+  if (!et)
+    return error() << "unsupported score type " << xTy->getElementType(),
+           failure();
+  SpanAttr span = op.getSpan();
+  auto i64s = [&](ArrayRef<int64_t> v) { return emit.constI64(v); };
+  auto scalar = [&](int64_t v) { return emit.constI64({v}, true); };
+  // Queries i and keys j of the [.., S, T] scores; query i sits at position
+  // i + T - S (queries aligned to the end of the keys).
+  std::string shape = emit.node("Shape", {x});
+  auto dim = [&](int64_t from, int64_t to) {
+    return emit.node("Squeeze", {emit.node("Slice", {shape, i64s({from}),
+                                                     i64s({to}), i64s({0})}),
+                                 i64s({0})});
+  };
+  std::string s = dim(-2, -1), t = dim(-1, std::numeric_limits<int64_t>::max());
+  std::string zero = scalar(0), one = scalar(1);
+  std::string pos = emit.node(
+      "Unsqueeze", {emit.node("Add", {emit.node("Range", {zero, s, one}),
+                                      emit.node("Sub", {t, s})}),
+                    i64s({1})});
+  std::string key =
+      emit.node("Unsqueeze", {emit.node("Range", {zero, t, one}), i64s({0})});
+  std::string allowed;
+  int64_t size = span.getSize();
+  if (span.getKind() == SpanKind::Block) {
+    allowed = emit.node("Equal", {emit.node("Div", {pos, scalar(size)}),
+                                  emit.node("Div", {key, scalar(size)})});
+  } else {
+    std::string d = emit.node("Sub", {pos, key});
+    allowed = op.getCausal()
+                  ? emit.node("And", {emit.node("GreaterOrEqual", {d, zero}),
+                                      emit.node("Less", {d, scalar(size)})})
+                  : emit.node("Less", {emit.node("Abs", {d}), scalar(size)});
+  }
+  if (span.getSink() > 0)
+    allowed = emit.node(
+        "Or", {allowed, emit.node("Less", {key, scalar(span.getSink())})});
+  if (op.getCausal())
+    allowed = emit.node("And", {allowed, emit.node("LessOrEqual", {key, pos})});
+  std::string mask = emit.node(
+      "Where", {allowed, emit.constFloat(0.0, et),
+                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+  onnx::NodeProto copy = softmax;
+  copy.set_input(0, emit.node("Add", {x, mask}));
+  std::string out = softmax.output(0);
+  emitCopy(std::move(copy));
+  emit.nodes.back().set_output(0, out);
+  return success();
 }
 
 LogicalResult LayerExporter::replaceShapeReaders(
