@@ -38,7 +38,7 @@ import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from machine import cpu_model
+from machine import describe
 
 # The span definition, written once (test/python_utils/masformer_ref.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
@@ -288,7 +288,7 @@ def main():
                          "shared machine does not decide a ratio")
     a = ap.parse_args()
     peak = fma_peak()
-    print(f"CPU: {cpu_model()}")
+    print(f"CPU: {describe()}")
     print(f"measured sgemm peak: {peak:.1f} GFLOP/s ({os.cpu_count()} cores)")
     rows = []
     for s in a.seqs:

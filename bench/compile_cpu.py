@@ -29,7 +29,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-from machine import cpu_model
+from machine import describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -89,8 +89,7 @@ def main():
                      full_lib])
     _, t_ms = run([os.path.join(BIN, "masformer-compile"), model,
                    f"--spans={a.spans}", "-o", ms_lib])
-    print(f"machine: {cpu_model()}, "
-          f"{os.cpu_count()} cores; onnxruntime {ort.__version__}")
+    print(f"machine: {describe()}; onnxruntime {ort.__version__}")
     print(f"compile time (dynamic shapes, {os.path.getsize(model) / 2**20:.0f}"
           f" MiB model): full {t_full:.1f} s, rewritten ({a.spans}) "
           f"{t_ms:.1f} s\n")

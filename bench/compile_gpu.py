@@ -27,6 +27,9 @@ BIN = os.path.join(ROOT, "build", "bin")
 sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
 from check_library import cubins  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import describe  # noqa: E402
+
 
 def timed(cmd):
     """Wall time (s) and peak resident memory (GiB) of `cmd`."""
@@ -55,6 +58,7 @@ def main():
                         "--layers", "12", "--d-model", "768", "--heads", "12",
                         "--out", model], check=True)
     compile_ = os.path.join(BIN, "masformer-compile")
+    print(f"compiled on: {describe()}")
     print("| chip | precision | attention | compile (s) | peak memory (GiB) | "
           "library (MB) | cubins | kernels | launches per run |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

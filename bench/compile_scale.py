@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from machine import cpu_model
+from machine import describe
 from timed import timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--skip-ort", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    print(f"machine: {cpu_model()}, {os.cpu_count()} cores\n")
+    print(f"machine: {describe()}\n")
     print("| model | weights | compile | compile peak RSS | library | "
           "weights file | run S | run | run peak RSS | onnxruntime run | "
           "onnxruntime peak RSS | max rel diff |")

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 
+from machine import describe
 from timed import timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +55,7 @@ def main():
         os.path.join(bin_dir, "masformer-opt"), model,
         "--masformer-rewrite-spans=span=block:512 num-full=4", "-o", out])
     gib = 2 ** 30
+    print(f"machine: {describe()}")
     print(f"weights: {weights / gib:.2f} GiB (external data)")
     print("| step | wall (s) | peak RSS (GiB) | peak / weights |")
     print("| --- | --- | --- | --- |")

@@ -33,7 +33,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-from machine import cpu_model
+from machine import describe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -167,7 +167,7 @@ def main():
     print(f"machine: {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, onnxruntime {ort.__version__}, "
           f"{a.threads} threads")
-    print(f"CPU: {cpu_model()}")
+    print(f"CPU: {describe()}")
     print("| S | rewrite | original (s) | rewritten (s) | time ratio | "
           "attention cost (span report) | ideal model ratio (export) | "
           "of ideal |")
