@@ -410,14 +410,21 @@ std::string LayerExporter::maskWindowScores(const std::string &scores,
   return emit.node("Add", {emit.node("Add", {scores, keyMask}), windowMask});
 }
 
-FailureOr<std::string> LayerExporter::maskScores(const std::string &scores) {
+FailureOr<int32_t> LayerExporter::scoreElementType() {
   FailureOr<RankedTensorType> sTy = typeOf(graph.node(layer.softmax).input(0));
   if (failed(sTy))
     return failure();
-  int32_t et = onnxFloatType(sTy->getElementType());
-  if (!et)
-    return error() << "unsupported score type " << sTy->getElementType(),
-           failure();
+  if (int32_t et = onnxFloatType(sTy->getElementType()))
+    return et;
+  return error() << "unsupported score type " << sTy->getElementType(),
+         failure();
+}
+
+FailureOr<std::string> LayerExporter::maskScores(const std::string &scores) {
+  FailureOr<int32_t> scoreType = scoreElementType();
+  if (failed(scoreType))
+    return failure();
+  int32_t et = *scoreType;
   // Emitted for both forms though only the blocked one reads it: dropping
   // it would renumber every node after it.
   std::string padded = emit.node("Add", {seq1, pad});

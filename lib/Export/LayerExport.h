@@ -277,6 +277,8 @@ private:
   /// `scores` with -inf for keys outside the sequence or the window.
   std::string maskWindowScores(const std::string &scores,
                                const MaskConstants &c);
+  /// The ONNX float type of the scores the Softmax reads.
+  FailureOr<int32_t> scoreElementType();
   /// The export's own mask on the scores, blocked or windowed.
   FailureOr<std::string> maskScores(const std::string &scores);
   /// The [B, H, S, D] tensor a [B * H, S, D] one was reshaped from (heads
@@ -321,6 +323,8 @@ private:
   int64_t qHeads = 0;
   /// Types of tensors this exporter made (a group's gathered Q, K^T, V).
   llvm::StringMap<RankedTensorType> localTypes;
+  /// The 4-D form of each rank-3 chain operand (unflattenOperand).
+  llvm::StringMap<std::string> unflattened;
   // Run-time sizes of the blocked layout.
   std::string seq1, pad, nb;
 };

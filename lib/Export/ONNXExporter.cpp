@@ -209,6 +209,9 @@ LayerExporter::unflattenOperand(const std::string &name) {
     return failure();
   if (ty->getRank() != 3)
     return name;
+  // Once per operand, whichever layout of the chain asks first.
+  if (auto it = unflattened.find(name); it != unflattened.end())
+    return it->second;
   int64_t heads = op.getQueryType().getDimSize(1);
   ArrayRef<int64_t> d = ty->getShape();
   std::string out;
@@ -233,6 +236,7 @@ LayerExporter::unflattenOperand(const std::string &name) {
            failure();
   }
   localTypes[out] = RankedTensorType::get(shape, ty->getElementType());
+  unflattened[name] = out;
   return out;
 }
 
@@ -362,13 +366,9 @@ LogicalResult LayerExporter::run(
 LogicalResult LayerExporter::emitDenseSpanMask() {
   const onnx::NodeProto &softmax = graph.node(layer.softmax);
   const std::string &x = softmax.input(0);
-  FailureOr<RankedTensorType> xTy = typeOf(x);
-  if (failed(xTy))
+  FailureOr<int32_t> et = scoreElementType();
+  if (failed(et))
     return failure();
-  int32_t et = onnxFloatType(xTy->getElementType());
-  if (!et)
-    return error() << "unsupported score type " << xTy->getElementType(),
-           failure();
   SpanAttr span = op.getSpan();
   auto i64s = [&](ArrayRef<int64_t> v) { return emit.constI64(v); };
   auto scalar = [&](int64_t v) { return emit.constI64({v}, true); };
@@ -406,8 +406,9 @@ LogicalResult LayerExporter::emitDenseSpanMask() {
   if (op.getCausal())
     allowed = emit.node("And", {allowed, emit.node("LessOrEqual", {key, pos})});
   std::string mask = emit.node(
-      "Where", {allowed, emit.constFloat(0.0, et),
-                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+      "Where",
+      {allowed, emit.constFloat(0.0, *et),
+       emit.constFloat(-std::numeric_limits<double>::infinity(), *et)});
   onnx::NodeProto copy = softmax;
   copy.set_input(0, emit.node("Add", {x, mask}));
   std::string out = softmax.output(0);
