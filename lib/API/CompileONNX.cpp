@@ -22,9 +22,12 @@
 #include "masformer/API/CompileONNX.h"
 #include "masformer/Codegen/Common/Passes.h"
 #include "masformer/Dialect/MASFormer/Analysis/SpanReport.h"
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
+#include "masformer/Dialect/MASFormer/Transforms/DeriveDecode.h"
 #include "masformer/Frontend/ONNXFrontend.h"
 #include "masformer/InitAllPasses.h"
 #include "masformer/Pipelines/Pipelines.h"
+#include "masformer/Runtime/ABI.h"
 #include "masformer/Target/LLVMTarget.h"
 #include "masformer/Target/RuntimeInterface.h"
 #include "masformer/Target/Signature.h"
@@ -84,6 +87,16 @@ mlir::masformer::checkCompileTarget(const CompileONNXOptions &options,
       error = "--chip=" + options.gpuChip() + ": " + chipError;
       return failure();
     }
+  }
+  if (options.decode != "auto" && options.decode != "on" &&
+      options.decode != "off") {
+    error = "--decode=" + options.decode + ": expected auto, on or off";
+    return failure();
+  }
+  if (options.decode == "on" && target != "cpu") {
+    error = "--decode=on needs --target=cpu (the GPU target compiles "
+            "whole-sequence models only, for now)";
+    return failure();
   }
   if (options.rewrite.reportSeqLen <= 0) {
     error = "--report-seq-len must be positive, got " +
@@ -150,11 +163,33 @@ void registerCompileDialects(MLIRContext *context) {
   context->appendDialectRegistry(registry);
 }
 
-/// What the runtime interface needs from @main before it is lowered.
+/// What the runtime interface needs from @main (and @decode) before they
+/// are lowered.
 struct EntryInfo {
   std::string signature;
   unsigned numInputs = 0;
+  /// The decode entry's signature (or MF_ABI_DECODE_UNAVAILABLE and why).
+  std::string decodeSignature;
+  unsigned decodeInputs = 0;
 };
+
+/// The decode signature's lines after the tensors: each cache input's span
+/// and the model's maximum length.
+std::string decodeCacheLines(func::FuncOp decode) {
+  std::string out;
+  for (unsigned i = 0; i < decode.getNumArguments(); ++i) {
+    auto span = decode.getArgAttrOfType<SpanAttr>(i, kCacheSpanAttrName);
+    if (!span)
+      continue;
+    out += "cache\t" + std::to_string(i) + "\t" +
+           stringifySpanKind(span.getKind()).str() + "\t" +
+           std::to_string(span.getSize()) + "\t" +
+           std::to_string(span.getSink()) + "\n";
+  }
+  if (auto max = decode->getAttrOfType<IntegerAttr>(kMaxLengthAttrName))
+    out += "max_length\t" + std::to_string(max.getInt()) + "\n";
+  return out;
+}
 
 /// Step 3: the entry prepared and the module lowered to the LLVM dialect;
 /// returns the signature the library will carry and @main's input count.
@@ -169,10 +204,26 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
       buildRuntimeSignature(main, options.target, options.gpuChip());
   if (failed(signature))
     return failure();
-  EntryInfo entry{std::move(*signature), main.getNumArguments()};
+  EntryInfo entry{std::move(*signature), main.getNumArguments(), "", 0};
+  auto decode = module.lookupSymbol<func::FuncOp>(kDecodeFuncName);
+  if (decode) {
+    FailureOr<std::string> decodeSignature =
+        buildRuntimeSignature(decode, options.target, options.gpuChip());
+    if (failed(decodeSignature))
+      return failure();
+    entry.decodeSignature = *decodeSignature + decodeCacheLines(decode);
+    entry.decodeInputs = decode.getNumArguments();
+    for (unsigned i = 0; i < decode.getNumArguments(); ++i)
+      decode.removeArgAttr(i, kCacheSpanAttrName);
+  }
   bool cuda = options.target == "cuda";
   PassManager pm(module.getContext());
   pm.addPass(createPrepareEntry());
+  if (decode) {
+    PrepareEntryOptions decodeEntry;
+    decodeEntry.entry = kDecodeFuncName.str();
+    pm.addPass(createPrepareEntry(decodeEntry));
+  }
   if (cuda) {
     ModelToNVVMOptions lowering;
     lowering.chip = options.gpuChip();
@@ -201,8 +252,9 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
 /// Step 4: the lowered module, as `options.output` asks, written to `path`;
 /// unless the weights stay embedded, `weights` says where they went (their
 /// own file is named `ownWeightsPath` in the manifest and written later).
-LogicalResult emitOutput(ModuleOp module, StringRef path, unsigned numInputs,
-                         StringRef signature, const CompileONNXOptions &options,
+LogicalResult emitOutput(ModuleOp module, StringRef path,
+                         const EntryInfo &entry,
+                         const CompileONNXOptions &options,
                          const CompileTools &tools, StringRef sourceName,
                          StringRef ownWeightsPath, WeightsLayout &weights,
                          Location loc) {
@@ -245,8 +297,10 @@ LogicalResult emitOutput(ModuleOp module, StringRef path, unsigned numInputs,
   llvm::TargetMachine &tm = *tools.host.machine;
   llvmModule->setDataLayout(tm.createDataLayout());
   llvmModule->setTargetTriple(tm.getTargetTriple());
-  if (failed(addRuntimeInterface(*llvmModule, numInputs, signature, cuda,
-                                 constants, loc)))
+  if (failed(addRuntimeInterface(*llvmModule, entry.numInputs, entry.signature,
+                                 cuda, constants, loc)) ||
+      failed(addDecodeInterface(*llvmModule, entry.decodeInputs,
+                                entry.decodeSignature, loc)))
     return failure();
   addWeightsManifest(*llvmModule, weights);
   if (llvm::verifyModule(*llvmModule, &llvm::errs()))
@@ -339,9 +393,26 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
       computeSpanReport(module, options.rewrite.reportSeqLen);
   if (failed(report))
     return failure();
+  // The decode entry of a causal decoder (docs/generate.md).
+  std::string noDecode;
+  if (options.decode == "off")
+    noDecode = "it was compiled with --decode=off";
+  else if (options.target != "cpu")
+    noDecode = "decode entries are compiled for the CPU only, for now";
+  else if (failed(deriveDecodeEntry(module, noDecode)) &&
+           options.decode == "on")
+    return emitError(loc) << "--decode=on: " << noDecode, failure();
   FailureOr<EntryInfo> entry = lowerModel(module, options, *tools, loc);
   if (failed(entry))
     return failure();
+  if (entry->decodeSignature.empty()) {
+    std::string why = noDecode;
+    for (char &c : why)
+      if (c == '\n' || c == '\t')
+        c = ' ';
+    entry->decodeSignature =
+        (Twine(MF_ABI_DECODE_UNAVAILABLE) + "\t" + why + "\n").str();
+  }
 
   // Everything goes to temporary files next to `dst`, renamed at the end:
   // the weights file first, so that a library is never in place without
@@ -356,8 +427,8 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   if (failed(output.create(dst, loc)))
     return failure();
   WeightsLayout weights;
-  if (failed(emitOutput(module, output.tmp, entry->numInputs, entry->signature,
-                        options, *tools, src, ownWeights, weights, loc)))
+  if (failed(emitOutput(module, output.tmp, *entry, options, *tools, src,
+                        ownWeights, weights, loc)))
     return failure();
   PendingOutput weightsOutput;
   if (weights.ownFile() >= 0) {

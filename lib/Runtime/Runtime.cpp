@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Runtime/Runtime.h"
+#include "Internal.h"
 #include "masformer/Runtime/ABI.h"
 
 #include <dlfcn.h>
@@ -51,10 +52,16 @@ namespace {
 
 thread_local std::string lastError;
 
-int fail(std::string message) {
+} // namespace
+
+int masformer::runtime::detail::fail(std::string message) {
   lastError = std::move(message);
   return 1;
 }
+
+namespace {
+
+using masformer::runtime::detail::fail;
 
 /// An open file descriptor, closed on every path.
 struct FileHandle {
@@ -410,8 +417,11 @@ std::string mapWeights(const std::string &lib, const char *text,
 
 } // namespace
 
+using masformer::runtime::detail::CacheDecl;
 struct mf_model {
   std::string path;
+  std::vector<CacheDecl> caches;
+  int64_t maxLength = -1;
   void *handle = nullptr;
   void (*run)(void **, void *) = nullptr;
   void (*freeBuffer)(void *) = nullptr;
@@ -471,6 +481,23 @@ bool mf_model::parseSignature(const char *text) {
     }
     if (f.size() == 2 && f[0] == "chip") {
       chip = f[1];
+      continue;
+    }
+    // The decode entry's cache inputs and maximum length.
+    if (f.size() == 5 && f[0] == "cache") {
+      CacheDecl c;
+      if (!parseInt(f[1], c.input) || !parseInt(f[3], c.size) ||
+          !parseInt(f[4], c.sink) ||
+          (f[2] != "full" && f[2] != "block" && f[2] != "window") ||
+          (f[2] != "full" && c.size <= 0))
+        return false;
+      c.kind = f[2];
+      caches.push_back(c);
+      continue;
+    }
+    if (f.size() == 2 && f[0] == "max_length") {
+      if (!parseInt(f[1], maxLength))
+        return false;
       continue;
     }
     if (f.size() != 4 || (f[0] != "input" && f[0] != "output"))
@@ -554,7 +581,11 @@ size_t mf_dtype_size(mf_dtype dtype) {
 
 const char *mf_last_error(void) { return lastError.c_str(); }
 
-mf_model *mf_model_load(const char *path) {
+/// Loads the library at `path` as the entry whose run function and
+/// signature are `runSym` and `sigSym` (the whole-sequence model, or the
+/// decode entry).
+static mf_model *loadEntry(const char *path, const char *runSym,
+                           const char *sigSym) {
   if (!path) {
     fail("mf_model_load: no path");
     return nullptr;
@@ -584,10 +615,24 @@ mf_model *mf_model_load(const char *path) {
   model->handle = handle;
   auto *version =
       static_cast<const int32_t *>(dlsym(handle, MF_ABI_SYM_VERSION));
-  auto *signature =
-      static_cast<const char *>(dlsym(handle, MF_ABI_SYM_SIGNATURE));
-  model->run = reinterpret_cast<void (*)(void **, void *)>(
-      dlsym(handle, MF_ABI_SYM_RUN));
+  auto *signature = static_cast<const char *>(dlsym(handle, sigSym));
+  bool decode = std::strcmp(runSym, MF_ABI_SYM_DECODE_RUN) == 0;
+  if (decode && version &&
+      (!signature || std::strncmp(signature, MF_ABI_DECODE_UNAVAILABLE "\t",
+                                  sizeof(MF_ABI_DECODE_UNAVAILABLE)) == 0)) {
+    std::string why =
+        signature ? std::string(signature + sizeof(MF_ABI_DECODE_UNAVAILABLE))
+                  : "it was compiled before generation existed (compile it "
+                    "again)";
+    while (!why.empty() && why.back() == '\n')
+      why.pop_back();
+    fail(std::string("'") + path + "' has no decode entry, so it cannot " +
+         "generate: " + why);
+    delete model;
+    return nullptr;
+  }
+  model->run =
+      reinterpret_cast<void (*)(void **, void *)>(dlsym(handle, runSym));
   model->freeBuffer =
       reinterpret_cast<void (*)(void *)>(dlsym(handle, MF_ABI_SYM_FREE));
   model->releaseMemory = reinterpret_cast<void (*)()>(
@@ -637,6 +682,9 @@ mf_model *mf_model_load(const char *path) {
   }
   model->bindings.resize(model->inputs.size());
   return model;
+}
+mf_model *mf_model_load(const char *path) {
+  return loadEntry(path, MF_ABI_SYM_RUN, MF_ABI_SYM_SIGNATURE);
 }
 
 size_t mf_model_num_weight_files(const mf_model *model) {
@@ -921,3 +969,18 @@ int mf_model_output(const mf_model *model, size_t index, mf_tensor *out) {
 }
 
 } // extern "C"
+
+mf_model *masformer::runtime::detail::loadDecodeEntry(const char *path) {
+  return loadEntry(path, MF_ABI_SYM_DECODE_RUN, MF_ABI_SYM_DECODE_SIGNATURE);
+}
+const std::string &
+masformer::runtime::detail::modelPath(const mf_model *model) {
+  return model->path;
+}
+const std::vector<CacheDecl> &
+masformer::runtime::detail::decodeCaches(const mf_model *model) {
+  return model->caches;
+}
+int64_t masformer::runtime::detail::decodeMaxLength(const mf_model *model) {
+  return model->maxLength;
+}

@@ -174,3 +174,35 @@ LogicalResult mlir::masformer::addRuntimeInterface(
       llvm::ConstantInt::get(i32, MF_ABI_VERSION), MF_ABI_SYM_VERSION);
   return success();
 }
+
+LogicalResult mlir::masformer::addDecodeInterface(llvm::Module &m,
+                                                  unsigned numInputs,
+                                                  StringRef signature,
+                                                  Location loc) {
+  llvm::LLVMContext &ctx = m.getContext();
+  if (!signature.starts_with(MF_ABI_DECODE_UNAVAILABLE)) {
+    llvm::Function *ciface = m.getFunction("_mlir_ciface_decode");
+    if (!ciface || ciface->arg_size() != numInputs + 1)
+      return emitError(loc) << "internal error: the lowered module has no C "
+                               "interface for @decode with "
+                            << numInputs << " inputs",
+             failure();
+    auto *ptr = llvm::PointerType::getUnqual(ctx);
+    auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                           {ptr, ptr}, /*isVarArg=*/false);
+    auto *run = llvm::Function::Create(
+        fnType, llvm::GlobalValue::ExternalLinkage, MF_ABI_SYM_DECODE_RUN, m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", run));
+    SmallVector<llvm::Value *> args = {run->getArg(1)};
+    for (unsigned i = 0; i < numInputs; ++i)
+      args.push_back(b.CreateLoad(
+          ptr, b.CreateConstInBoundsGEP1_64(ptr, run->getArg(0), i)));
+    b.CreateCall(ciface, args);
+    b.CreateRetVoid();
+  }
+  auto *sigInit = llvm::ConstantDataArray::getString(ctx, signature);
+  new llvm::GlobalVariable(m, sigInit->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, sigInit,
+                           MF_ABI_SYM_DECODE_SIGNATURE);
+  return success();
+}

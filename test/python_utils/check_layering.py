@@ -39,6 +39,7 @@ ALLOWED = {
     "Target": {"Runtime", "Utils"},
     "API": {"Frontend", "Import", "Export", "Pipelines", "InitAllPasses",
             "Target", "Runtime", "Dialect/MASFormer/Analysis",
+            "Dialect/MASFormer/Transforms",
             "Dialect/MASFormer/IR", "Codegen/Common"},
 }
 

@@ -84,6 +84,12 @@ int main(int argc, char **argv) {
                "load time from the model's data file and <output>.weights; "
                "embedding fails to link above about 2 GiB of weights)"),
       cl::init(false), cl::cat(category));
+  cl::opt<std::string> decode(
+      "decode",
+      cl::desc("The decode entry for generation (docs/generate.md): auto "
+               "(default: for a causal decoder on the CPU), on (fail when "
+               "the model has none), off"),
+      cl::init("auto"), cl::cat(category));
   cl::opt<bool> report("report",
                        cl::desc("Print the span report of the compiled model"),
                        cl::init(false), cl::cat(category));
@@ -113,6 +119,7 @@ int main(int argc, char **argv) {
   options.cpu = cpu;
   options.output = emit;
   options.embedWeights = embedWeights;
+  options.decode = decode;
   options.tileQ = tileQ;
   options.tileKV = tileKV;
   options.rewrite.spans = spans;

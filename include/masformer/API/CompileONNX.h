@@ -54,6 +54,10 @@ struct CompileONNXOptions {
   /// load time from the model's data file and `weightsPath(dst)` (only
   /// for models whose weights stay well under 2 GiB).
   bool embedWeights = false;
+  /// The decode entry for generation (docs/generate.md): "auto" derives it
+  /// from a causal decoder and records why not otherwise, "on" fails when
+  /// it cannot, "off" leaves it out.
+  std::string decode = "auto";
 
   /// The chip compiled for: `chip`, or sm_90.
   std::string gpuChip() const { return chip.empty() ? "sm_90" : chip; }

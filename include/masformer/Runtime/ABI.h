@@ -21,6 +21,17 @@
  *                           in its order: the runtime maps the weights'
  *                           files read-only and writes each weight's
  *                           address into its slot before anything runs.
+ * and, for generation (docs/generate.md), optionally:
+ *   MF_ABI_SYM_DECODE_SIGNATURE text: the decode entry's signature, in the
+ *                           format above, then per cache input (in input
+ *                           order) "cache\t<input index>\t<full|block|
+ *                           window>\t<size>\t<sinks>" (the keys the
+ *                           runtime must keep), and "max_length\t<n>"
+ *                           when the model has a position table; or
+ *                           MF_ABI_DECODE_UNAVAILABLE "\t<why>" when the
+ *                           library has no decode entry;
+ *   MF_ABI_SYM_DECODE_RUN   void(void **inputs, void *results), as
+ *                           MF_ABI_SYM_RUN for the decode entry.
  *
  * The manifest: a MF_ABI_WEIGHTS_MAGIC "\t<format>\t<build id>" line (the
  * build id in hex), then one line per file, in index order,
@@ -64,6 +75,9 @@
 #define MF_ABI_SYM_RELEASE MF_ABI_STR(MF_ABI_ID_RELEASE)
 #define MF_ABI_SYM_WEIGHTS "masformer_weights"
 #define MF_ABI_SYM_WEIGHT_TABLE "masformer_weight_table"
+#define MF_ABI_SYM_DECODE_SIGNATURE "masformer_decode_signature"
+#define MF_ABI_SYM_DECODE_RUN "masformer_decode_run"
+#define MF_ABI_DECODE_UNAVAILABLE "unavailable"
 
 /* The weights' manifest and the library's own weights file. */
 #define MF_ABI_WEIGHTS_MAGIC "masformer-weights"

@@ -122,6 +122,62 @@ int mf_model_run(mf_model *model);
  * until the next mf_model_run or mf_model_free. */
 int mf_model_output(const mf_model *model, size_t index, mf_tensor *out);
 
+/* Generation (docs/generate.md). A library compiled from a causal decoder
+ * has a decode entry next to the whole-sequence model: a session runs it
+ * with a KV cache that the runtime owns and bounds per layer by the
+ * layer's span (full layers keep every position; a `window W` layer its
+ * last W - 1 and its sinks; a `block B` layer the current block, and with
+ * sinks the first block too).
+ *
+ *   mf_session *s = mf_session_create(model);   // NULL: mf_last_error()
+ *   mf_session_prefill(s, prompt, batch, length);
+ *   mf_tensor logits;                           // [batch, new, vocab]
+ *   mf_session_logits(s, &logits);
+ *   mf_session_step(s, next, batch, 1);         // one token per sequence
+ *   ...
+ *   mf_session_free(s);
+ *
+ * The sequences of a batch have the same length (unpadded). Errors name
+ * the problem: a prompt past the model's maximum length, a step before
+ * the prefill, a batch other than the prefill's. */
+typedef struct mf_session mf_session;
+
+/* A session on `model`'s library (which must outlive it); NULL when the
+ * library has no decode entry (mf_last_error() says why). */
+mf_session *mf_session_create(const mf_model *model);
+void mf_session_free(mf_session *session);
+
+/* Empties the cache and runs `batch` sequences of `length` token ids. */
+int mf_session_prefill(mf_session *session, const int64_t *ids, int64_t batch,
+                       int64_t length);
+/* Runs `count` new token ids per sequence after the cached ones. */
+int mf_session_step(mf_session *session, const int64_t *ids, int64_t batch,
+                    int64_t count);
+/* The logits of the last prefill or step, [batch, count, vocab]; valid
+ * until the next call on the session. */
+int mf_session_logits(const mf_session *session, mf_tensor *out);
+/* Empties the cache. */
+void mf_session_reset(mf_session *session);
+/* Positions per sequence so far (prompt and steps). */
+int64_t mf_session_length(const mf_session *session);
+/* Bytes the keys and values held now, and at most since the session was
+ * created. */
+uint64_t mf_session_cache_bytes(const mf_session *session);
+uint64_t mf_session_peak_cache_bytes(const mf_session *session);
+/* The most positions the model takes (its position table), or -1. */
+int64_t mf_session_max_length(const mf_session *session);
+/* The cache of layer `layer` (0-based): how many positions it keeps now. */
+int64_t mf_session_cached_positions(const mf_session *session, int64_t layer);
+int64_t mf_session_num_layers(const mf_session *session);
+
+/* Greedy generation: prefills `prompt` ([batch, length]) and writes the
+ * `max_new` tokens of highest logit after it to `out_ids` ([batch,
+ * max_new]); with `out_logits` (may be NULL) also the logits each token was
+ * chosen from ([batch, max_new, vocab], f32). */
+int mf_session_generate(mf_session *session, const int64_t *prompt,
+                        int64_t batch, int64_t length, int64_t max_new,
+                        int64_t *out_ids, float *out_logits);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

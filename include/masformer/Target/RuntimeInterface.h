@@ -46,6 +46,14 @@ LogicalResult addRuntimeInterface(llvm::Module &m, unsigned numInputs,
                                   ArrayRef<DeviceConstant> constants,
                                   Location loc);
 
+/// After addRuntimeInterface: `masformer_decode_run` over the C interface
+/// of @decode (DeriveDecode.h) with `numInputs` inputs, and its signature
+/// `masformer_decode_signature`; or, when `signature` starts with
+/// MF_ABI_DECODE_UNAVAILABLE, only that signature, which says why the
+/// library has no decode entry.
+LogicalResult addDecodeInterface(llvm::Module &m, unsigned numInputs,
+                                 StringRef signature, Location loc);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_TARGET_RUNTIMEINTERFACE_H
