@@ -314,6 +314,13 @@ int mf_session_generate(mf_session *session, const int64_t *prompt,
     return fail("max_new must be >= 0, got " + std::to_string(max_new));
   if (max_new > 0 && !out_ids)
     return fail("no buffer for the generated ids");
+  int64_t needed = length + (max_new > 0 ? max_new - 1 : 0);
+  if (session->maxLength >= 0 && needed > session->maxLength)
+    return fail("a prompt of " + std::to_string(length) + " tokens and " +
+                std::to_string(max_new) + " new ones need " +
+                std::to_string(needed) + " positions, but '" +
+                modelPath(session->decode) + "' takes at most " +
+                std::to_string(session->maxLength) + " (its position table)");
   if (mf_session_prefill(session, prompt, batch, length))
     return 1;
   std::vector<int64_t> next(static_cast<size_t>(batch));

@@ -161,3 +161,80 @@ class Session:
             raise ValueError(f"no output(s) {unknown}; the model's outputs "
                              f"are {list(out)}")
         return {n: out[n] for n in output_names}
+
+    # Generation (docs/generate.md): a library compiled from a causal
+    # decoder has a decode entry; the KV cache lives in the runtime, each
+    # layer's bounded by its span.
+
+    @staticmethod
+    def _ids(ids, what):
+        a = np.asarray(ids)
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+            raise ValueError(f"{what} must be token ids [batch, length] with "
+                             f"at least one token, got shape {a.shape}")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"{what} must be integer token ids, got "
+                            f"{a.dtype}")
+        return np.ascontiguousarray(a, dtype=np.int64)
+
+    def generate(self, ids, max_new_tokens: int, return_logits=False):
+        """Greedy generation: prefills `ids` ([batch, length], or one
+        sequence [length]) and appends the `max_new_tokens` tokens of
+        highest logit. Returns the ids [batch, length + max_new_tokens]
+        (the prompt, then the new tokens), and with return_logits=True
+        also the logits each new token was chosen from, as (ids, logits
+        [batch, max_new_tokens, vocab]). The sequences of a batch have
+        the same length; the decode entry computes exactly what the
+        whole-sequence model does at each position."""
+        prompt = self._ids(ids, "ids")
+        if isinstance(max_new_tokens, bool) or \
+                not isinstance(max_new_tokens, (int, np.integer)) or \
+                max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an int >= 0, got "
+                             f"{max_new_tokens!r}")
+        new, logits = self._impl.generate(prompt, int(max_new_tokens),
+                                          bool(return_logits))
+        out = np.concatenate([prompt, new], axis=1)
+        return (out, logits) if return_logits else out
+
+    def prefill(self, ids):
+        """Empties the cache and runs `ids` [batch, length]; returns the
+        logits [batch, length, vocab]."""
+        return self._impl.prefill(self._ids(ids, "ids"))
+
+    def step(self, ids):
+        """Runs new tokens [batch, count] after the cached ones (same
+        batch as the prefill); returns their logits [batch, count, vocab]."""
+        return self._impl.step(self._ids(ids, "ids"))
+
+    def reset(self):
+        """Empties the cache."""
+        self._impl.reset()
+
+    @property
+    def length(self) -> int:
+        """Positions per sequence so far."""
+        return self._impl.length()
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of keys and values the cache holds now."""
+        return self._impl.cache_bytes()
+
+    @property
+    def peak_cache_bytes(self) -> int:
+        return self._impl.peak_cache_bytes()
+
+    @property
+    def max_length(self) -> Optional[int]:
+        """The most positions the model takes (its position table), or
+        None when it has no such limit."""
+        n = self._impl.max_length()
+        return None if n < 0 else n
+
+    @property
+    def cached_positions(self) -> list:
+        """Positions each layer's cache keeps now."""
+        return list(self._impl.cached_positions())

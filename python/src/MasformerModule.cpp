@@ -163,7 +163,10 @@ public:
     if (!model)
       throw std::runtime_error(mf_last_error());
   }
-  ~Session() { mf_model_free(model); }
+  ~Session() {
+    mf_session_free(generation);
+    mf_model_free(model);
+  }
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
@@ -266,8 +269,114 @@ public:
     return out;
   }
 
+  // Generation (docs/generate.md): the session is opened on first use.
+  mf_session *gen() {
+    if (!generation && !(generation = mf_session_create(model)))
+      throw std::runtime_error(mf_last_error());
+    return generation;
+  }
+
+  /// Prefill (`step` false) or step on [batch, count] int64 ids; returns
+  /// the logits [batch, count, vocab].
+  nb::object
+  advance(nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>
+              ids,
+          bool step) {
+    mf_session *s = gen();
+    int rc;
+    {
+      nb::gil_scoped_release release;
+      rc = step ? mf_session_step(s, ids.data(), ids.shape(0), ids.shape(1))
+                : mf_session_prefill(s, ids.data(), ids.shape(0), ids.shape(1));
+    }
+    if (rc)
+      throw std::runtime_error(mf_last_error());
+    mf_tensor t;
+    if (mf_session_logits(s, &t))
+      throw std::runtime_error(mf_last_error());
+    return copyF32(static_cast<const float *>(t.data),
+                   {static_cast<size_t>(t.shape[0]),
+                    static_cast<size_t>(t.shape[1]),
+                    static_cast<size_t>(t.shape[2])});
+  }
+
+  /// Greedy: (generated ids [batch, max_new], logits [batch, max_new,
+  /// vocab] or None).
+  nb::tuple generate(
+      nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>
+          prompt,
+      int64_t maxNew, bool wantLogits) {
+    mf_session *s = gen();
+    if (maxNew < 0)
+      throw std::invalid_argument("max_new_tokens must be >= 0");
+    size_t batch = prompt.shape(0);
+    mf_tensor_info info;
+    if (mf_model_output_info(model, 0, &info))
+      throw std::runtime_error(mf_last_error());
+    int64_t vocab = info.rank == 3 ? info.dims[2] : -1;
+    if (wantLogits && vocab < 0)
+      throw std::runtime_error("the model's vocabulary size is dynamic: "
+                               "generate without logits");
+    std::vector<int64_t> ids(batch * maxNew);
+    std::vector<float> logits(wantLogits ? batch * maxNew * vocab : 0);
+    int rc;
+    {
+      nb::gil_scoped_release release;
+      rc =
+          mf_session_generate(s, prompt.data(), batch, prompt.shape(1), maxNew,
+                              ids.data(), wantLogits ? logits.data() : nullptr);
+    }
+    if (rc)
+      throw std::runtime_error(mf_last_error());
+    auto *idCopy = static_cast<int64_t *>(
+        std::malloc(std::max<size_t>(ids.size(), 1) * sizeof(int64_t)));
+    if (!idCopy)
+      throw std::bad_alloc();
+    std::memcpy(idCopy, ids.data(), ids.size() * sizeof(int64_t));
+    nb::capsule owner(idCopy, [](void *p) noexcept { std::free(p); });
+    size_t shape[2] = {batch, static_cast<size_t>(maxNew)};
+    nb::object idArray =
+        nb::ndarray<nb::numpy, int64_t>(idCopy, 2, shape, owner).cast();
+    nb::object logitArray = nb::none();
+    if (wantLogits)
+      logitArray = copyF32(logits.data(), {batch, static_cast<size_t>(maxNew),
+                                           static_cast<size_t>(vocab)});
+    return nb::make_tuple(idArray, logitArray);
+  }
+
+  void reset() {
+    if (generation)
+      mf_session_reset(generation);
+  }
+  int64_t length() { return mf_session_length(gen()); }
+  uint64_t cacheBytes() { return mf_session_cache_bytes(gen()); }
+  uint64_t peakCacheBytes() { return mf_session_peak_cache_bytes(gen()); }
+  int64_t maxLength() { return mf_session_max_length(gen()); }
+  std::vector<int64_t> cachedPositions() {
+    mf_session *s = gen();
+    std::vector<int64_t> out;
+    for (int64_t l = 0; l < mf_session_num_layers(s); ++l)
+      out.push_back(mf_session_cached_positions(s, l));
+    return out;
+  }
+
 private:
+  static nb::object copyF32(const float *data, std::vector<size_t> shape) {
+    size_t n = 1;
+    for (size_t d : shape)
+      n *= d;
+    auto *copy = static_cast<float *>(std::malloc(std::max<size_t>(n, 1) * 4));
+    if (!copy)
+      throw std::bad_alloc();
+    std::memcpy(copy, data, n * 4);
+    nb::capsule owner(copy, [](void *p) noexcept { std::free(p); });
+    return nb::ndarray<nb::numpy, float>(copy, shape.size(), shape.data(),
+                                         owner)
+        .cast();
+  }
+
   mf_model *model;
+  mf_session *generation = nullptr;
 };
 
 } // namespace
@@ -353,5 +462,18 @@ NB_MODULE(_masformer, m) {
       .def("inputs", [](const Session &s) { return s.infos(false); })
       .def("outputs", [](const Session &s) { return s.infos(true); })
       .def("weight_files", &Session::weightFiles)
-      .def("run", &Session::run, nb::arg("feeds"));
+      .def("run", &Session::run, nb::arg("feeds"))
+      .def("prefill", [](Session &s, nb::ndarray<const int64_t, nb::ndim<2>,
+                                                 nb::c_contig, nb::device::cpu>
+                                         ids) { return s.advance(ids, false); })
+      .def("step", [](Session &s, nb::ndarray<const int64_t, nb::ndim<2>,
+                                              nb::c_contig, nb::device::cpu>
+                                      ids) { return s.advance(ids, true); })
+      .def("generate", &Session::generate)
+      .def("reset", &Session::reset)
+      .def("length", &Session::length)
+      .def("cache_bytes", &Session::cacheBytes)
+      .def("peak_cache_bytes", &Session::peakCacheBytes)
+      .def("max_length", &Session::maxLength)
+      .def("cached_positions", &Session::cachedPositions);
 }

@@ -29,6 +29,7 @@
 
 using masformer::runtime::Error;
 using masformer::runtime::Model;
+using masformer::runtime::Session;
 
 namespace {
 
@@ -251,6 +252,8 @@ std::string dimsString(const masformer::runtime::TensorInfo &t) {
 constexpr const char *kUsage =
     "usage: masformer-run model.so --input name=file.npy ... "
     "--output-dir DIR [--bench N]\n"
+    "       masformer-run model.so --input input_ids=prompt.npy --generate N "
+    "--output-dir DIR\n"
     "       masformer-run model.so --list\n";
 
 int usage() {
@@ -275,6 +278,17 @@ int help() {
          "become '_')\n"
          "  --bench N                run N more times and print the median "
          "time\n"
+         "  --generate N             greedy generation of N tokens after the "
+         "prompt\n"
+         "                           (input_ids, int64 [batch, length] or "
+         "[length]) with\n"
+         "                           the library's decode entry and a KV "
+         "cache bounded by\n"
+         "                           each layer's span; writes DIR/ids.npy "
+         "(the prompt,\n"
+         "                           then the new tokens) and prints tokens/s "
+         "and the\n"
+         "                           cache's bytes (docs/generate.md)\n"
          "  --list                   print the inputs and outputs (name, "
          "dtype, shape;\n"
          "                           a named '?' dimension is dynamic) and "
@@ -302,12 +316,91 @@ void makeDirectories(const std::string &dir) {
                 std::strerror(errno));
 }
 
+/// --generate: greedy generation with the library's decode entry; writes
+/// DIR/ids.npy and prints the speed and the cache's size.
+int runGeneration(
+    const Model &model, const std::string &modelPath,
+    const std::vector<std::pair<std::string, std::string>> &inputs, long count,
+    long bench, const std::string &outDir) {
+  if (bench > 0)
+    throw Error("--bench and --generate do not go together (--generate "
+                "prints its own timings)");
+  if (inputs.size() != 1 || inputs[0].first != "input_ids")
+    throw Error("--generate takes one input, --input input_ids=prompt.npy");
+  const std::string &path = inputs[0].second;
+  NpyArray prompt = readNpy(path);
+  if (prompt.descr != "<i8")
+    throw Error("'" + path +
+                "': the prompt must be int64 token ids ('<i8'), "
+                "it holds '" +
+                prompt.descr + "'");
+  if (prompt.shape.size() == 1)
+    prompt.shape.insert(prompt.shape.begin(), 1);
+  if (prompt.shape.size() != 2 || prompt.shape[0] == 0 || prompt.shape[1] == 0)
+    throw Error("'" + path +
+                "': the prompt must be [batch, length] or "
+                "[length] with at least one token");
+  int64_t batch = prompt.shape[0], length = prompt.shape[1];
+  std::vector<int64_t> ids(static_cast<size_t>(batch * length));
+  std::memcpy(ids.data(), prompt.data.data(), prompt.data.size());
+  Session gen(model);
+  if (gen.maxLength() >= 0 &&
+      length + std::max(count - 1, 0L) > gen.maxLength())
+    throw Error("a prompt of " + std::to_string(length) + " tokens and " +
+                std::to_string(count) + " new ones need more than the " +
+                std::to_string(gen.maxLength()) + " positions '" + modelPath +
+                "' takes");
+  // [batch, length + count]: the prompt, then each step's token.
+  std::vector<int64_t> all(static_cast<size_t>(batch * (length + count)));
+  for (int64_t b = 0; b < batch; ++b)
+    std::copy_n(&ids[b * length], length, &all[b * (length + count)]);
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  mf_tensor logits = gen.prefill(ids, batch);
+  auto t1 = Clock::now();
+  std::vector<int64_t> next(static_cast<size_t>(batch));
+  for (long t = 0; t < count; ++t) {
+    int64_t n = logits.shape[1], vocab = logits.shape[2];
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *row =
+          static_cast<const float *>(logits.data) + (b * n + n - 1) * vocab;
+      next[b] = std::max_element(row, row + vocab) - row;
+      all[b * (length + count) + length + t] = next[b];
+    }
+    if (t + 1 < count)
+      logits = gen.step(next, batch);
+  }
+  auto t2 = Clock::now();
+  makeDirectories(outDir);
+  int64_t shape[2] = {batch, length + count};
+  writeNpy(outDir + "/ids.npy", "<i8", shape, 2,
+           reinterpret_cast<const char *>(all.data()),
+           all.size() * sizeof(int64_t));
+  double prefillS = std::chrono::duration<double>(t1 - t0).count();
+  double decodeS = std::chrono::duration<double>(t2 - t1).count();
+  std::printf("prefill: %lld x %lld tokens in %.3f s (%.1f tokens/s)\n",
+              static_cast<long long>(batch), static_cast<long long>(length),
+              prefillS, batch * length / prefillS);
+  if (count > 1)
+    std::printf("decode: %ld steps x %lld sequences in %.3f s (%.1f "
+                "tokens/s)\n",
+                count - 1, static_cast<long long>(batch), decodeS,
+                batch * (count - 1) / decodeS);
+  std::printf("cache: %llu bytes now, %llu at most; positions per layer:",
+              static_cast<unsigned long long>(gen.cacheBytes()),
+              static_cast<unsigned long long>(gen.peakCacheBytes()));
+  for (int64_t p : gen.cachedPositions())
+    std::printf(" %lld", static_cast<long long>(p));
+  std::printf("\nwrote %s/ids.npy\n", outDir.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string modelPath, outDir;
   std::vector<std::pair<std::string, std::string>> inputs;
-  long bench = 0;
+  long bench = 0, generate = -1;
   bool list = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -333,6 +426,13 @@ int main(int argc, char **argv) {
         bench = std::strtol(n.c_str(), &end, 10);
         if (n.empty() || *end || bench <= 0 || bench > 100000)
           throw Error("--bench " + n + ": expected a count from 1 to 100000");
+      } else if (a == "--generate" || a.rfind("--generate=", 0) == 0) {
+        std::string n = value("--generate");
+        char *end;
+        generate = std::strtol(n.c_str(), &end, 10);
+        if (n.empty() || *end || generate < 0 || generate > 1000000)
+          throw Error("--generate " + n +
+                      ": expected a token count from 0 to 1000000");
       } else if (a == "--list") {
         list = true;
       } else if (a == "-h" || a == "--help") {
@@ -369,6 +469,8 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(outDir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
       throw Error("--output-dir '" + outDir + "' is not a directory");
+    if (generate >= 0)
+      return runGeneration(model, modelPath, inputs, generate, bench, outDir);
     std::vector<NpyArray> arrays;
     arrays.reserve(inputs.size());
     for (const auto &[name, path] : inputs) {

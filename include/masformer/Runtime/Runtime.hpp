@@ -132,6 +132,87 @@ private:
   mf_model *model;
 };
 
+/// Generation on a Model's library (docs/generate.md): the KV cache lives
+/// in the session, each layer's bounded by its span.
+///
+///   masformer::runtime::Session gen(model);
+///   std::vector<int64_t> ids = gen.generate(prompt, /*batch=*/1, 64);
+class Session {
+public:
+  /// Throws when the library has no decode entry (the message says why).
+  /// `model` must outlive the session.
+  explicit Session(const Model &model)
+      : session(mf_session_create(model.get())) {
+    if (!session)
+      throw Error(mf_last_error());
+  }
+  Session(Session &&other) noexcept
+      : session(std::exchange(other.session, nullptr)) {}
+  Session &operator=(Session &&other) noexcept {
+    std::swap(session, other.session);
+    return *this;
+  }
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+  ~Session() { mf_session_free(session); }
+
+  /// Empties the cache and runs `batch` sequences of ids.size() / batch
+  /// tokens; returns their logits (valid until the next call).
+  mf_tensor prefill(const std::vector<int64_t> &ids, int64_t batch) {
+    check(mf_session_prefill(session, ids.data(), batch,
+                             tokensPerSequence(ids, batch)));
+    return logits();
+  }
+  /// Runs new tokens (ids.size() / batch per sequence) after the cache.
+  mf_tensor step(const std::vector<int64_t> &ids, int64_t batch) {
+    check(mf_session_step(session, ids.data(), batch,
+                          tokensPerSequence(ids, batch)));
+    return logits();
+  }
+  mf_tensor logits() const {
+    mf_tensor t;
+    check(mf_session_logits(session, &t));
+    return t;
+  }
+  /// Greedy: the `maxNew` generated ids, [batch, maxNew] row-major.
+  std::vector<int64_t> generate(const std::vector<int64_t> &prompt,
+                                int64_t batch, int64_t maxNew) {
+    std::vector<int64_t> out(
+        static_cast<size_t>(batch > 0 && maxNew > 0 ? batch * maxNew : 0));
+    check(mf_session_generate(session, prompt.data(), batch,
+                              tokensPerSequence(prompt, batch), maxNew,
+                              out.data(), nullptr));
+    return out;
+  }
+  void reset() { mf_session_reset(session); }
+  int64_t length() const { return mf_session_length(session); }
+  uint64_t cacheBytes() const { return mf_session_cache_bytes(session); }
+  uint64_t peakCacheBytes() const {
+    return mf_session_peak_cache_bytes(session);
+  }
+  /// The most positions the model takes, or -1.
+  int64_t maxLength() const { return mf_session_max_length(session); }
+  /// Positions each layer's cache keeps now.
+  std::vector<int64_t> cachedPositions() const {
+    std::vector<int64_t> out;
+    for (int64_t l = 0, e = mf_session_num_layers(session); l < e; ++l)
+      out.push_back(mf_session_cached_positions(session, l));
+    return out;
+  }
+  mf_session *get() const { return session; }
+
+private:
+  static int64_t tokensPerSequence(const std::vector<int64_t> &ids,
+                                   int64_t batch) {
+    if (batch <= 0 || ids.size() % static_cast<size_t>(batch))
+      throw Error(std::to_string(ids.size()) + " token ids are not " +
+                  std::to_string(batch) + " sequences of one length");
+    return static_cast<int64_t>(ids.size()) / batch;
+  }
+
+  mf_session *session;
+};
+
 } // namespace masformer::runtime
 
 #endif // MASFORMER_RUNTIME_RUNTIME_HPP
