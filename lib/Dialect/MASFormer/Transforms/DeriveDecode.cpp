@@ -67,11 +67,11 @@ FailureOr<LMInputs> classifyInputs(func::FuncOp main, std::string &why) {
                 : name == "position_ids"   ? &in.positions
                                            : nullptr;
     if (!slot || !tokens) {
-      why = ("input '" + name +
-             "': a decode entry takes input_ids, attention_mask and "
-             "position_ids, each [batch, sequence] integers (a model "
-             "exported with a KV cache has one of its own)")
-                .str();
+      std::string shown = name.empty() ? "#" + std::to_string(i) : name.str();
+      why = "input '" + shown +
+            "': a decode entry takes input_ids, attention_mask and "
+            "position_ids, each [batch, sequence] integers (a model "
+            "exported with a KV cache has one of its own)";
       return failure();
     }
     *slot = i;

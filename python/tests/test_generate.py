@@ -1,0 +1,174 @@
+"""masformer.Session.generate / prefill / step: generation through the
+compiled decode entry with a KV cache the runtime owns, against onnxruntime
+running the whole sequence (the original model, or the original with the
+span's mask added by test/python_utils/span_reference.py), and against the
+with-cache export of the same model."""
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import masformer
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+UTILS = ROOT / "test" / "python_utils"
+
+
+def ort_session(path):
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def whole_sequence_logits(model, ids):
+    """onnxruntime on all of `ids` at once, unpadded."""
+    return ort_session(model).run(None, {
+        "input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+
+
+def span_reference(original, out, span, sink, rewritten, seq, batch):
+    subprocess.run(
+        [sys.executable, str(UTILS / "span_reference.py"), str(original),
+         "--span", span, "--sink", str(sink), "--causal", "--rewritten",
+         ",".join(map(str, rewritten)), "--layers", "3", "--seq", str(seq),
+         "--input-shape", f"input_ids={batch}x{seq}", "--input-shape",
+         f"attention_mask={batch}x{seq}", "-o", str(out)],
+        check=True, capture_output=True,
+        env={"PYTHONPATH": str(UTILS), "PATH": "/usr/bin:/bin"})
+    return out
+
+
+def close(got, want, what):
+    err = np.abs(got.astype(np.float64) - want)
+    bound = 1e-4 + 1e-4 * np.abs(want)
+    assert np.all(err <= bound), f"{what}: max error {err.max():.3g}"
+
+
+def prompt(batch, length, seed=3):
+    return np.random.default_rng(seed).integers(0, 100, (batch, length))
+
+
+@pytest.mark.parametrize("fixture,span,sink,rewritten", [
+    ("llama.onnx", None, 0, []),
+    ("gpt2.onnx", "block:4", 0, [1, 2]),
+    ("llama.onnx", "window:5", 2, [0, 2]),
+])
+def test_generate_equals_whole_sequence(fixture, span, sink, rewritten,
+                                        tmp_path):
+    """32 greedy tokens: the same tokens as rerunning the whole sequence at
+    every step, and the logits within 1e-4."""
+    model = ROOT / "test" / "fixtures" / fixture
+    lib = tmp_path / "m.so"
+    if span:
+        full = [l for l in range(3) if l not in rewritten]
+        masformer.compile(model, lib, span=span, sink=sink, full_layers=full)
+    else:
+        masformer.compile(model, lib)
+    sess = masformer.Session(lib)
+    p = prompt(2, 6)
+    ids, logits = sess.generate(p, max_new_tokens=32, return_logits=True)
+    assert ids.shape == (2, 38) and logits.shape == (2, 32, 128)
+    np.testing.assert_array_equal(ids[:, :6], p)
+    ref = model
+    if span:
+        ref = span_reference(model, tmp_path / "ref.onnx", span, sink,
+                             rewritten, 37, 2)
+    want = whole_sequence_logits(ref, ids[:, :-1])[:, 5:]
+    close(logits, want, f"{fixture} {span}")
+    np.testing.assert_array_equal(ids[:, 6:], want.argmax(-1))
+    if span:
+        # The span changes the result: a decode that ignored it would fail.
+        orig = whole_sequence_logits(model, ids[:, :-1])[:, 5:]
+        assert np.abs(orig - want).max() > 1e-2
+
+
+def test_steps_of_several_tokens_across_blocks(tmp_path):
+    """Steps of 3 and 4 tokens whose queries straddle block boundaries,
+    with sinks; and the cache never holds more than the span needs."""
+    model = ROOT / "test" / "fixtures" / "llama.onnx"
+    lib = tmp_path / "b.so"
+    masformer.compile(model, lib, span="block:4", sink=1, full_layers=[2])
+    sess = masformer.Session(lib)
+    ids = prompt(2, 18, seed=5)
+    got = [sess.prefill(ids[:, :5])]
+    bounds = []
+    for a, b in ((5, 8), (8, 12), (12, 13), (13, 18)):
+        got.append(sess.step(ids[:, a:b]))
+        n = sess.length
+        assert n == b
+        start = n // 4 * 4
+        kept = n - start + (4 if start >= 4 else 0)
+        bounds.append(kept)
+        assert sess.cached_positions == [kept, kept, n]
+    assert sess.cache_bytes == sum(sess.cached_positions) * 2 * 2 * 8 * 4 * 2
+    assert sess.peak_cache_bytes >= sess.cache_bytes
+    ref = span_reference(model, tmp_path / "ref.onnx", "block:4", 1, [0, 1],
+                         18, 2)
+    close(np.concatenate(got, axis=1), whole_sequence_logits(ref, ids),
+          "steps")
+
+
+def test_prefill_and_steps_equal_the_with_cache_export(tmp_path):
+    """llama-cache.onnx is the transformers use_cache=True export of
+    llama.onnx's weights: onnxruntime on it, fed its own presents, gives
+    the session's logits at every step."""
+    fixtures = ROOT / "test" / "fixtures"
+    lib = tmp_path / "llama.so"
+    masformer.compile(fixtures / "llama.onnx", lib)
+    sess = masformer.Session(lib)
+    cached = ort_session(fixtures / "llama-cache.onnx")
+    ids = prompt(2, 12, seed=9)
+    past = {f"past_key_values.{l}.{kv}": np.zeros((2, 2, 0, 8), np.float32)
+            for l in range(3) for kv in ("key", "value")}
+    done = 0
+    for n in (5, 1, 3, 1, 2):
+        chunk = ids[:, done:done + n]
+        outs = cached.run(None, {"input_ids": chunk,
+                                 "attention_mask": np.ones((2, done + n),
+                                                           np.int64),
+                                 **past})
+        names = [o.name for o in cached.get_outputs()]
+        past = {name.replace("present", "past_key_values"): o
+                for name, o in zip(names[1:], outs[1:])}
+        got = sess.prefill(chunk) if done == 0 else sess.step(chunk)
+        close(got, outs[0], f"tokens {done}..{done + n}")
+        done += n
+
+
+def test_generation_errors(tmp_path):
+    fixtures = ROOT / "test" / "fixtures"
+    lib = tmp_path / "gpt2.so"
+    masformer.compile(fixtures / "gpt2.onnx", lib)
+    sess = masformer.Session(lib)
+    assert sess.max_length == 128
+    with pytest.raises(masformer.Error, match="a step needs a prefill first"):
+        sess.step([[1]])
+    with pytest.raises(TypeError, match="integer token ids, got float32"):
+        sess.generate(np.zeros((1, 4), np.float32), 4)
+    with pytest.raises(ValueError, match="max_new_tokens must be an int"):
+        sess.generate([[1, 2]], -1)
+    with pytest.raises(ValueError, match=r"token ids \[batch, length\]"):
+        sess.prefill(np.zeros((1, 0), np.int64))
+    with pytest.raises(masformer.Error,
+                       match="a prompt of 120 tokens and 10 new ones need "
+                             "129 positions"):
+        sess.generate(np.zeros((1, 120), np.int64), 10)
+    with pytest.raises(masformer.Error, match="takes at most 128 positions"):
+        sess.prefill(np.zeros((1, 129), np.int64))
+    sess.prefill([[1, 2, 3]])
+    with pytest.raises(masformer.Error,
+                       match="a step of 2 sequences, but the prefill had 1"):
+        sess.step([[1], [2]])
+    # Still usable, and a one-dimensional prompt is one sequence.
+    assert sess.generate([5, 6, 7], 3).shape == (1, 6)
+    enc = tmp_path / "bert.so"
+    masformer.compile(fixtures / "bert.onnx", enc)
+    with pytest.raises(masformer.Error,
+                       match="has no decode entry, so it cannot generate: "
+                             "layer 0 is not causal"):
+        masformer.Session(enc).generate([[1, 2]], 2)
