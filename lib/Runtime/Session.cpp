@@ -4,9 +4,9 @@
 // Transforms/DeriveDecode.cpp): input_ids [batch, new], past_length, and
 // per layer the cached keys and values [cached, batch, kv_heads,
 // head_dim]; it returns the logits and the new keys and values
-// [new, batch, kv_heads, head_dim], which the session appends (one copy:
-// the layout is sequence-major) and then trims to what the layer's span can
-// still reach (docs/generate.md):
+// [new, batch, kv_heads, head_dim], of which the session keeps (one copy:
+// the layout is sequence-major) what the layer's span can still reach
+// (docs/generate.md):
 //   full          every position;
 //   window W, K   the K sinks and the last W - 1 positions;
 //   block B       the current block, from the multiple of B at or below
@@ -103,19 +103,31 @@ void keptPositions(const LayerCache &l, int64_t length, int64_t &head,
   }
 }
 
-/// Drops the positions `l` no longer needs, moving the kept ones down.
-void trim(LayerCache &l, int64_t length) {
-  int64_t head, tail;
-  keptPositions(l, length, head, tail);
-  if (head == l.head && tail == l.tail)
-    return;
-  // Row of position p in the current layout.
+/// Appends the `count` new positions whose keys and values are `k` and `v`
+/// (`length` positions were cached before) and keeps only what the layer
+/// needs afterwards, [0, head) and [tail, length + count) with tail >= head:
+/// the kept old rows of the tail move down, then the kept new rows are
+/// copied in, so nothing the span cannot reach is ever stored. The head's
+/// old rows are where they were (sinks and the first block stay first).
+void append(LayerCache &l, int64_t length, int64_t count, const char *k,
+            const char *v) {
+  int64_t end = length + count, head, tail;
+  keptPositions(l, end, head, tail);
+  // Row of cached position p in the current layout.
   auto rowOf = [&](int64_t p) { return p < l.head ? p : l.head + p - l.tail; };
-  int64_t from = rowOf(tail), n = length - tail;
-  for (std::vector<char> *buf : {&l.keys, &l.values}) {
-    std::memmove(buf->data() + head * l.rowBytes,
-                 buf->data() + from * l.rowBytes, n * l.rowBytes);
-    buf->resize((head + n) * l.rowBytes);
+  auto rowBytes = [&](int64_t rows) { return rows * l.rowBytes; };
+  int64_t oldRows = length - tail;
+  int64_t newHead = std::max<int64_t>(0, std::min(head, end) - length);
+  int64_t newFrom = std::max(tail, length);
+  for (auto [buf, src] : {std::pair(&l.keys, k), std::pair(&l.values, v)}) {
+    if (oldRows > 0)
+      std::memmove(buf->data() + rowBytes(head),
+                   buf->data() + rowBytes(rowOf(tail)), rowBytes(oldRows));
+    buf->resize(rowBytes(head + end - tail));
+    if (newHead > 0)
+      std::memcpy(buf->data() + rowBytes(length), src, rowBytes(newHead));
+    std::memcpy(buf->data() + rowBytes(head + newFrom - tail),
+                src + rowBytes(newFrom - length), rowBytes(end - newFrom));
   }
   l.head = head;
   l.tail = tail;
@@ -161,22 +173,19 @@ int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count) {
         mf_model_output(decode, l.valueOutput, &v))
       return 1;
     size_t row = k.size_bytes / static_cast<size_t>(count);
-    if (k.rank != 4 || k.shape[0] != count || v.size_bytes != k.size_bytes)
+    if (k.rank != 4 || k.shape[0] != count || v.size_bytes != k.size_bytes ||
+        (l.rowBytes && l.rows() && row != l.rowBytes))
       return fail("'" + modelPath(decode) +
                   "' returned new keys of an unexpected shape");
     l.rowBytes = row;
     l.heads = k.shape[2];
     l.dim = k.shape[3];
-    l.keys.insert(l.keys.end(), static_cast<const char *>(k.data),
-                  static_cast<const char *>(k.data) + k.size_bytes);
-    l.values.insert(l.values.end(), static_cast<const char *>(v.data),
-                    static_cast<const char *>(v.data) + v.size_bytes);
+    append(l, length, count, static_cast<const char *>(k.data),
+           static_cast<const char *>(v.data));
   }
   batch = batchSize;
   length += count;
   peak = std::max(peak, cacheBytes());
-  for (LayerCache &l : layers)
-    trim(l, length);
   return 0;
 }
 
