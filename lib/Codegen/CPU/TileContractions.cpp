@@ -106,10 +106,17 @@ struct ContractionTiler {
   Value buildFullTile(OpBuilder &tb);
   /// B's tile as [k, n], the layout the micro-kernel loads rows of n from.
   Value packB(OpBuilder &tb);
-  /// The micro-kernel on k0 .. k0+len of the static tiles `at` and `bt`,
-  /// accumulating into `c`.
+  /// The micro-kernel on k0 .. k0+len of the static tiles `at` ([rows, k])
+  /// and `bt`, accumulating into `c` ([rows, tileN]).
   Value buildKernelChunk(OpBuilder &kb, Value at, Value bt, Value c, int64_t k0,
-                         Value k0v, int64_t len);
+                         Value k0v, int64_t len, int64_t rows);
+  /// at [rows, k] x bt [k, tileN] accumulated into ct [rows, tileN] on the
+  /// micro-kernel, k in chunks of kChunk.
+  Value buildKernel(OpBuilder &tb, Value at, Value bt, Value ct, int64_t rows);
+  /// A tile of whole columns but fewer rows (decoding's few rows per
+  /// product): the rows in groups of kRows, each zero-padded to a full
+  /// group, on the micro-kernel.
+  Value buildShortTile(OpBuilder &tb);
   /// A partial tile: the same product on the slices, as loops.
   Value buildPartialTile(OpBuilder &eb);
   /// Inserts this iteration's result `tile` into C.
@@ -183,10 +190,10 @@ Value ContractionTiler::packB(OpBuilder &tb) {
 
 Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
                                          Value c, int64_t k0, Value k0v,
-                                         int64_t len) {
+                                         int64_t len, int64_t rows) {
   return buildBlockedMatmul(
       kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
-      kPanel(kb, loc, bt, true, k0, k0v, len), c, tileM, tileN, len, width,
+      kPanel(kb, loc, bt, true, k0, k0v, len), c, rows, tileN, len, width,
       [&](OpBuilder &nb, Value o, Value row, Value col) {
         return readF32(nb, loc, o, row, col, width);
       },
@@ -196,13 +203,70 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
 Value ContractionTiler::buildFullTile(OpBuilder &tb) {
   Value at = castTo2D(tb, loc, aTile, tileM, kLen);
   Value ct = castTo2D(tb, loc, cTile, tileM, tileN);
+  Value r = buildKernel(tb, at, packB(tb), ct, tileM);
+  return tensor::CastOp::create(tb, loc, cTileTy, r).getResult();
+}
+
+Value ContractionTiler::buildShortTile(OpBuilder &tb) {
+  Idx tix{tb, loc};
   Value bt = packB(tb);
+  Type et = cast<RankedTensorType>(aTile.getType()).getElementType();
+  Type ct = cTileTy.getElementType();
+  auto zeros = [&](OpBuilder &zb, int64_t cols, Type t) {
+    Value e = tensor::EmptyOp::create(zb, loc, {kRows, cols}, t);
+    Value z = arith::ConstantOp::create(zb, loc, zb.getZeroAttr(t));
+    return linalg::FillOp::create(zb, loc, z, e).getResult(0);
+  };
+  auto loop = scf::ForOp::create(tb, loc, tix.c(0), ms, tix.c(kRows),
+                                 ValueRange{cTile});
+  OpBuilder::InsertionGuard g(tb);
+  tb.setInsertionPointToStart(loop.getBody());
+  Idx lix{tb, loc};
+  Value r0 = loop.getInductionVar(), acc = loop.getRegionIterArg(0);
+  Value rows = lix.min(lix.c(kRows), lix.sub(ms, r0));
+  auto rowsOf = [&](Value t, int64_t cols) {
+    return tensor::ExtractSliceOp::create(
+               tb, loc, t, ArrayRef<OpFoldResult>{r0, tb.getIndexAttr(0)},
+               ArrayRef<OpFoldResult>{rows, tb.getIndexAttr(cols)},
+               ArrayRef<OpFoldResult>{tb.getIndexAttr(1), tb.getIndexAttr(1)})
+        .getResult();
+  };
+  auto intoGroup = [&](Value part, Value group, int64_t cols) {
+    return tensor::InsertSliceOp::create(
+               tb, loc, part, group,
+               ArrayRef<OpFoldResult>{tb.getIndexAttr(0), tb.getIndexAttr(0)},
+               ArrayRef<OpFoldResult>{rows, tb.getIndexAttr(cols)},
+               ArrayRef<OpFoldResult>{tb.getIndexAttr(1), tb.getIndexAttr(1)})
+        .getResult();
+  };
+  Value at = intoGroup(rowsOf(aTile, kLen), zeros(tb, kLen, et), kLen);
+  Value cg = intoGroup(rowsOf(acc, tileN), zeros(tb, tileN, ct), tileN);
+  Value res = buildKernel(tb, at, bt, cg, kRows);
+  Value back =
+      tensor::ExtractSliceOp::create(
+          tb, loc, res,
+          ArrayRef<OpFoldResult>{tb.getIndexAttr(0), tb.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{rows, tb.getIndexAttr(tileN)},
+          ArrayRef<OpFoldResult>{tb.getIndexAttr(1), tb.getIndexAttr(1)})
+          .getResult();
+  Value next =
+      tensor::InsertSliceOp::create(
+          tb, loc, back, acc, ArrayRef<OpFoldResult>{r0, tb.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{rows, tb.getIndexAttr(tileN)},
+          ArrayRef<OpFoldResult>{tb.getIndexAttr(1), tb.getIndexAttr(1)})
+          .getResult();
+  scf::YieldOp::create(tb, loc, next);
+  return loop.getResult(0);
+}
+
+Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
+                                    int64_t rows) {
   // k in chunks of at most kChunk, accumulating into the C tile, so that
   // the A and B panels of a chunk stay in L2.
   int64_t chunks = kLen / kChunk, rest = kLen % kChunk;
   Value r = ct;
   if (kLen <= kChunk) {
-    r = buildKernelChunk(tb, at, bt, r, 0, Value(), kLen);
+    r = buildKernelChunk(tb, at, bt, r, 0, Value(), kLen, rows);
   } else {
     if (chunks > 0) {
       Idx tix{tb, loc};
@@ -210,16 +274,16 @@ Value ContractionTiler::buildFullTile(OpBuilder &tb) {
                                      tix.c(kChunk), ValueRange{r});
       OpBuilder::InsertionGuard g(tb);
       tb.setInsertionPointToStart(loop.getBody());
-      scf::YieldOp::create(tb, loc,
-                           buildKernelChunk(tb, at, bt,
-                                            loop.getRegionIterArg(0), 0,
-                                            loop.getInductionVar(), kChunk));
+      scf::YieldOp::create(
+          tb, loc,
+          buildKernelChunk(tb, at, bt, loop.getRegionIterArg(0), 0,
+                           loop.getInductionVar(), kChunk, rows));
       r = loop.getResult(0);
     }
     if (rest > 0)
-      r = buildKernelChunk(tb, at, bt, r, chunks * kChunk, Value(), rest);
+      r = buildKernelChunk(tb, at, bt, r, chunks * kChunk, Value(), rest, rows);
   }
-  return tensor::CastOp::create(tb, loc, cTileTy, r).getResult();
+  return r;
 }
 
 Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
@@ -282,7 +346,19 @@ Value ContractionTiler::build(linalg::GenericOp op) {
         scf::YieldOp::create(tb, loc, buildFullTile(tb));
       },
       [&](OpBuilder &eb, Location) {
-        scf::YieldOp::create(eb, loc, buildPartialTile(eb));
+        // Whole columns: the rows on the micro-kernel in padded groups;
+        // the last, narrower column tile as loops.
+        Value wholeCols = Idx{eb, loc}.cmp(arith::CmpIPredicate::eq, ns,
+                                           Idx{eb, loc}.c(tileN));
+        auto inner = scf::IfOp::create(
+            eb, loc, wholeCols,
+            [&](OpBuilder &sb, Location) {
+              scf::YieldOp::create(sb, loc, buildShortTile(sb));
+            },
+            [&](OpBuilder &pb, Location) {
+              scf::YieldOp::create(pb, loc, buildPartialTile(pb));
+            });
+        scf::YieldOp::create(eb, loc, inner.getResult(0));
       });
   insertTile(ifOp.getResult(0));
   return forall.getResult(0);
