@@ -323,9 +323,17 @@ OpFoldResult AttentionTiler::tileCount(OpFoldResult size, int64_t tile) {
 /// transpose would lie a whole sequence apart, all in the same cache sets).
 /// The last, partial tile is padded with zeros; it takes the linalg path
 /// anyway. Packed in parallel, one key tile per iteration, each written in
-/// place into its own slice of the destination.
+/// place into its own slice of the destination; not at all when the
+/// queries make no full tile.
 Value AttentionTiler::packKeys() {
+  // Only full query tiles read the packed keys: with fewer queries than a
+  // tile (decoding), nothing is packed.
   OpFoldResult numKT = tileCount(skvF, tileKV);
+  if (!stat(sqF) || *stat(sqF) < tileQ)
+    numKT = arith::SelectOp::create(
+                b, loc, ix.cmp(arith::CmpIPredicate::sge, val(sqF), ix.c(tileQ)),
+                val(numKT), ix.c(0))
+                .getResult();
   SmallVector<OpFoldResult> ktSizes = {batchF, kvHeadsF, numKT, d,
                                        b.getIndexAttr(tileKV)};
   Type kElem = op.getKeyType().getElementType();

@@ -26,6 +26,7 @@
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -537,16 +538,39 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
           return ob.getIndexAttr(vt.getDimSize(d));
         return tensor::DimOp::create(ob, ol, v, d).getResult();
       };
-      Value toHeads = tensor::EmptyOp::create(
-          ob, ol,
-          SmallVector<OpFoldResult>{dimOr(cache, 1), dimOr(cache, 2),
-                                    dimOr(cache, 0), dimOr(cache, 3)},
-          t.getElementType());
-      Value cached =
-          linalg::TransposeOp::create(ob, ol, cache, toHeads,
-                                      ArrayRef<int64_t>{1, 2, 0, 3})
-              .getResult()[0];
-      Value all = tensor::ConcatOp::create(ob, ol, 2, ValueRange{cached, kv});
+      // [batch, heads, cached + new, dim]: the cache transposed straight
+      // into the first rows of each head, the new keys after them (one
+      // pass over the cache; a transpose and a concat would copy it twice).
+      OpFoldResult cachedLen = dimOr(cache, 0), newLen = dimOr(kv, 2);
+      AffineExpr s0, s1;
+      bindSymbols(ctx, s0, s1);
+      OpFoldResult total = affine::makeComposedFoldedAffineApply(
+          ob, ol, s0 + s1, {cachedLen, newLen});
+      SmallVector<OpFoldResult> allSizes = {dimOr(kv, 0), dimOr(kv, 1), total,
+                                            dimOr(kv, 3)};
+      Value all = tensor::EmptyOp::create(ob, ol, allSizes, t.getElementType());
+      auto part = [&](Value dest, OpFoldResult at, OpFoldResult len,
+                      auto fill) {
+        SmallVector<OpFoldResult> offs = {ob.getIndexAttr(0),
+                                          ob.getIndexAttr(0), at,
+                                          ob.getIndexAttr(0)};
+        SmallVector<OpFoldResult> sizes = {allSizes[0], allSizes[1], len,
+                                           allSizes[3]};
+        SmallVector<OpFoldResult> ones(4, ob.getIndexAttr(1));
+        Value slot =
+            tensor::ExtractSliceOp::create(ob, ol, dest, offs, sizes, ones);
+        return tensor::InsertSliceOp::create(ob, ol, fill(slot), dest, offs,
+                                             sizes, ones)
+            .getResult();
+      };
+      all = part(all, ob.getIndexAttr(0), cachedLen, [&](Value slot) {
+        return linalg::TransposeOp::create(ob, ol, cache, slot,
+                                           ArrayRef<int64_t>{1, 2, 0, 3})
+            .getResult()[0];
+      });
+      all = part(all, cachedLen, newLen, [&](Value slot) {
+        return linalg::CopyOp::create(ob, ol, kv, slot).getResult(0);
+      });
       Value toSeq = tensor::EmptyOp::create(
           ob, ol,
           SmallVector<OpFoldResult>{dimOr(kv, 2), dimOr(kv, 0), dimOr(kv, 1),

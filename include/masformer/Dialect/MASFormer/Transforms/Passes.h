@@ -8,6 +8,7 @@
 #define MASFORMER_DIALECT_MASFORMER_TRANSFORMS_PASSES_H
 
 #include "masformer/Dialect/MASFormer/IR/MASFormerDialect.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

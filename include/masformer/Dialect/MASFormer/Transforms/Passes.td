@@ -223,6 +223,7 @@ def DeriveDecode : Pass<"masformer-derive-decode", "::mlir::ModuleOp"> {
     error naming it, and the module is unchanged.
   }];
   let dependentDialects = [
+    "::mlir::affine::AffineDialect",
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::tensor::TensorDialect"
