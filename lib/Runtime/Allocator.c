@@ -4,10 +4,11 @@
  * CMake, once for the CPU and once with MF_CUDA for the GPU, and embedded in
  * the compiler): the allocator of its buffers, which
  * finalize-memref-to-llvm with use-generic-functions calls. Blocks of 1 MiB
- * or more are kept when freed and reused for a request of up to their size,
- * so that a model's activations, freed and allocated again in every run, do
- * not go back to the kernel (an mmap, page faults and zeroed pages per
- * buffer and per run). masformer_free frees the results the runtime
+ * or more (rounded up to a 16th to a 32nd of their size) are kept when
+ * freed and reused for a request of up to their size, so that a model's
+ * activations, freed and allocated again in every run, do not go back to the
+ * kernel (an mmap, page faults and zeroed pages per buffer and per run), even
+ * when they grow a little per run as a decode step's keys do. masformer_free frees the results the runtime
  * receives; masformer_release_memory empties the cache.
  *
  *===----------------------------------------------------------------------===*/
@@ -33,6 +34,16 @@ _mlir_memref_to_llvm_alloc(uint64_t size) {
   if (total < size)
     return NULL;
   if (total >= MF_BIG) {
+    /* Rounded up to a 16th to a 32nd of its size, so that a buffer that
+       grows a little from one run to the next (a decode step's keys, one
+       position longer each time) still fits the block the last run freed. */
+    size_t grain = MF_BIG;
+    while (grain <= total / 32)
+      grain <<= 1;
+    size_t rounded = (total + grain - 1) / grain * grain;
+    if (rounded < total)
+      return NULL;
+    total = rounded;
     pthread_mutex_lock(&mf_lock);
     int best = -1;
     for (int i = 0; i < mf_cached; ++i)
