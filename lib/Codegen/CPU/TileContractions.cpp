@@ -117,6 +117,11 @@ struct ContractionTiler {
   /// product): the rows in groups of kRows, each zero-padded to a full
   /// group, on the micro-kernel.
   Value buildShortTile(OpBuilder &tb);
+  /// The padded row group `at` [kRows, k] times B's tile as stored
+  /// transposed ([tileN, k], rows contiguous: the tied embedding of a
+  /// language model's head) into `cg` [kRows, tileN]: per column, dot
+  /// products of contiguous vectors, B read once and never packed.
+  Value buildRowDots(OpBuilder &tb, Value at, Value cg);
   /// A partial tile: the same product on the slices, as loops.
   Value buildPartialTile(OpBuilder &eb);
   /// Inserts this iteration's result `tile` into C.
@@ -207,9 +212,61 @@ Value ContractionTiler::buildFullTile(OpBuilder &tb) {
   return tensor::CastOp::create(tb, loc, cTileTy, r).getResult();
 }
 
+Value ContractionTiler::buildRowDots(OpBuilder &tb, Value at, Value cg) {
+  Idx ix0{tb, loc};
+  Value bn = castTo2D(tb, loc, bTile, tileN, kLen);
+  auto vt = VectorType::get({width}, tb.getF32Type());
+  Value zero = arith::ConstantOp::create(tb, loc, tb.getZeroAttr(vt));
+  auto cols = scf::ForOp::create(tb, loc, ix0.c(0), ix0.c(tileN), ix0.c(1),
+                                 ValueRange{cg});
+  OpBuilder::InsertionGuard g(tb);
+  tb.setInsertionPointToStart(cols.getBody());
+  Idx ix{tb, loc};
+  Value n = cols.getInductionVar();
+  auto red = scf::ForOp::create(tb, loc, ix.c(0), ix.c(kLen - kLen % width),
+                                ix.c(width), SmallVector<Value>(kRows, zero));
+  {
+    OpBuilder::InsertionGuard rg(tb);
+    tb.setInsertionPointToStart(red.getBody());
+    Value k = red.getInductionVar();
+    Value bv = readF32(tb, loc, bn, n, k, width);
+    SmallVector<Value> next;
+    for (int64_t r = 0; r < kRows; ++r)
+      next.push_back(vector::FMAOp::create(
+          tb, loc, readF32(tb, loc, at, ix.c(r), k, width), bv,
+          red.getRegionIterArgs()[r]));
+    scf::YieldOp::create(tb, loc, next);
+  }
+  Value c = cols.getRegionIterArgs()[0];
+  Type ct = cTileTy.getElementType();
+  for (int64_t r = 0; r < kRows; ++r) {
+    Value sum = vector::ReductionOp::create(tb, loc, vector::CombiningKind::ADD,
+                                            red.getResult(r));
+    // The k left over past the last whole vector.
+    for (int64_t k = kLen - kLen % width; k < kLen; ++k) {
+      Value x = toF32(
+          tb, loc,
+          tensor::ExtractOp::create(tb, loc, at, ValueRange{ix.c(r), ix.c(k)}));
+      Value y =
+          toF32(tb, loc,
+                tensor::ExtractOp::create(tb, loc, bn, ValueRange{n, ix.c(k)}));
+      sum = arith::AddFOp::create(tb, loc, sum,
+                                  arith::MulFOp::create(tb, loc, x, y));
+    }
+    Value old = toF32(
+        tb, loc, tensor::ExtractOp::create(tb, loc, c, ValueRange{ix.c(r), n}));
+    Value v = arith::AddFOp::create(tb, loc, old, sum);
+    if (!ct.isF32())
+      v = arith::TruncFOp::create(tb, loc, ct, v);
+    c = tensor::InsertOp::create(tb, loc, v, c, ValueRange{ix.c(r), n});
+  }
+  scf::YieldOp::create(tb, loc, c);
+  return cols.getResult(0);
+}
+
 Value ContractionTiler::buildShortTile(OpBuilder &tb) {
   Idx tix{tb, loc};
-  Value bt = packB(tb);
+  Value bt = dims.transposedB ? Value() : packB(tb);
   Type et = cast<RankedTensorType>(aTile.getType()).getElementType();
   Type ct = cTileTy.getElementType();
   auto zeros = [&](OpBuilder &zb, int64_t cols, Type t) {
@@ -241,7 +298,8 @@ Value ContractionTiler::buildShortTile(OpBuilder &tb) {
   };
   Value at = intoGroup(rowsOf(aTile, kLen), zeros(tb, kLen, et), kLen);
   Value cg = intoGroup(rowsOf(acc, tileN), zeros(tb, tileN, ct), tileN);
-  Value res = buildKernel(tb, at, bt, cg, kRows);
+  Value res = dims.transposedB ? buildRowDots(tb, at, cg)
+                               : buildKernel(tb, at, bt, cg, kRows);
   Value back =
       tensor::ExtractSliceOp::create(
           tb, loc, res,
