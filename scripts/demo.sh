@@ -8,7 +8,8 @@
 # print its span report; compile it again with full attention everywhere;
 # run both on the shipped tokens (test/fixtures/gpt2-inputs/) with
 # masformer-run, and say how far the rewritten output is from full
-# attention, and how far the full one is from onnxruntime on the original.
+# attention, and how far the full one is from onnxruntime on the original;
+# then generate 16 tokens with the rewritten library and its KV cache.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -60,3 +61,10 @@ print(f"compiled MASFormer vs compiled full attention: "
 print("(random weights: the gap says how much the blocks change this toy "
       "model, not a quality measurement; docs/EVALUATION.md has real ones)")
 PY
+echo "== masformer-run gpt2-masformer.so --generate 16: greedy generation after"
+echo "   the first 8 shipped tokens, with a KV cache in which each block layer"
+echo "   keeps only its current block (docs/generate.md)"
+python3 -c 'import sys, numpy as np; np.save(sys.argv[2], np.load(sys.argv[1])[:, :8])' \
+  "$inputs/input_ids.npy" "$out/prompt.npy"
+"$build/bin/masformer-run" "$out/gpt2-masformer.so" \
+  --input input_ids="$out/prompt.npy" --generate 16 --output-dir "$out/gen"
