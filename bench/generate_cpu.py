@@ -25,26 +25,14 @@ numpy and onnxruntime and a build). Prints a markdown table.
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 import onnxruntime as ort
 
+from compile_cpu import BIN, run
 from machine import describe
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "build", "bin")
-
-
-def run(cmd):
-    t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
-    return r.stdout, time.perf_counter() - t
 
 
 def ours(lib, prompt, new, work):
