@@ -11,10 +11,11 @@
 //   window W, K   the K sinks and the last W - 1 positions;
 //   block B       the current block, from the multiple of B at or below
 //                 the length;
-//   block B, K    the same, and the first block (whose first K keys are the
-//                 sinks) while the current block is a later one: with the
-//                 first block whole, block boundaries among the kept keys
-//                 stay multiples of B, which the span's rule needs.
+//   block B, K    the same, and the blocks holding the K sinks, whole
+//                 (the first block when K <= B), while the current block is
+//                 a later one: with whole blocks, block boundaries among the
+//                 kept keys stay multiples of B, which the span's rule
+//                 needs.
 // Each layer's kept positions are [0, head) and [tail, length): the op sees
 // them as one run of keys with its queries aligned to the end, which
 // computes what the whole sequence does for every span above.
@@ -95,11 +96,12 @@ void keptPositions(const LayerCache &l, int64_t length, int64_t &head,
       tail = length - recent;
     }
   } else if (l.kind == "block") {
+    // The sinks in whole blocks (the first, or more when there are more
+    // sinks than a block holds), then the current block.
     int64_t start = length / l.size * l.size;
-    if (l.sink == 0)
-      tail = start;
-    else if (start >= l.size)
-      head = l.size, tail = start;
+    int64_t sinkBlocks = (l.sink + l.size - 1) / l.size * l.size;
+    if (start >= sinkBlocks)
+      head = sinkBlocks, tail = start;
   }
 }
 

@@ -87,28 +87,29 @@ def test_generate_equals_whole_sequence(fixture, span, sink, rewritten,
         assert np.abs(orig - want).max() > 1e-2
 
 
-def test_steps_of_several_tokens_across_blocks(tmp_path):
+@pytest.mark.parametrize("sink", [1, 6])
+def test_steps_of_several_tokens_across_blocks(sink, tmp_path):
     """Steps of 3 and 4 tokens whose queries straddle block boundaries,
-    with sinks; and the cache never holds more than the span needs."""
+    with sinks (fewer than a block, and more: the cache then keeps two
+    whole blocks of sinks); the cache never holds more than that."""
     model = ROOT / "test" / "fixtures" / "llama.onnx"
     lib = tmp_path / "b.so"
-    masformer.compile(model, lib, span="block:4", sink=1, full_layers=[2])
+    masformer.compile(model, lib, span="block:4", sink=sink, full_layers=[2])
     sess = masformer.Session(lib)
     ids = prompt(2, 18, seed=5)
     got = [sess.prefill(ids[:, :5])]
-    bounds = []
+    sink_blocks = -(-sink // 4) * 4
     for a, b in ((5, 8), (8, 12), (12, 13), (13, 18)):
         got.append(sess.step(ids[:, a:b]))
         n = sess.length
         assert n == b
         start = n // 4 * 4
-        kept = n - start + (4 if start >= 4 else 0)
-        bounds.append(kept)
+        kept = n - start + sink_blocks if start >= sink_blocks else n
         assert sess.cached_positions == [kept, kept, n]
     assert sess.cache_bytes == sum(sess.cached_positions) * 2 * 2 * 8 * 4 * 2
     assert sess.peak_cache_bytes >= sess.cache_bytes
-    ref = span_reference(model, tmp_path / "ref.onnx", "block:4", 1, [0, 1],
-                         18, 2)
+    ref = span_reference(model, tmp_path / "ref.onnx", "block:4", sink,
+                         [0, 1], 18, 2)
     close(np.concatenate(got, axis=1), whole_sequence_logits(ref, ids),
           "steps")
 
