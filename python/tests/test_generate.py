@@ -114,6 +114,40 @@ def test_steps_of_several_tokens_across_blocks(sink, tmp_path):
           "steps")
 
 
+def test_per_head_spans(tmp_path):
+    """Per-head spans: a layer whose key/value heads have windows of 3 (1
+    sink) and 5 keeps what the widest needs (window 5, 1 sink), a layer
+    mixing full and window heads keeps everything; the tokens and logits
+    equal the reference with each head's own mask."""
+    import json
+    model = ROOT / "test" / "fixtures" / "llama.onnx"
+    plan = {"format": "masformer-span-plan", "version": 2, "layers": [
+        {"layer": 0, "heads": [{"span": "window", "size": 3, "sink": 1},
+                               {"span": "window", "size": 5}]},
+        {"layer": 2, "heads": [{"span": "full"},
+                               {"span": "window", "size": 2}]}]}
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(json.dumps(plan))
+    lib = tmp_path / "h.so"
+    masformer.compile(model, lib, plan=str(plan_path))
+    sess = masformer.Session(lib)
+    p = prompt(2, 6, seed=4)
+    ids, logits = sess.generate(p, max_new_tokens=16, return_logits=True)
+    n = sess.length
+    assert sess.cached_positions == [min(n, 1 + 4), n, n]
+    ref = tmp_path / "ref.onnx"
+    subprocess.run(
+        [sys.executable, str(UTILS / "span_reference.py"), str(model),
+         "--plan", str(plan_path), "--causal", "--layers", "3", "--seq",
+         "21", "--input-shape", "input_ids=2x21", "--input-shape",
+         "attention_mask=2x21", "-o", str(ref)],
+        check=True, capture_output=True,
+        env={"PYTHONPATH": str(UTILS), "PATH": "/usr/bin:/bin"})
+    want = whole_sequence_logits(ref, ids[:, :-1])[:, 5:]
+    close(logits, want, "per-head spans")
+    np.testing.assert_array_equal(ids[:, 6:], want.argmax(-1))
+
+
 def test_prefill_and_steps_equal_the_with_cache_export(tmp_path):
     """llama-cache.onnx is the transformers use_cache=True export of
     llama.onnx's weights: onnxruntime on it, fed its own presents, gives

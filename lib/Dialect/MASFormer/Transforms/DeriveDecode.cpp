@@ -226,7 +226,7 @@ SpanAttr cacheSpan(AttentionOp op) {
   if (!op.hasHeadSpans())
     return op.getSpan();
   std::optional<SpanAttr> merged;
-  for (Attribute a : *op.getHeadSpans()) {
+  for (Attribute a : op.getHeadSpansAttr()) {
     auto s = cast<SpanAttr>(a);
     if (!merged) {
       merged = s;
