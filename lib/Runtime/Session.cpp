@@ -58,7 +58,6 @@ struct mf_session {
   mf_model *decode = nullptr;
   std::vector<LayerCache> layers;
   size_t logitsOutput = 0;
-  int64_t vocab = -1;
   int64_t batch = 0, length = 0, maxLength = -1;
   uint64_t peak = 0;
   bool ran = false;
@@ -219,7 +218,6 @@ mf_session *mf_session_create(const mf_model *model) {
   if (mf_model_output_info(decode, s->logitsOutput, &info) ||
       info.dtype != MF_F32 || info.rank != 3)
     return bad("its first output is not f32 logits [batch, new, vocab]");
-  s->vocab = info.dims[2];
   for (const CacheDecl &c : decodeCaches(decode)) {
     mf_tensor_info in;
     if (mf_model_input_info(decode, c.input, &in) || in.rank != 4)
