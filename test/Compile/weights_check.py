@@ -13,9 +13,9 @@
         one by at least 90% of the weights' bytes
     weights_check.py poke FILE OFFSET
         flips the bits of one byte of FILE at OFFSET (negative: from the end)
-    weights_check.py offset LIB.so FILE_INDEX
+    weights_check.py offset LIB.so KIND
         prints the offset of the first weight the manifest of LIB.so places
-        in file FILE_INDEX
+        in its file of KIND (own: the weights file; model: the data file)
 """
 import os
 import re
@@ -63,9 +63,14 @@ def main():
             f.write(bytes([b[0] ^ 0xFF]))
     elif cmd == "offset":
         data = open(args[0], "rb").read()
-        m = re.search(rb"\nweight\t" + args[1].encode() + rb"\t(\d+)\t", data)
+        kinds = re.findall(rb"\nfile\t(\w+)\t", data)
+        if args[1].encode() not in kinds:
+            sys.exit(f"no file of kind {args[1]} in {args[0]}")
+        index = kinds.index(args[1].encode())
+        m = re.search(rb"\nweight\t" + str(index).encode() + rb"\t(\d+)\t",
+                      data)
         if not m:
-            sys.exit(f"no weight in file {args[1]}")
+            sys.exit(f"no weight in file {index}")
         print(int(m.group(1)))
     else:
         sys.exit(f"unknown command {cmd}")

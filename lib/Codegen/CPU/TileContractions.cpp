@@ -8,13 +8,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "masformer/Utils/IRBuilders.h"
-#include "masformer/Utils/Contractions.h"
 #include "MicroKernels.h"
 #include "masformer/Codegen/CPU/Passes.h"
+#include "masformer/Utils/ConstantData.h"
+#include "masformer/Utils/Contractions.h"
+#include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -30,7 +32,7 @@ namespace {
 
 /// The longest run of k a micro-kernel call accumulates over: the A and B
 /// panels of a 64 x 64 tile, 2 x 64 x 512 f32, stay in L2.
-constexpr int64_t kChunk = 512;
+constexpr int64_t kChunk = 128;
 
 /// `v`, a 2-D tensor, cast to the static shape [rows, cols].
 Value castTo2D(OpBuilder &b, Location loc, Value v, int64_t rows,
@@ -62,6 +64,55 @@ Value kPanel(OpBuilder &b, Location loc, Value t, bool kFirst, int64_t k0,
       .getResult();
 }
 
+/// Weights B (a constant [k, n], or [n, k] when `transposed`, of whole
+/// bytes per element and at least `tileN` columns) packed at compile time
+/// as the constant [ceil(n / tileN), k, tileN]: the panel of each column
+/// tile contiguous, in the layout the micro-kernel reads, zeros past n. A
+/// model's products then neither copy nor transpose their weights per
+/// tile; null when B is not such a constant.
+Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
+                    int64_t tileN) {
+  auto cst = bm.getDefiningOp<arith::ConstantOp>();
+  auto ty = dyn_cast<RankedTensorType>(bm.getType());
+  if (!cst || !ty || ty.getRank() != 2 || !ty.hasStaticShape())
+    return {};
+  Type et = ty.getElementType();
+  if (!et.isIntOrFloat() || et.getIntOrFloatBitWidth() % 8)
+    return {};
+  int64_t kLen = ty.getDimSize(transposed ? 1 : 0);
+  int64_t n = ty.getDimSize(transposed ? 0 : 1);
+  int64_t es = et.getIntOrFloatBitWidth() / 8;
+  std::optional<ArrayRef<char>> bytes = constantBytes(cst.getValue());
+  if (n < tileN || !bytes ||
+      static_cast<int64_t>(bytes->size()) != kLen * n * es)
+    return {};
+  int64_t tiles = llvm::divideCeil(n, tileN);
+  AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
+      tiles * kLen * tileN * es, alignof(uint64_t), /*dataIsMutable=*/true);
+  MutableArrayRef<char> out = blob.getMutableData();
+  std::memset(out.data(), 0, out.size());
+  const char *in = bytes->data();
+  for (int64_t t = 0; t < tiles; ++t) {
+    int64_t cols = std::min(tileN, n - t * tileN);
+    char *panel = out.data() + t * kLen * tileN * es;
+    for (int64_t k = 0; k < kLen; ++k) {
+      char *row = panel + k * tileN * es;
+      if (!transposed) {
+        std::memcpy(row, in + (k * n + t * tileN) * es, cols * es);
+        continue;
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        std::memcpy(row + j * es, in + ((t * tileN + j) * kLen + k) * es, es);
+    }
+  }
+  auto packedTy = RankedTensorType::get({tiles, kLen, tileN}, et);
+  return arith::ConstantOp::create(
+             b, loc,
+             DenseResourceElementsAttr::get(packedTy, "packed_weight",
+                                            std::move(blob)))
+      .getResult();
+}
+
 /// One matrix product rewritten as a parallel loop over (batch..., row
 /// tile, column tile): the state its steps share.
 struct ContractionTiler {
@@ -82,6 +133,12 @@ struct ContractionTiler {
   int64_t tileM, tileN, width;
   SmallVector<AffineMap> maps;
   int64_t rank, kLen;
+  /// B packed at compile time (packConstantB), or null.
+  Value packedB;
+  /// The scalar C starts at when the product's init is a linalg.fill (a
+  /// MatMul's zeros): full tiles then never read C, and the fill's pass
+  /// over the whole result is gone.
+  Value fill;
 
   // The tile loop and C as it carries it; then the tile of an iteration:
   // the induction variable of each batch loop dimension, the first row and
@@ -108,11 +165,15 @@ struct ContractionTiler {
   Value packB(OpBuilder &tb);
   /// The micro-kernel on k0 .. k0+len of the static tiles `at` ([rows, k])
   /// and `bt`, accumulating into `c` ([rows, tileN]).
+  /// With `fromFill`, the accumulators start at `fill` rather than at c.
   Value buildKernelChunk(OpBuilder &kb, Value at, Value bt, Value c, int64_t k0,
-                         Value k0v, int64_t len, int64_t rows);
+                         Value k0v, int64_t len, int64_t rows,
+                         bool fromFill = false);
   /// at [rows, k] x bt [k, tileN] accumulated into ct [rows, tileN] on the
   /// micro-kernel, k in chunks of kChunk.
-  Value buildKernel(OpBuilder &tb, Value at, Value bt, Value ct, int64_t rows);
+  /// With `fromFill`, C's tile is not read: the product starts at `fill`.
+  Value buildKernel(OpBuilder &tb, Value at, Value bt, Value ct, int64_t rows,
+                    bool fromFill = false);
   /// A tile of whole columns but fewer rows (decoding's few rows per
   /// product): the rows in groups of kRows, each zero-padded to a full
   /// group, on the micro-kernel.
@@ -139,8 +200,13 @@ void ContractionTiler::buildTileLoop(Value c) {
     return getValueOrCreateConstantIndexOp(b, loc, f);
   };
   SmallVector<OpFoldResult> ubs(cSizes.begin(), cSizes.end() - 2);
-  ubs.push_back(ix.cdiv(val(mSize), ix.c(tileM)));
+  // Column tiles outside row tiles: the iterations a thread runs in a row
+  // share B's column panel (in L2 after the first), and A's row panels
+  // (the activations, smaller than the weights) stream instead. A tied LM
+  // head's 150 MiB of weights are then read from memory once, not once per
+  // row tile.
   ubs.push_back(ix.cdiv(val(nSize), ix.c(tileN)));
+  ubs.push_back(ix.cdiv(val(mSize), ix.c(tileM)));
 
   forall = scf::ForallOp::create(b, loc, ubs, ValueRange{c}, std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
@@ -148,8 +214,8 @@ void ContractionTiler::buildTileLoop(Value c) {
   // The position of every loop dimension in this iteration.
   for (int64_t r = 0; r + 2 < rank; ++r)
     batchIv[cDims[r]] = forall.getInductionVar(r);
-  m0 = ix.mul(forall.getInductionVar(rank - 2), ix.c(tileM));
-  n0 = ix.mul(forall.getInductionVar(rank - 1), ix.c(tileN));
+  n0 = ix.mul(forall.getInductionVar(rank - 2), ix.c(tileN));
+  m0 = ix.mul(forall.getInductionVar(rank - 1), ix.c(tileM));
   ms = ix.min(ix.c(tileM), ix.sub(val(mSize), m0));
   ns = ix.min(ix.c(tileN), ix.sub(val(nSize), n0));
 }
@@ -182,8 +248,31 @@ Value ContractionTiler::slice(Value t, AffineMap map, int64_t rows,
 }
 
 Value ContractionTiler::packB(OpBuilder &tb) {
-  if (!dims.transposedB)
-    return castTo2D(tb, loc, bTile, kLen, tileN);
+  if (packedB)
+    return bTile;
+  if (!dims.transposedB) {
+    // Rows of B lie a whole row of the weights apart (often a multiple of
+    // 4 KiB: the same L1 sets); copied contiguous, as vectors.
+    Value bk = castTo2D(tb, loc, bTile, kLen, tileN);
+    Type et = cast<RankedTensorType>(bk.getType()).getElementType();
+    Value init = tensor::EmptyOp::create(tb, loc, {kLen, tileN}, et);
+    Idx tix{tb, loc};
+    auto rowsLoop = scf::ForOp::create(tb, loc, tix.c(0), tix.c(kLen), tix.c(1),
+                                       ValueRange{init});
+    OpBuilder::InsertionGuard g(tb);
+    tb.setInsertionPointToStart(rowsLoop.getBody());
+    Value k = rowsLoop.getInductionVar(), acc = rowsLoop.getRegionIterArg(0);
+    Value pad = arith::ConstantOp::create(tb, loc, tb.getZeroAttr(et));
+    auto vt = VectorType::get({width}, et);
+    for (int64_t c = 0; c < tileN; c += width) {
+      Value col = tix.c(c);
+      Value v = vector::TransferReadOp::create(
+          tb, loc, vt, bk, ValueRange{k, col}, pad, ArrayRef<bool>{true});
+      acc = writeVec(tb, loc, v, acc, k, col);
+    }
+    scf::YieldOp::create(tb, loc, acc);
+    return rowsLoop.getResult(0);
+  }
   // B's tile [n, k] packed as [k, n].
   Value bn = castTo2D(tb, loc, bTile, tileN, kLen);
   auto bty = cast<RankedTensorType>(bn.getType());
@@ -195,11 +284,16 @@ Value ContractionTiler::packB(OpBuilder &tb) {
 
 Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
                                          Value c, int64_t k0, Value k0v,
-                                         int64_t len, int64_t rows) {
+                                         int64_t len, int64_t rows,
+                                         bool fromFill) {
   return buildBlockedMatmul(
       kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
       kPanel(kb, loc, bt, true, k0, k0v, len), c, rows, tileN, len, width,
-      [&](OpBuilder &nb, Value o, Value row, Value col) {
+      [&](OpBuilder &nb, Value o, Value row, Value col) -> Value {
+        if (fromFill)
+          return vector::BroadcastOp::create(
+              nb, loc, VectorType::get({width}, nb.getF32Type()),
+              toF32(nb, loc, fill));
         return readF32(nb, loc, o, row, col, width);
       },
       [](OpBuilder &, Value x) { return x; });
@@ -208,7 +302,7 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
 Value ContractionTiler::buildFullTile(OpBuilder &tb) {
   Value at = castTo2D(tb, loc, aTile, tileM, kLen);
   Value ct = castTo2D(tb, loc, cTile, tileM, tileN);
-  Value r = buildKernel(tb, at, packB(tb), ct, tileM);
+  Value r = buildKernel(tb, at, packB(tb), ct, tileM, /*fromFill=*/!!fill);
   return tensor::CastOp::create(tb, loc, cTileTy, r).getResult();
 }
 
@@ -266,7 +360,8 @@ Value ContractionTiler::buildRowDots(OpBuilder &tb, Value at, Value cg) {
 
 Value ContractionTiler::buildShortTile(OpBuilder &tb) {
   Idx tix{tb, loc};
-  Value bt = dims.transposedB ? Value() : packB(tb);
+  bool rowDots = dims.transposedB && !packedB;
+  Value bt = rowDots ? Value() : packB(tb);
   Type et = cast<RankedTensorType>(aTile.getType()).getElementType();
   Type ct = cTileTy.getElementType();
   auto zeros = [&](OpBuilder &zb, int64_t cols, Type t) {
@@ -298,8 +393,8 @@ Value ContractionTiler::buildShortTile(OpBuilder &tb) {
   };
   Value at = intoGroup(rowsOf(aTile, kLen), zeros(tb, kLen, et), kLen);
   Value cg = intoGroup(rowsOf(acc, tileN), zeros(tb, tileN, ct), tileN);
-  Value res = dims.transposedB ? buildRowDots(tb, at, cg)
-                               : buildKernel(tb, at, bt, cg, kRows);
+  Value res =
+      rowDots ? buildRowDots(tb, at, cg) : buildKernel(tb, at, bt, cg, kRows);
   Value back =
       tensor::ExtractSliceOp::create(
           tb, loc, res,
@@ -318,38 +413,50 @@ Value ContractionTiler::buildShortTile(OpBuilder &tb) {
 }
 
 Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
-                                    int64_t rows) {
+                                    int64_t rows, bool fromFill) {
   // k in chunks of at most kChunk, accumulating into the C tile, so that
-  // the A and B panels of a chunk stay in L2.
-  int64_t chunks = kLen / kChunk, rest = kLen % kChunk;
+  // the A and B panels of a chunk stay in L2. Starting from a fill, the
+  // first chunk is peeled: it alone starts from the fill value.
+  int64_t first = fromFill ? std::min(kChunk, kLen) : 0;
   Value r = ct;
-  if (kLen <= kChunk) {
-    r = buildKernelChunk(tb, at, bt, r, 0, Value(), kLen, rows);
-  } else {
-    if (chunks > 0) {
-      Idx tix{tb, loc};
-      auto loop = scf::ForOp::create(tb, loc, tix.c(0), tix.c(chunks * kChunk),
-                                     tix.c(kChunk), ValueRange{r});
-      OpBuilder::InsertionGuard g(tb);
-      tb.setInsertionPointToStart(loop.getBody());
-      scf::YieldOp::create(
-          tb, loc,
-          buildKernelChunk(tb, at, bt, loop.getRegionIterArg(0), 0,
-                           loop.getInductionVar(), kChunk, rows));
-      r = loop.getResult(0);
-    }
-    if (rest > 0)
-      r = buildKernelChunk(tb, at, bt, r, chunks * kChunk, Value(), rest, rows);
+  if (first > 0)
+    r = buildKernelChunk(tb, at, bt, r, 0, Value(), first, rows, true);
+  int64_t chunks = (kLen - first) / kChunk, rest = (kLen - first) % kChunk;
+  if (chunks == 1) {
+    r = buildKernelChunk(tb, at, bt, r, first, Value(), kChunk, rows);
+  } else if (chunks > 1) {
+    Idx tix{tb, loc};
+    auto loop = scf::ForOp::create(tb, loc, tix.c(first),
+                                   tix.c(first + chunks * kChunk),
+                                   tix.c(kChunk), ValueRange{r});
+    OpBuilder::InsertionGuard g(tb);
+    tb.setInsertionPointToStart(loop.getBody());
+    scf::YieldOp::create(tb, loc,
+                         buildKernelChunk(tb, at, bt, loop.getRegionIterArg(0),
+                                          0, loop.getInductionVar(), kChunk,
+                                          rows));
+    r = loop.getResult(0);
   }
+  if (rest > 0)
+    r = buildKernelChunk(tb, at, bt, r, first + chunks * kChunk, Value(), rest,
+                         rows);
   return r;
 }
 
 Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
   MLIRContext *ctx = eb.getContext();
+  bool transposed = dims.transposedB && !packedB;
   AffineMap bMap =
-      dims.transposedB ? dimsMap(ctx, 3, {1, 2}) : dimsMap(ctx, 3, {2, 1});
+      transposed ? dimsMap(ctx, 3, {1, 2}) : dimsMap(ctx, 3, {2, 1});
+  Value bt = bTile;
+  if (packedB) // the panel's first ns columns
+    bt = tensor::ExtractSliceOp::create(
+        eb, loc, bTile,
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(0), eb.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(kLen), ns},
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(1), eb.getIndexAttr(1)});
   return linalg::GenericOp::create(
-             eb, loc, cTileTy, ValueRange{aTile, bTile}, ValueRange{cTile},
+             eb, loc, cTileTy, ValueRange{aTile, bt}, ValueRange{cTile},
              ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), bMap,
                                  dimsMap(ctx, 3, {0, 1})},
              ArrayRef<utils::IteratorType>{kPar, kPar, kRed},
@@ -387,14 +494,36 @@ void ContractionTiler::insertTile(Value tile) {
 void ContractionTiler::sliceOperands(Value a, Value bm) {
   int64_t dyn = ShapedType::kDynamic;
   aTile = slice(a, maps[0], dyn, kLen);
-  bTile = dims.transposedB ? slice(bm, maps[1], dyn, kLen)
-                           : slice(bm, maps[1], kLen, dyn);
+  if (packedB) {
+    auto pty = cast<RankedTensorType>(packedB.getType());
+    bTile = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({kLen, tileN}, pty.getElementType()),
+        packedB,
+        ArrayRef<OpFoldResult>{forall.getInductionVar(rank - 2),
+                               b.getIndexAttr(0), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(kLen),
+                               b.getIndexAttr(tileN)},
+        SmallVector<OpFoldResult>(3, b.getIndexAttr(1)));
+  } else {
+    bTile = dims.transposedB ? slice(bm, maps[1], dyn, kLen)
+                             : slice(bm, maps[1], kLen, dyn);
+  }
   cTile = slice(out, maps[2], dyn, dyn);
   cTileTy = cast<RankedTensorType>(cTile.getType());
 }
 
 Value ContractionTiler::build(linalg::GenericOp op) {
-  buildTileLoop(op.getDpsInits()[0]);
+  // Weights shared by every batch (B indexed by k and n alone) are packed
+  // at compile time.
+  if (maps[1].getNumResults() == 2)
+    packedB =
+        packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB, tileN);
+  Value init = op.getDpsInits()[0];
+  if (auto f = init.getDefiningOp<linalg::FillOp>()) {
+    fill = f.getInputs()[0];
+    init = f.getOutputs()[0];
+  }
+  buildTileLoop(init);
   sliceOperands(op.getDpsInputs()[0], op.getDpsInputs()[1]);
   Value full = ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
                        ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
@@ -404,6 +533,8 @@ Value ContractionTiler::build(linalg::GenericOp op) {
         scf::YieldOp::create(tb, loc, buildFullTile(tb));
       },
       [&](OpBuilder &eb, Location) {
+        if (fill)
+          cTile = linalg::FillOp::create(eb, loc, fill, cTile).getResult(0);
         // Whole columns: the rows on the micro-kernel in padded groups;
         // the last, narrower column tile as loops.
         Value wholeCols = Idx{eb, loc}.cmp(arith::CmpIPredicate::eq, ns,

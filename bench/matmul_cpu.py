@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The model's matrix products compiled by masformer-compile, against the
+machine's sgemm (numpy's BLAS) and onnxruntime's MatMul, in one run:
+
+  python3 bench/matmul_cpu.py [--seq 2048] [--reps 5] [--shapes gpt2]
+      [--precision f32] [--work /tmp/masformer-matmul]
+
+The shapes are GPT-2 small's products at --seq rows: the QKV projection
+(768 -> 2304), the attention output (768 -> 768), the MLP (768 -> 3072 and
+3072 -> 768) and the tied LM head (768 -> 50257, weights stored [50257, 768]
+and transposed by the model, as exporters write it). Each product is its own
+one-node model (y = MatMul(x, W) with W a constant), compiled without shapes
+and timed by `masformer-run --bench` (median of --reps after one), so the
+figure includes the library call and the output buffer, as in a model.
+numpy's matmul and onnxruntime (2 threads = every core, default
+optimizations) time the same product in the same process.
+
+Prints the CPU model and its ISA extensions, then one markdown table:
+GFLOP/s of each, and ours / sgemm and ours / onnxruntime.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from machine import describe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+
+# name, k, n, weights stored transposed ([n, k], MatMul(x, Transpose(W)))
+SHAPES = {
+    "gpt2": [("qkv", 768, 2304, False), ("attn-out", 768, 768, False),
+             ("mlp-up", 768, 3072, False), ("mlp-down", 3072, 768, False),
+             ("lm-head", 768, 50257, True)],
+}
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def make_model(path, k, n, transposed, rng):
+    w = rng.standard_normal((n, k) if transposed else (k, n)).astype(
+        np.float32) * 0.05
+    nodes = []
+    if transposed:
+        nodes.append(h.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]))
+        nodes.append(h.make_node("MatMul", ["x", "wt"], ["y"]))
+    else:
+        nodes.append(h.make_node("MatMul", ["x", "w"], ["y"]))
+    g = h.make_graph(
+        nodes, "product",
+        [h.make_tensor_value_info("x", T.FLOAT, ["m", k])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["m", n])],
+        [nh.from_array(w, "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return w.T if transposed else w
+
+
+def median_time(fn, reps):
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--shapes", default="gpt2", choices=sorted(SHAPES))
+    ap.add_argument("--precision", default="f32")
+    ap.add_argument("--work", default="/tmp/masformer-matmul")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    rng = np.random.default_rng(0)
+    print(describe())
+    print(f"\nproducts at {a.seq} rows, masformer-compile "
+          f"--precision={a.precision}, median of {a.reps}\n")
+    print("| product | m x k x n | sgemm GFLOP/s | onnxruntime GFLOP/s | "
+          "ours GFLOP/s | ours / sgemm | ours / onnxruntime | max rel err |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    tot = {"sgemm": 0.0, "ort": 0.0, "ours": 0.0}
+    flops_all = 0.0
+    for name, k, n, transposed in SHAPES[a.shapes]:
+        path = os.path.join(a.work, f"{name}.onnx")
+        w = make_model(path, k, n, transposed, rng)
+        x = rng.standard_normal((a.seq, k)).astype(np.float32)
+        lib = os.path.join(a.work, f"{name}-{a.precision}.so")
+        run([os.path.join(BIN, "masformer-compile"), path, "-o", lib,
+             f"--precision={a.precision}"])
+        xp = os.path.join(a.work, f"{name}-x.npy")
+        np.save(xp, x)
+        out_dir = os.path.join(a.work, f"{name}-out")
+        out = run([os.path.join(BIN, "masformer-run"), lib, "--input",
+                   f"x={xp}", "--output-dir", out_dir, "--bench",
+                   str(a.reps)])
+        ours = float(out.split("runs:")[1].split("ms")[0]) / 1000
+        y = np.load(os.path.join(out_dir, "y.npy"))
+        wc = np.ascontiguousarray(w)
+        ref = x @ wc
+        sg = median_time(lambda: x @ wc, a.reps)
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(path, opts,
+                                    providers=["CPUExecutionProvider"])
+        ot = median_time(lambda: sess.run(None, {"x": x}), a.reps)
+        err = float(np.max(np.abs(y - ref)) / np.max(np.abs(ref)))
+        flops = 2.0 * a.seq * k * n
+        flops_all += flops
+        tot["sgemm"] += sg
+        tot["ort"] += ot
+        tot["ours"] += ours
+        print(f"| {name} | {a.seq} x {k} x {n} | {flops / sg / 1e9:.0f} | "
+              f"{flops / ot / 1e9:.0f} | {flops / ours / 1e9:.0f} | "
+              f"{sg / ours:.2f} | {ot / ours:.2f} | {err:.1e} |", flush=True)
+    print(f"| all | | {flops_all / tot['sgemm'] / 1e9:.0f} | "
+          f"{flops_all / tot['ort'] / 1e9:.0f} | "
+          f"{flops_all / tot['ours'] / 1e9:.0f} | "
+          f"{tot['sgemm'] / tot['ours']:.2f} | "
+          f"{tot['ort'] / tot['ours']:.2f} | |")
+
+
+if __name__ == "__main__":
+    main()
