@@ -35,6 +35,17 @@ from compile_cpu import BIN, run
 from machine import describe
 
 
+def stale(lib, model):
+    """Whether `lib` must be compiled again: missing, or older than the
+    model or than the compiler that would build it (a library of an older
+    build would measure old code)."""
+    if not os.path.exists(lib):
+        return True
+    t = os.path.getmtime(lib)
+    return (t < os.path.getmtime(model) or
+            t < os.path.getmtime(os.path.join(BIN, "masformer-compile")))
+
+
 def ours(lib, prompt, new, work):
     """masformer-run --generate: (prefill s, decode tokens/s, peak cache
     bytes, generated ids)."""
@@ -106,9 +117,9 @@ def main():
         model = os.path.join(d, "model.onnx")
         full = os.path.join(d, "full.so")
         ms = os.path.join(d, "masformer.so")
-        if not os.path.exists(full):
+        if stale(full, model):
             run([os.path.join(BIN, "masformer-compile"), model, "-o", full])
-        if not os.path.exists(ms):
+        if stale(ms, model):
             run([os.path.join(BIN, "masformer-compile"), model,
                  f"--spans={a.spans}", "-o", ms])
         opts = ort.SessionOptions()

@@ -2,9 +2,10 @@
 //
 // The model's matrix products (the linalg.generic contractions that the
 // importer makes of MatMul, Gemm and Einsum) as a parallel loop over
-// (batch..., row tile, column tile) whose full tiles run the register-blocked
-// micro-kernel of the tiled attention; partial tiles at the edges run a
-// linalg.matmul on the slices.
+// (batch..., column tile, row tile) whose full tiles run the register-blocked
+// micro-kernel of the tiled attention on contiguous panels of B (the model's
+// weights packed at compile time); partial tiles at the edges run a
+// linalg.generic on the slices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +31,10 @@ using namespace mlir::masformer;
 
 namespace {
 
-/// The longest run of k a micro-kernel call accumulates over: the A and B
-/// panels of a 64 x 64 tile, 2 x 64 x 512 f32, stay in L2.
+/// The longest run of k a micro-kernel call accumulates over: the chunk of
+/// B's packed panel, 128 x 64 f32 (32 KiB), stays in L1 while every row
+/// group of the tile streams over it. (On the Xeon of bench/RESULTS.md,
+/// 256 and 512 ran within the run-to-run spread of 128.)
 constexpr int64_t kChunk = 128;
 
 /// `v`, a 2-D tensor, cast to the static shape [rows, cols].
@@ -415,7 +418,7 @@ Value ContractionTiler::buildShortTile(OpBuilder &tb) {
 Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
                                     int64_t rows, bool fromFill) {
   // k in chunks of at most kChunk, accumulating into the C tile, so that
-  // the A and B panels of a chunk stay in L2. Starting from a fill, the
+  // the chunk of B's panel stays in L1. Starting from a fill, the
   // first chunk is peeled: it alone starts from the fill value.
   int64_t first = fromFill ? std::min(kChunk, kLen) : 0;
   Value r = ct;

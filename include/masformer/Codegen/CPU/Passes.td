@@ -73,14 +73,24 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     results, `C[b..., m, n] += A[b'..., m, k] * B[b''..., k, n]` (or
     `B[b''..., n, k]`; f32, f16 or bf16 operands extended to f32; operands
     broadcast over some batch dimensions; a static `k`), as an `scf.forall`
-    over (batch..., tiles of `tile-m` rows, tiles of `tile-n` columns). A
-    full tile computes its `tile-m` x `tile-n` results with the
+    over (batch..., tiles of `tile-n` columns, tiles of `tile-m` rows): the
+    tiles a thread runs one after the other share their columns of `B`.
+    A full tile computes its `tile-m` x `tile-n` results with the
     register-blocked micro-kernel of `--masformer-tile-attention` (4 rows x
-    4 vectors of `vector-width` f32 accumulators across `k`, in chunks of at
-    most 512 so that the panels of A and B stay in L2, accumulating into the
-    tile; a transposed `B` tile is packed first); partial tiles at the edges compute
-    the same product on their slices as a `linalg.generic`. This is what the
-    importer makes of `MatMul`, `Gemm` and `Einsum`; `--masformer-lower-to-cpu`
+    4 vectors of `vector-width` f32 accumulators across `k`, in chunks of
+    at most 128 so that the chunk of B's panel stays in L1) on B's tile
+    packed as a contiguous `[k, tile-n]` panel:
+    - a constant `B` of at least `tile-n` columns (the model's weights) is
+      packed at compile time into the constant
+      `[ceil(n / tile-n), k, tile-n]`, zeros past `n`, transposed or not;
+      every tile reads its panel;
+    - any other `B` is copied (or transposed) into a panel per tile.
+    When `C` starts as a `linalg.fill` (a `MatMul`'s zeros), the kernel's
+    accumulators start at the fill value and the fill of the whole result
+    is not done. Tiles with fewer rows run the kernel on groups of 4 rows
+    padded with zeros; the last, narrower column tile computes the same
+    product on its slices as a `linalg.generic`. This is what the importer
+    makes of `MatMul`, `Gemm` and `Einsum`; `--masformer-lower-to-cpu`
     runs it before the attention is tiled.
   }];
   let options = [
