@@ -9,8 +9,13 @@
     MASFormer rewrite (ours vs onnxruntime on its ONNX export), in one run.
 
   python3 bench/compile_cpu.py [--seqs 2048 8192] [--reps 3]
-      [--spans "span=block:512 policy=top num-full=3"]
+      [--spans "span=block:512 policy=top num-full=3"] [--precision f32]
       [--work /tmp/masformer-bench]
+
+--precision=bf16 compiles ours with bf16 products and attention (f32
+accumulation); onnxruntime stays f32. Each row prints the time ratio, the
+speed ratio (onnxruntime time / ours), and for the rewrite our rewritten /
+full time next to the ideal whole-model FLOP ratio of bench/rewrite_ort.py.
 
 Median of --reps runs after one warm-up, both sides; both use every core
 (OpenMP and onnxruntime's intra-op threads). Prints a markdown table.
@@ -18,6 +23,7 @@ Needs a build (build/bin), numpy, onnx, onnxruntime.
 """
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -30,6 +36,7 @@ import numpy as np
 import onnxruntime as ort
 
 from machine import describe
+from rewrite_ort import model_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -72,6 +79,7 @@ def main():
     ap.add_argument("--seqs", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--work", default="/tmp/masformer-bench")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -83,33 +91,49 @@ def main():
     run([os.path.join(BIN, "masformer-opt"), model,
          f"--masformer-rewrite-spans={a.spans}", "-o", rewritten])
 
-    full_lib = os.path.join(a.work, "gpt2-small.so")
-    ms_lib = os.path.join(a.work, "gpt2-small-masformer.so")
-    _, t_full = run([os.path.join(BIN, "masformer-compile"), model, "-o",
-                     full_lib])
-    _, t_ms = run([os.path.join(BIN, "masformer-compile"), model,
+    full_lib = os.path.join(a.work, f"gpt2-small-{a.precision}.so")
+    ms_lib = os.path.join(a.work, f"gpt2-small-masformer-{a.precision}.so")
+    prec = f"--precision={a.precision}"
+    _, t_full = run([os.path.join(BIN, "masformer-compile"), model, prec,
+                     "-o", full_lib])
+    _, t_ms = run([os.path.join(BIN, "masformer-compile"), model, prec,
                    f"--spans={a.spans}", "-o", ms_lib])
     print(f"machine: {describe()}; onnxruntime {ort.__version__}")
+    print(f"ours: masformer-compile {prec}; onnxruntime: f32")
     print(f"compile time (dynamic shapes, {os.path.getsize(model) / 2**20:.0f}"
           f" MiB model): full {t_full:.1f} s, rewritten ({a.spans}) "
           f"{t_ms:.1f} s\n")
     print("| S | attention | masformer-compile (ms) | onnxruntime (ms) | "
-          "ours / onnxruntime | max abs diff |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "ours / onnxruntime (time) | speed vs onnxruntime | "
+          "ours rewritten / full (ideal) | max abs diff |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         for s in a.seqs:
             ids = rng.integers(0, 50257, (1, s)).astype(np.int64)
             ids_path = os.path.join(tmp, "ids.npy")
             np.save(ids_path, ids)
+            rep = os.path.join(tmp, "report.json")
+            run([os.path.join(BIN, "masformer-opt"), model,
+                 f"--masformer-rewrite-spans={a.spans}",
+                 f"--masformer-span-report=seq-len={s} json={rep}",
+                 "--mlir-elide-resource-strings-if-larger=16",
+                 "-o", os.devnull])
+            ideal = model_ratio(json.load(open(rep)), s)
+            full_time = None
             for name, lib, onnx_model in (("full", full_lib, model),
                                           (a.spans, ms_lib, rewritten)):
                 ours, got = ours_median(lib, ids_path, a.reps, tmp)
                 theirs, want = ort_median(onnx_model, ids, a.reps)
                 diff = float(np.abs(got - want).max())
+                if full_time is None:
+                    full_time, ratio = ours, "1"
+                else:
+                    ratio = f"{ours / full_time:.3f} ({ideal:.3f})"
                 print(f"| {s} | {name} | {ours * 1e3:.0f} | "
                       f"{theirs * 1e3:.0f} | {ours / theirs:.2f} | "
-                      f"{diff:.1e} |", flush=True)
+                      f"{theirs / ours:.2f}x | {ratio} | {diff:.1e} |",
+                      flush=True)
                 del got, want
 
 

@@ -77,10 +77,6 @@ mlir::masformer::checkCompileTarget(const CompileONNXOptions &options,
     error = ("--precision=" + precision + ": expected f32 or bf16").str();
     return failure();
   }
-  if (target != "cuda" && precision != "f32") {
-    error = ("--precision=" + precision + " needs --target=cuda").str();
-    return failure();
-  }
   if (target == "cuda") {
     std::string chipError;
     if (failed(checkNVVMChip(options.gpuChip(), chipError))) {
@@ -147,6 +143,13 @@ checkOptionsAndFindTools(StringRef dst, const CompileONNXOptions &options,
   if (failed(host))
     return failure();
   tools.host = std::move(*host);
+  if (options.target == "cpu" && options.precision == "bf16" &&
+      !tools.host.amxBF16 && !tools.host.avx512BF16)
+    return emitError(loc)
+               << "--precision=bf16 on the CPU needs AMX-BF16 or AVX512-BF16, "
+                  "and --cpu="
+               << options.cpu << " (" << tools.host.cpu << ") has neither",
+           failure();
   return tools;
 }
 
@@ -217,6 +220,14 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
       decode.removeArgAttr(i, kCacheSpanAttrName);
   }
   bool cuda = options.target == "cuda";
+  // The instructions the runtime must check (and, for AMX, ask the kernel
+  // for) before it runs the library.
+  if (!cuda && options.precision == "bf16" && tools.host.amxBF16) {
+    entry.signature += "isa\tamx-bf16\n";
+    if (!entry.decodeSignature.empty() &&
+        !StringRef(entry.decodeSignature).starts_with(MF_ABI_DECODE_UNAVAILABLE))
+      entry.decodeSignature += "isa\tamx-bf16\n";
+  }
   PassManager pm(module.getContext());
   pm.addPass(createPrepareEntry());
   if (decode) {
@@ -238,6 +249,8 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
     lowering.tileQ = options.tileQ;
     lowering.tileKV = options.tileKV;
     lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
+    lowering.precision = options.precision;
+    lowering.amx = options.precision == "bf16" && tools.host.amxBF16;
     lowering.genericAllocation = true;
     buildLowerToCPUPipeline(pm, lowering);
   }

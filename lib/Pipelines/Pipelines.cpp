@@ -81,14 +81,25 @@ void mlir::masformer::buildLowerToCPUPipeline(
   tiling.tileQ = options.tileQ;
   tiling.tileKV = options.tileKV;
   tiling.vectorWidth = options.vectorWidth;
+  if (options.precision != "f32" && options.precision != "bf16")
+    return addPipelineError(pm, "--masformer-lower-to-cpu: precision=" +
+                                    options.precision +
+                                    ": expected f32 or bf16");
+  if (options.amx && options.precision != "bf16")
+    return addPipelineError(
+        pm, "--masformer-lower-to-cpu: amx needs precision=bf16");
   // Weights that the model transposes (a tied LM head) are transposed once,
   // here, not in every run.
   pm.addPass(createFoldConstantTransposes());
+  // Products and attention on bf16 operands (weights converted here, once).
+  if (options.precision == "bf16")
+    pm.addPass(createMixedPrecision());
   // The model's matrix products first: the tiled attention's own partial
   // tiles are generics of the same shape, and stay loops.
   if (options.vectorWidth > 0) {
     TileContractionsOptions contractions;
     contractions.vectorWidth = options.vectorWidth;
+    contractions.amx = options.amx;
     pm.addPass(createTileContractions(contractions));
   }
   // Chains of element-wise ops (a GELU, a residual add, a norm's scale and
@@ -118,7 +129,11 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // Bufferization writes each tile back with a copy onto itself
       // (parallel_insert_slice of a slice of the same buffer); equal views
       // merged, the copies fold away.
-      "cse,canonicalize,"
+      "cse,canonicalize,";
+  // The bf16 tile products marked for AMX, on buffers now.
+  if (options.amx)
+    lowering += "func.func(masformer-lower-amx-tiles),";
+  lowering +=
       // A key tile's temporaries are allocated once per query tile, not
       // once per key tile.
       "func.func(buffer-loop-hoisting),"
@@ -138,7 +153,12 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "canonicalize,expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma.
-      "convert-vector-to-llvm{reassociate-fp-reductions},"
+      "convert-vector-to-llvm{reassociate-fp-reductions";
+  // The AMX tile ops (with the vector ops: LLVM's conversion of control
+  // flow has no tile type, so no tile value crosses a block).
+  if (options.amx)
+    lowering += " enable-amx";
+  lowering += "},"
       // The OpenMP loop body is a memref.alloca_scope: lower it while it
       // still has one block.
       "finalize-memref-to-llvm";

@@ -33,6 +33,10 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#endif
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -417,6 +421,38 @@ std::string mapWeights(const std::string &lib, const char *text,
 
 } // namespace
 
+/// Checks that this CPU has the instruction set `name` that the library at
+/// `path` was compiled to use, and enables it where the kernel must be
+/// asked first (AMX's tile data, per process on Linux); "" or the error.
+static std::string enableISA(const std::string &name, const char *path) {
+  if (name != "amx-bf16")
+    return std::string("'") + path + "' needs the instruction set '" + name +
+           "', which this runtime does not know";
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
+  bool have = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
+              (edx & (1u << 22)) && (edx & (1u << 24));
+  if (!have)
+    return std::string("'") + path +
+           "' runs its bf16 products on AMX tiles, and this CPU has no "
+           "AMX-BF16: compile the model on this machine, or with "
+           "--precision=f32";
+  // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: without it the first tile
+  // instruction is SIGILL.
+  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+  if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0)
+    return std::string("'") + path +
+           "' runs its bf16 products on AMX tiles, and the kernel refused "
+           "them to this process (arch_prctl(ARCH_REQ_XCOMP_PERM): " +
+           std::strerror(errno) + ")";
+  return "";
+#else
+  return std::string("'") + path +
+         "' runs its bf16 products on AMX tiles, which need x86-64 Linux";
+#endif
+}
+
 using masformer::runtime::detail::CacheDecl;
 struct mf_model {
   std::string path;
@@ -430,6 +466,9 @@ struct mf_model {
   const char *(*cudaError)() = nullptr;
   void (*cudaClearError)() = nullptr;
   std::string target, chip;
+  /// Instruction sets the code needs beyond the compile target's
+  /// (signature lines "isa\t<name>").
+  std::vector<std::string> isa;
   std::vector<TensorDecl> inputs, outputs;
   std::vector<Binding> bindings;
   std::vector<Output> results;
@@ -493,6 +532,12 @@ bool mf_model::parseSignature(const char *text) {
         return false;
       c.kind = f[2];
       caches.push_back(c);
+      continue;
+    }
+    if (f.size() == 2 && f[0] == "isa") {
+      if (f[1] != "amx-bf16")
+        return false;
+      isa.push_back(f[1]);
       continue;
     }
     if (f.size() == 2 && f[0] == "max_length") {
@@ -674,6 +719,13 @@ static mf_model *loadEntry(const char *path, const char *runSym,
          model->target + "', which this runtime cannot run");
     delete model;
     return nullptr;
+  }
+  for (const std::string &name : model->isa) {
+    if (std::string error = enableISA(name, path); !error.empty()) {
+      fail(error);
+      delete model;
+      return nullptr;
+    }
   }
   if (std::string error = model->bindWeights(); !error.empty()) {
     fail(error);

@@ -57,6 +57,9 @@ FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
                           << ": not a CPU that LLVM knows for " << triple.str(),
            failure();
   host.avx512 = sti->checkFeatures("+avx512f");
+  host.amxBF16 = sti->checkFeatures("+amx-tile,+amx-bf16");
+  host.avx512BF16 = sti->checkFeatures("+avx512bf16");
+  host.cpu = cpu;
   return host;
 }
 

@@ -45,6 +45,17 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "(masformer-compile links a caching allocator), instead "
                      "of malloc and free"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("f32, or bf16: matrix products and attention on bf16 "
+                     "operands with f32 accumulation "
+                     "(--masformer-mixed-precision)"),
+      llvm::cl::init("f32")};
+  PassOptions::Option<bool> amx{
+      *this, "amx",
+      llvm::cl::desc("With precision=bf16: products with constant weights "
+                     "on AMX tiles (the CPU has AMX-BF16)"),
+      llvm::cl::init(false)};
 };
 
 /// masformer.attention through --masformer-tile-attention (span-aware key

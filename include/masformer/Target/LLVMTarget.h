@@ -25,6 +25,10 @@ struct HostTarget {
   std::unique_ptr<llvm::TargetMachine> machine;
   /// Whether the CPU has AVX-512 (the micro-kernels' vector width).
   bool avx512 = false;
+  /// bf16 on the CPU: AMX tiles (AMX-TILE and AMX-BF16), and AVX512-BF16.
+  bool amxBF16 = false, avx512BF16 = false;
+  /// The CPU's name as LLVM knows it (the host's for "native").
+  std::string cpu;
 };
 
 /// The target machine for `cpu` ("native": this machine's CPU and

@@ -72,9 +72,11 @@ Value kPanel(OpBuilder &b, Location loc, Value t, bool kFirst, int64_t k0,
 /// as the constant [ceil(n / tileN), k, tileN]: the panel of each column
 /// tile contiguous, in the layout the micro-kernel reads, zeros past n. A
 /// model's products then neither copy nor transpose their weights per
-/// tile; null when B is not such a constant.
+/// tile; null when B is not such a constant. With `vnni` (AMX), each panel
+/// holds pairs of k side by side: [ceil(n / tileN), k / 2, tileN, 2], k
+/// even.
 Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
-                    int64_t tileN) {
+                    int64_t tileN, bool vnni = false) {
   auto cst = bm.getDefiningOp<arith::ConstantOp>();
   auto ty = dyn_cast<RankedTensorType>(bm.getType());
   if (!cst || !ty || ty.getRank() != 2 || !ty.hasStaticShape())
@@ -87,7 +89,8 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
   int64_t es = et.getIntOrFloatBitWidth() / 8;
   std::optional<ArrayRef<char>> bytes = constantBytes(cst.getValue());
   if (n < tileN || !bytes ||
-      static_cast<int64_t>(bytes->size()) != kLen * n * es)
+      static_cast<int64_t>(bytes->size()) != kLen * n * es ||
+      (vnni && kLen % 2))
     return {};
   int64_t tiles = llvm::divideCeil(n, tileN);
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
@@ -100,6 +103,16 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
     char *panel = out.data() + t * kLen * tileN * es;
     for (int64_t k = 0; k < kLen; ++k) {
       char *row = panel + k * tileN * es;
+      if (vnni) {
+        // (k, j) at [k / 2, j, k % 2].
+        char *pairs = panel + ((k / 2) * tileN * 2 + k % 2) * es;
+        for (int64_t j = 0; j < cols; ++j) {
+          int64_t from = transposed ? (t * tileN + j) * kLen + k
+                                    : k * n + t * tileN + j;
+          std::memcpy(pairs + j * 2 * es, in + from * es, es);
+        }
+        continue;
+      }
       if (!transposed) {
         std::memcpy(row, in + (k * n + t * tileN) * es, cols * es);
         continue;
@@ -108,7 +121,9 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
         std::memcpy(row + j * es, in + ((t * tileN + j) * kLen + k) * es, es);
     }
   }
-  auto packedTy = RankedTensorType::get({tiles, kLen, tileN}, et);
+  auto packedTy =
+      vnni ? RankedTensorType::get({tiles, kLen / 2, tileN, 2}, et)
+           : RankedTensorType::get({tiles, kLen, tileN}, et);
   return arith::ConstantOp::create(
              b, loc,
              DenseResourceElementsAttr::get(packedTy, "packed_weight",
@@ -120,9 +135,9 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
 /// tile, column tile): the state its steps share.
 struct ContractionTiler {
   ContractionTiler(OpBuilder &b, linalg::GenericOp op, MatmulDims dims,
-                   int64_t tileM, int64_t tileN, int64_t width)
+                   int64_t tileM, int64_t tileN, int64_t width, bool amx)
       : b(b), loc(op.getLoc()), ix{b, loc}, dims(dims), tileM(tileM),
-        tileN(tileN), width(width), maps(op.getIndexingMapsArray()),
+        tileN(tileN), width(width), amx(amx), maps(op.getIndexingMapsArray()),
         rank(cast<RankedTensorType>(op.getDpsInits()[0].getType()).getRank()),
         kLen(op.getStaticLoopRanges()[dims.k]) {}
 
@@ -134,10 +149,14 @@ struct ContractionTiler {
   Idx ix;
   MatmulDims dims;
   int64_t tileM, tileN, width;
+  /// Whether bf16 products with constant weights may run on AMX.
+  bool amx;
   SmallVector<AffineMap> maps;
   int64_t rank, kLen;
-  /// B packed at compile time (packConstantB), or null.
+  /// B packed at compile time (packConstantB), or null; in the VNNI
+  /// layout (rank 4) for AMX.
   Value packedB;
+  bool vnni = false;
   /// The scalar C starts at when the product's init is a linalg.fill (a
   /// MatMul's zeros): full tiles then never read C, and the fill's pass
   /// over the whole result is gone.
@@ -188,6 +207,13 @@ struct ContractionTiler {
   Value buildRowDots(OpBuilder &tb, Value at, Value cg);
   /// A partial tile: the same product on the slices, as loops.
   Value buildPartialTile(OpBuilder &eb);
+  /// Whether this product runs on AMX: bf16 A and constant B, f32 C, k a
+  /// multiple of 32.
+  bool amxApplies(linalg::GenericOp op);
+  /// The tile on AMX: C's tile (padded to tileM x tileN at the edges) +=
+  /// A's rows (padded with zeros) x B's VNNI panel, as the product marked
+  /// for --masformer-lower-amx-tiles.
+  Value buildAMXTile(OpBuilder &tb, bool fullTile);
   /// Inserts this iteration's result `tile` into C.
   void insertTile(Value tile);
 };
@@ -474,6 +500,73 @@ Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
       .getResult(0);
 }
 
+bool ContractionTiler::amxApplies(linalg::GenericOp op) {
+  auto elem = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  };
+  return amx && maps[1].getNumResults() == 2 &&
+         elem(op.getDpsInputs()[0]).isBF16() &&
+         elem(op.getDpsInputs()[1]).isBF16() &&
+         elem(op.getDpsInits()[0]).isF32() && kLen % 32 == 0 &&
+         tileM % 32 == 0 && tileN % 32 == 0;
+}
+
+Value ContractionTiler::buildAMXTile(OpBuilder &tb, bool fullTile) {
+  MLIRContext *ctx = tb.getContext();
+  Type bf16 = tb.getBF16Type(), f32 = tb.getF32Type();
+  SmallVector<OpFoldResult> zero2(2, tb.getIndexAttr(0)),
+      one2(2, tb.getIndexAttr(1));
+  auto filled = [&](int64_t rows, int64_t cols, Type t, Value v) {
+    Value e = tensor::EmptyOp::create(tb, loc, {rows, cols}, t);
+    if (!v)
+      v = arith::ConstantOp::create(tb, loc, tb.getZeroAttr(t));
+    return linalg::FillOp::create(tb, loc, v, e).getResult(0);
+  };
+  Value at, ct;
+  if (fullTile) {
+    at = castTo2D(tb, loc, aTile, tileM, kLen);
+    ct = castTo2D(tb, loc, cTile, tileM, tileN);
+    if (fill)
+      ct = linalg::FillOp::create(tb, loc, fill, ct).getResult(0);
+  } else {
+    // The rows past ms are zeros; the columns past ns multiply the
+    // panel's zero padding.
+    at = tensor::InsertSliceOp::create(
+        tb, loc, aTile, filled(tileM, kLen, bf16, Value()), zero2,
+        ArrayRef<OpFoldResult>{ms, tb.getIndexAttr(kLen)}, one2);
+    ct = filled(tileM, tileN, f32, fill);
+    if (!fill)
+      ct = tensor::InsertSliceOp::create(tb, loc, cTile, ct, zero2,
+                                         ArrayRef<OpFoldResult>{ms, ns}, one2);
+  }
+  // (m, n, k2, kk): C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk].
+  AffineExpr m, n, k2, kk;
+  bindDims(ctx, m, n, k2, kk);
+  auto product = linalg::GenericOp::create(
+      tb, loc, ct.getType(), ValueRange{at, bTile}, ValueRange{ct},
+      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
+                          AffineMap::get(4, 0, {k2, n, kk}, ctx),
+                          AffineMap::get(4, 0, {m, n}, ctx)},
+      ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value x = arith::ExtFOp::create(nb, nl, f32, args[0]);
+        Value y = arith::ExtFOp::create(nb, nl, f32, args[1]);
+        Value p = arith::MulFOp::create(nb, nl, x, y);
+        linalg::YieldOp::create(
+            nb, nl, arith::AddFOp::create(nb, nl, args[2], p).getResult());
+      });
+  // The tile's static size: folded casts may leave the operands' sizes
+  // dynamic after bufferization.
+  product->setAttr(kAMXTileAttrName,
+                   tb.getDenseI64ArrayAttr({tileM, tileN}));
+  Value r = product.getResult(0);
+  if (fullTile)
+    return tensor::CastOp::create(tb, loc, cTileTy, r).getResult();
+  return tensor::ExtractSliceOp::create(tb, loc, cTileTy, r, zero2,
+                                        ArrayRef<OpFoldResult>{ms, ns}, one2)
+      .getResult();
+}
+
 void ContractionTiler::insertTile(Value tile) {
   SmallVector<OpFoldResult> offs, sizes;
   for (int64_t r = 0; r < rank; ++r) {
@@ -497,7 +590,19 @@ void ContractionTiler::insertTile(Value tile) {
 void ContractionTiler::sliceOperands(Value a, Value bm) {
   int64_t dyn = ShapedType::kDynamic;
   aTile = slice(a, maps[0], dyn, kLen);
-  if (packedB) {
+  if (vnni) {
+    auto pty = cast<RankedTensorType>(packedB.getType());
+    bTile = tensor::ExtractSliceOp::create(
+        b, loc,
+        RankedTensorType::get({kLen / 2, tileN, 2}, pty.getElementType()),
+        packedB,
+        ArrayRef<OpFoldResult>{forall.getInductionVar(rank - 2),
+                               b.getIndexAttr(0), b.getIndexAttr(0),
+                               b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(kLen / 2),
+                               b.getIndexAttr(tileN), b.getIndexAttr(2)},
+        SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+  } else if (packedB) {
     auto pty = cast<RankedTensorType>(packedB.getType());
     bTile = tensor::ExtractSliceOp::create(
         b, loc, RankedTensorType::get({kLen, tileN}, pty.getElementType()),
@@ -518,9 +623,14 @@ void ContractionTiler::sliceOperands(Value a, Value bm) {
 Value ContractionTiler::build(linalg::GenericOp op) {
   // Weights shared by every batch (B indexed by k and n alone) are packed
   // at compile time.
-  if (maps[1].getNumResults() == 2)
+  if (amxApplies(op)) {
+    packedB = packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB,
+                            tileN, /*vnni=*/true);
+    vnni = !!packedB;
+  } else if (maps[1].getNumResults() == 2) {
     packedB =
         packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB, tileN);
+  }
   Value init = op.getDpsInits()[0];
   if (auto f = init.getDefiningOp<linalg::FillOp>()) {
     fill = f.getInputs()[0];
@@ -528,6 +638,21 @@ Value ContractionTiler::build(linalg::GenericOp op) {
   }
   buildTileLoop(init);
   sliceOperands(op.getDpsInputs()[0], op.getDpsInputs()[1]);
+  if (vnni) {
+    Value full =
+        ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
+                ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
+    auto ifOp = scf::IfOp::create(
+        b, loc, full,
+        [&](OpBuilder &tb, Location) {
+          scf::YieldOp::create(tb, loc, buildAMXTile(tb, true));
+        },
+        [&](OpBuilder &eb, Location) {
+          scf::YieldOp::create(eb, loc, buildAMXTile(eb, false));
+        });
+    insertTile(ifOp.getResult(0));
+    return forall.getResult(0);
+  }
   Value full = ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
                        ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
   auto ifOp = scf::IfOp::create(
@@ -558,13 +683,15 @@ Value ContractionTiler::build(linalg::GenericOp op) {
 
 struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {
   TileContractionPattern(MLIRContext *ctx, int64_t tileM, int64_t tileN,
-                         int64_t width)
-      : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width) {}
+                         int64_t width, bool amx)
+      : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width),
+        amx(amx) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override;
 
   int64_t tileM, tileN, width;
+  bool amx;
 };
 
 LogicalResult
@@ -573,7 +700,7 @@ TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
   FailureOr<MatmulDims> dims = matchMatmul(op);
   if (failed(dims))
     return rewriter.notifyMatchFailure(op, "not a matrix product");
-  ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width);
+  ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx);
   rewriter.replaceOp(op, tiler.build(op));
   return success();
 }
@@ -603,7 +730,7 @@ struct TileContractionsPass final
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w);
+    patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w, amx);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };

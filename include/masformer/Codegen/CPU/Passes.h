@@ -24,6 +24,12 @@ namespace masformer {
 #define GEN_PASS_DECL
 #include "masformer/Codegen/CPU/Passes.h.inc"
 
+/// The attribute that marks the bf16 tile products of
+/// --masformer-tile-contractions (amx=true) for --masformer-lower-amx-tiles:
+/// the tile's static size [m, n] (its operands' sizes may have become
+/// dynamic by then).
+inline constexpr llvm::StringLiteral kAMXTileAttrName = "masformer.amx_tile";
+
 struct TileAttentionPatternOptions {
   /// Query rows and keys per tile.
   int64_t tileQ = 64, tileKV = 64;

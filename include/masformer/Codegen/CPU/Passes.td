@@ -100,6 +100,9 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
            "Columns of C per tile (a multiple of the kernel's vector step)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
            "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2)">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "Products of bf16 operands with constant weights as tile products "
+           "marked for --masformer-lower-amx-tiles (the CPU has AMX-BF16)">,
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
                            "scf::SCFDialect", "tensor::TensorDialect",
@@ -148,6 +151,28 @@ def ApproximateMath : Pass<"masformer-approximate-math"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def LowerAMXTiles : Pass<"masformer-lower-amx-tiles"> {
+  let summary = "The bf16 tile products marked for AMX as AMX tile "
+                "operations";
+  let description = [{
+    After bufferization, every `linalg.generic` that
+    `--masformer-tile-contractions` (with `amx=true`) marked
+    `masformer.amx_tile` (C[m, n] f32 += A[m, 2 k2 + kk] * B[k2, n, kk] on
+    bf16 A and B, B in the VNNI layout of pairs of k, m and n multiples of
+    32, k of 32, rows contiguous) becomes AMX code: for each chunk of up to
+    256 of k, each block of 32 x 32 results is loaded into four tile
+    registers, accumulated with `amx.tile_mulf` (tdpbf16ps) over the
+    chunk's steps of 32 (two tiles of A and two of B per step, unrolled),
+    and stored. No tile value crosses a block (LLVM's conversion of control
+    flow has no AMX tile type). A marked op that does not have this form is
+    an error naming why.
+  }];
+  let dependentDialects = ["::mlir::amx::AMXDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def FreeBuffersEarly : Pass<"masformer-free-buffers-early"> {

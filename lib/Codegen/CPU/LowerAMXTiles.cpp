@@ -1,0 +1,171 @@
+//===- LowerAMXTiles.cpp - bf16 tile products on AMX -----------*- C++ -*-===//
+//
+// The bf16 tile products that --masformer-tile-contractions marks for AMX
+// (a linalg.generic C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk], B in the
+// VNNI layout of pairs of k), after bufferization, as AMX tile loads,
+// tdpbf16ps and stores: blocks of 32 x 32 results held in four tile
+// registers while k runs in chunks, so that no tile value crosses a block
+// boundary (LLVM's conversion of control flow has no AMX tile type).
+//
+//===----------------------------------------------------------------------===//
+
+#include "masformer/Codegen/CPU/Passes.h"
+
+#include "mlir/Dialect/AMX/AMXDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::masformer {
+#define GEN_PASS_DEF_LOWERAMXTILES
+#include "masformer/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::masformer
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+/// AMX's tile shapes for bf16: A 16 rows x 32 k, B 16 pairs of k x 16
+/// columns (32 bf16 a row), C 16 x 16 f32.
+constexpr int64_t kTile = 16, kDepth = 32;
+/// Results per register block: 2 x 2 tiles of C, with 2 of A and 2 of B,
+/// use all 8 tile registers.
+constexpr int64_t kBlock = 32;
+/// The most k steps (of kDepth) unrolled between a block's loads and
+/// stores of C: a chunk of 256 of k.
+constexpr int64_t kMaxSteps = 8;
+
+struct AMXTile {
+  Value a, b, c;
+  int64_t m, n, k;
+};
+
+/// The operands of a marked product on memrefs, or failure with why.
+FailureOr<AMXTile> matchTile(linalg::GenericOp op, std::string &why) {
+  auto size = dyn_cast<DenseI64ArrayAttr>(op->getAttr(kAMXTileAttrName));
+  if (!size || size.size() != 2) {
+    why = "expected the tile's size [m, n] as the attribute's value";
+    return failure();
+  }
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !op.hasPureBufferSemantics()) {
+    why = "expected two inputs and one output, on buffers";
+    return failure();
+  }
+  auto aTy = dyn_cast<MemRefType>(op.getDpsInputs()[0].getType());
+  auto bTy = dyn_cast<MemRefType>(op.getDpsInputs()[1].getType());
+  auto cTy = dyn_cast<MemRefType>(op.getDpsInits()[0].getType());
+  if (!aTy || !bTy || !cTy || aTy.getRank() != 2 || bTy.getRank() != 3 ||
+      cTy.getRank() != 2 || ShapedType::isDynamic(aTy.getDimSize(1)) ||
+      !bTy.hasStaticShape() || !aTy.getElementType().isBF16() ||
+      !bTy.getElementType().isBF16() || !cTy.getElementType().isF32()) {
+    why = "expected A [m, k] bf16, B [k / 2, n, 2] bf16 (static), C [m, n] "
+          "f32";
+    return failure();
+  }
+  AMXTile t{op.getDpsInputs()[0], op.getDpsInputs()[1], op.getDpsInits()[0],
+            size[0], size[1], aTy.getDimSize(1)};
+  auto agrees = [](int64_t dim, int64_t v) {
+    return ShapedType::isDynamic(dim) || dim == v;
+  };
+  if (t.m % kBlock || t.n % kBlock || t.k % kDepth ||
+      !agrees(aTy.getDimSize(0), t.m) || !agrees(cTy.getDimSize(0), t.m) ||
+      !agrees(cTy.getDimSize(1), t.n) || bTy.getDimSize(0) * 2 != t.k ||
+      bTy.getDimSize(1) != t.n || bTy.getDimSize(2) != 2) {
+    why = "expected m and n multiples of 32, k of 32, and sizes that agree";
+    return failure();
+  }
+  // Rows must be contiguous: tile loads step only between rows.
+  auto innerUnit = [](MemRefType ty, int64_t dims) {
+    auto [strides, offset] = ty.getStridesAndOffset();
+    for (int64_t d = 0; d < dims; ++d)
+      if (strides[strides.size() - 1 - d] !=
+          (d == 0 ? 1 : ty.getDimSize(ty.getRank() - d)))
+        return false;
+    return true;
+  };
+  if (!innerUnit(aTy, 1) || !innerUnit(cTy, 1) || !innerUnit(bTy, 2)) {
+    why = "expected contiguous rows";
+    return failure();
+  }
+  return t;
+}
+
+void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  auto c = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(rw, loc, v).getResult();
+  };
+  // B as [k / 2, 2 n]: a row is the pairs of k of every column.
+  Value b = memref::CollapseShapeOp::create(
+      rw, loc, t.b, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  auto aTy = amx::TileType::get({kTile, kDepth}, rw.getBF16Type());
+  auto cTy = amx::TileType::get({kTile, kTile}, rw.getF32Type());
+  int64_t steps = t.k / kDepth;
+  int64_t perChunk = kMaxSteps;
+  while (steps % perChunk)
+    --perChunk;
+  auto chunks =
+      scf::ForOp::create(rw, loc, c(0), c(t.k), c(perChunk * kDepth));
+  OpBuilder::InsertionGuard g(rw);
+  rw.setInsertionPoint(chunks.getBody()->getTerminator());
+  Value k0 = chunks.getInductionVar();
+  for (int64_t bi = 0; bi < t.m; bi += kBlock) {
+    for (int64_t bj = 0; bj < t.n; bj += kBlock) {
+      Value acc[2][2];
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t s = 0; s < 2; ++s)
+          acc[r][s] = amx::TileLoadOp::create(
+              rw, loc, cTy, t.c,
+              ValueRange{c(bi + r * kTile), c(bj + s * kTile)});
+      for (int64_t step = 0; step < perChunk; ++step) {
+        Value k = arith::AddIOp::create(rw, loc, k0, c(step * kDepth));
+        Value k2 = arith::DivUIOp::create(rw, loc, k, c(2));
+        Value a[2], bt[2];
+        for (int64_t r = 0; r < 2; ++r)
+          a[r] = amx::TileLoadOp::create(rw, loc, aTy, t.a,
+                                         ValueRange{c(bi + r * kTile), k});
+        for (int64_t s = 0; s < 2; ++s)
+          bt[s] = amx::TileLoadOp::create(
+              rw, loc, aTy, b, ValueRange{k2, c(2 * (bj + s * kTile))});
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t s = 0; s < 2; ++s)
+            acc[r][s] =
+                amx::TileMulFOp::create(rw, loc, cTy, a[r], bt[s], acc[r][s]);
+      }
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t s = 0; s < 2; ++s)
+          amx::TileStoreOp::create(
+              rw, loc, t.c, ValueRange{c(bi + r * kTile), c(bj + s * kTile)},
+              acc[r][s]);
+    }
+  }
+  rw.eraseOp(op);
+}
+
+struct LowerAMXTilesPass final
+    : masformer::impl::LowerAMXTilesBase<LowerAMXTilesPass> {
+  void runOnOperation() override {
+    SmallVector<linalg::GenericOp> tiles;
+    getOperation()->walk([&](linalg::GenericOp op) {
+      if (op->hasAttr(kAMXTileAttrName))
+        tiles.push_back(op);
+    });
+    IRRewriter rw(&getContext());
+    for (linalg::GenericOp op : tiles) {
+      std::string why;
+      FailureOr<AMXTile> t = matchTile(op, why);
+      if (failed(t)) {
+        op.emitError() << "--masformer-lower-amx-tiles: a product marked "
+                       << kAMXTileAttrName << " cannot run on AMX: " << why;
+        return signalPassFailure();
+      }
+      lowerTile(rw, op, *t);
+    }
+  }
+};
+
+} // namespace
