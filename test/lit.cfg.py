@@ -45,6 +45,20 @@ llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.masformer_src_root, "test", "python_utils"),
     append_path=True)
 
+# bf16 on the CPU: AMX tiles, or AVX512-BF16 (test/Compile/bf16-cpu.test).
+try:
+    _flags = set()
+    for _line in open("/proc/cpuinfo"):
+        if _line.startswith("flags"):
+            _flags = set(_line.split(":", 1)[1].split())
+            break
+except OSError:
+    _flags = set()
+if {"amx_tile", "amx_bf16"} <= _flags:
+    config.available_features.add("cpu-amx-bf16")
+if "avx512_bf16" in _flags:
+    config.available_features.add("cpu-avx512-bf16")
+
 # The CUDA toolkit's ptxas (the GPU pipeline's cubin tests need it; no GPU).
 cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 if os.path.exists(os.path.join(cuda_home, "bin", "ptxas")):

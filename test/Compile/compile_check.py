@@ -32,8 +32,15 @@ def main():
     ap.add_argument("--ort-model",
                     help="run this model in onnxruntime instead of MODEL")
     ap.add_argument("--lib", help="an already compiled library (no compile)")
+    ap.add_argument("--precision", default="",
+                    help="masformer-compile --precision (bf16: compare with "
+                         "onnxruntime's f32 within --atol/--rtol)")
     ap.add_argument("--compile", default="masformer-compile")
     ap.add_argument("--run", default="masformer-run")
+    ap.add_argument("--argmax-agree", type=float, default=None,
+                    help="also require the argmax over the last axis (the "
+                         "next token, for logits) to equal onnxruntime's at "
+                         "this share of positions at least")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--f16-tol", type=float, nargs=2, default=[0.25, 2e-2],
@@ -51,6 +58,8 @@ def main():
             cmd = [a.compile, a.model, "-o", lib]
             if a.spans:
                 cmd.append(f"--spans={a.spans}")
+            if a.precision:
+                cmd.append(f"--precision={a.precision}")
             for spec in a.shape if a.static else []:
                 cmd += ["--input-shape", spec]
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -72,6 +81,12 @@ def main():
             msg = mismatch(out.name, g, w, atol, rtol, what="compiled")
             if msg:
                 sys.exit(msg)
+            if a.argmax_agree is not None and w.ndim >= 2:
+                agree = float((g.argmax(-1) == w.argmax(-1)).mean())
+                if agree < a.argmax_agree:
+                    sys.exit(f"{out.name}: the argmax agrees with "
+                             f"onnxruntime's at {agree:.3f} of the "
+                             f"positions, below {a.argmax_agree}")
             worst = max(worst, float(np.abs(g.astype(np.float64) - w).max()))
     print(f"OK: {len(want)} output(s) match onnxruntime, max abs diff "
           f"{worst:.3g}")

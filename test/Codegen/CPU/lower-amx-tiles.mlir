@@ -1,0 +1,150 @@
+// RUN: masformer-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(masformer-lower-amx-tiles))" --verify-diagnostics | FileCheck %s
+
+// A marked 64 x 64 tile product on buffers, k = 512: chunks of 256 of k
+// (8 steps of 32); in each, four blocks of 32 x 32 results, each loaded
+// into four tile registers, 8 steps of two A tiles, two B tiles (the VNNI
+// panel as [k / 2, 128]) and four tdpbf16ps, and stored. The sizes come
+// from the attribute (A's and C's rows are dynamic here, as after folded
+// casts).
+// CHECK-LABEL: func.func @tile
+// CHECK-SAME: (%[[A:.*]]: memref<?x512xbf16, strided<[512, 1], offset: ?>>, %[[B:.*]]: memref<256x64x2xbf16, strided<[128, 2, 1], offset: ?>>, %[[C:.*]]: memref<?x?xf32, strided<[768, 1], offset: ?>>)
+// CHECK:     %[[BV:.*]] = memref.collapse_shape %[[B]] {{\[}}[0], [1, 2]] : memref<256x64x2xbf16, strided<[128, 2, 1], offset: ?>> into memref<256x128xbf16, strided<[128, 1], offset: ?>>
+// CHECK:     scf.for %[[K0:.*]] = %{{.*}} to %{{.*}} step %c256
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+// CHECK:       amx.tile_load %[[A]]{{.*}} into !amx.tile<16x32xbf16>
+// CHECK:       amx.tile_load %[[A]]{{.*}} into !amx.tile<16x32xbf16>
+// CHECK:       amx.tile_load %[[BV]]{{.*}} into !amx.tile<16x32xbf16>
+// CHECK:       amx.tile_load %[[BV]]{{.*}} into !amx.tile<16x32xbf16>
+// CHECK-COUNT-4: amx.tile_mulf {{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
+// CHECK-COUNT-28: amx.tile_mulf
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK-COUNT-96: amx.tile_mulf
+// CHECK-NOT: amx.tile_mulf
+// CHECK-NOT: linalg.generic
+func.func @tile(%a: memref<?x512xbf16, strided<[512, 1], offset: ?>>,
+                %b: memref<256x64x2xbf16, strided<[128, 2, 1], offset: ?>>,
+                %c: memref<?x?xf32, strided<[768, 1], offset: ?>>) {
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<?x512xbf16, strided<[512, 1], offset: ?>>, memref<256x64x2xbf16, strided<[128, 2, 1], offset: ?>>)
+      outs(%c : memref<?x?xf32, strided<[768, 1], offset: ?>>)
+      attrs = {masformer.amx_tile = array<i64: 64, 64>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// k = 96: chunks of 3 steps (the largest count up to 8 that divides 3).
+// CHECK-LABEL: func.func @short_k
+// CHECK:     scf.for {{.*}} step %c96
+// CHECK-COUNT-12: amx.tile_mulf
+// CHECK-NOT: amx.tile_mulf
+func.func @short_k(%a: memref<32x96xbf16>, %b: memref<48x32x2xbf16>, %c: memref<32x32xf32>) {
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x96xbf16>, memref<48x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @bad_size(%a: memref<48x64xbf16>, %b: memref<32x48x2xbf16>, %c: memref<48x48xf32>) {
+  // expected-error @+1 {{--masformer-lower-amx-tiles: a product marked masformer.amx_tile cannot run on AMX: expected m and n multiples of 32, k of 32, and sizes that agree}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<48x64xbf16>, memref<32x48x2xbf16>) outs(%c : memref<48x48xf32>)
+      attrs = {masformer.amx_tile = array<i64: 48, 48>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @f32_operands(%a: memref<32x64xf32>, %b: memref<32x32x2xf32>, %c: memref<32x32xf32>) {
+  // expected-error @+1 {{cannot run on AMX: expected A [m, k] bf16, B [k / 2, n, 2] bf16 (static), C [m, n] f32}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xf32>, memref<32x32x2xf32>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @no_size(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>, %c: memref<32x32xf32>) {
+  // expected-error @+1 {{cannot run on AMX: expected the tile's size [m, n] as the attribute's value}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xbf16>, memref<32x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+func.func @strided_rows(%a: memref<32x64xbf16, strided<[128, 2]>>, %b: memref<32x32x2xbf16>, %c: memref<32x32xf32>) {
+  // expected-error @+1 {{cannot run on AMX: expected contiguous rows}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xbf16, strided<[128, 2]>>, memref<32x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
