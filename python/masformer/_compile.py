@@ -20,8 +20,10 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     tiled vector kernels, the rest as parallel loops) for `cpu` ("native":
     this machine), or with target="cuda" to GPU kernels for `chip`
     ("sm_90" by default; host code for `cpu` and an embedded cubin);
-    precision="bf16" then runs the products and attention on bf16
-    operands with f32 accumulation. With `span` ("block:B" or "window:W") the MASFormer
+    precision="bf16" runs the products and attention on bf16 operands
+    with f32 accumulation (on the CPU: AMX tiles where it has AMX-BF16,
+    else the AVX-512 kernels where it has AVX512-BF16; an error on a CPU
+    with neither). With `span` ("block:B" or "window:W") the MASFormer
     rewrite is applied first, choosing the full layers as masformer.rewrite
     does (`full_layers`, or `policy` and `num_full`), with `sink` attention
     sinks in the rewritten layers; or with `plan` a span plan (a path or a

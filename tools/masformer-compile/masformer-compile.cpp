@@ -50,8 +50,9 @@ int main(int argc, char **argv) {
       cl::init(""), cl::cat(category));
   cl::opt<std::string> precision(
       "precision",
-      cl::desc("For --target=cuda: f32 (default), or bf16: matrix products "
-               "and attention on bf16 operands with f32 accumulation"),
+      cl::desc("f32 (default), or bf16: matrix products and attention on "
+               "bf16 operands with f32 accumulation (on the CPU: AMX tiles, "
+               "or AVX512-BF16; an error on a CPU with neither)"),
       cl::init("f32"), cl::cat(category));
   cl::opt<std::string> cpu(
       "cpu",
