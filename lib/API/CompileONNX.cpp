@@ -251,6 +251,7 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
     lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
     lowering.precision = options.precision;
     lowering.amx = options.precision == "bf16" && tools.host.amxBF16;
+    lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
     lowering.genericAllocation = true;
     buildLowerToCPUPipeline(pm, lowering);
   }

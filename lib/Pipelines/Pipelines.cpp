@@ -85,9 +85,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
     return addPipelineError(pm, "--masformer-lower-to-cpu: precision=" +
                                     options.precision +
                                     ": expected f32 or bf16");
-  if (options.amx && options.precision != "bf16")
-    return addPipelineError(
-        pm, "--masformer-lower-to-cpu: amx needs precision=bf16");
+  if ((options.amx || options.avx512BF16) && options.precision != "bf16")
+    return addPipelineError(pm, "--masformer-lower-to-cpu: amx and "
+                                "avx512-bf16 need precision=bf16");
   // Weights that the model transposes (a tied LM head) are transposed once,
   // here, not in every run.
   pm.addPass(createFoldConstantTransposes());
@@ -100,6 +100,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
     TileContractionsOptions contractions;
     contractions.vectorWidth = options.vectorWidth;
     contractions.amx = options.amx;
+    contractions.bf16Dot = options.avx512BF16 && options.vectorWidth == 16;
     pm.addPass(createTileContractions(contractions));
   }
   // Chains of element-wise ops (a GELU, a residual add, a norm's scale and
@@ -158,6 +159,8 @@ void mlir::masformer::buildLowerToCPUPipeline(
   // flow has no tile type, so no tile value crosses a block).
   if (options.amx)
     lowering += " enable-amx";
+  if (options.avx512BF16)
+    lowering += " enable-x86vector";
   lowering += "},"
       // The OpenMP loop body is a memref.alloca_scope: lower it while it
       // still has one block.

@@ -32,6 +32,9 @@ def main():
     ap.add_argument("--ort-model",
                     help="run this model in onnxruntime instead of MODEL")
     ap.add_argument("--lib", help="an already compiled library (no compile)")
+    ap.add_argument("--cpu", default="",
+                    help="masformer-compile --cpu (code for that CPU; it "
+                         "must run on this one)")
     ap.add_argument("--precision", default="",
                     help="masformer-compile --precision (bf16: compare with "
                          "onnxruntime's f32 within --atol/--rtol)")
@@ -60,6 +63,8 @@ def main():
                 cmd.append(f"--spans={a.spans}")
             if a.precision:
                 cmd.append(f"--precision={a.precision}")
+            if a.cpu:
+                cmd.append(f"--cpu={a.cpu}")
             for spec in a.shape if a.static else []:
                 cmd += ["--input-shape", spec]
             r = subprocess.run(cmd, capture_output=True, text=True)

@@ -56,6 +56,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("With precision=bf16: products with constant weights "
                      "on AMX tiles (the CPU has AMX-BF16)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> avx512BF16{
+      *this, "avx512-bf16",
+      llvm::cl::desc("With precision=bf16: the other bf16 products on "
+                     "AVX512-BF16's vdpbf16ps (the CPU has AVX512-BF16)"),
+      llvm::cl::init(false)};
 };
 
 /// masformer.attention through --masformer-tile-attention (span-aware key

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 using namespace mlir;
 using namespace mlir::masformer;
@@ -90,6 +91,82 @@ Value mlir::masformer::buildBlockedMatmul(
   Value o = cols.getResult(0);
   // The columns left over when n is not a multiple of the block (n = 80
   // with W = 16: one block of 4 vectors, then one of 1).
+  if (int64_t tail = (n - mainCols) / w)
+    o = block(o, ix.c(mainCols), tail);
+  scf::YieldOp::create(b, loc, o);
+  b.setInsertionPointAfter(rows);
+  return rows.getResult(0);
+}
+
+Value mlir::masformer::buildBlockedDotBF16(
+    OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
+    int64_t n, int64_t kLen,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init) {
+  constexpr int64_t w = 16;
+  Idx ix{b, loc};
+  Type bf16 = b.getBF16Type(), i32 = b.getI32Type();
+  auto pairsTy = VectorType::get({2 * w}, bf16);
+  int64_t vecs = std::min(kVecs, n / w);
+  int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
+  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
+                                 ValueRange{out});
+  b.setInsertionPointToStart(rows.getBody());
+  Value i0 = rows.getInductionVar();
+  auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
+  auto block = [&](Value o, Value j0, int64_t nv) {
+    auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
+    SmallVector<Value> acc0;
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < nv; ++c)
+        acc0.push_back(init(b, o, rowOf(r), colOf(c)));
+    auto red =
+        scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen / 2), ix.c(1), acc0);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(red.getBody());
+      Idx kx{b, loc};
+      Value k2 = red.getInductionVar();
+      Value bfZero = arith::ConstantOp::create(b, loc, b.getZeroAttr(bf16));
+      SmallVector<Value> bv;
+      for (int64_t c = 0; c < nv; ++c)
+        bv.push_back(vector::TransferReadOp::create(
+            b, loc, pairsTy, bp, ValueRange{k2, kx.mul(colOf(c), kx.c(2))},
+            bfZero, ArrayRef<bool>{true}));
+      SmallVector<Value> next;
+      for (int64_t r = 0; r < kRows; ++r) {
+        // The row's pair of k as one i32, broadcast to every lane.
+        Value pair = vector::TransferReadOp::create(
+            b, loc, VectorType::get({2}, bf16), a,
+            ValueRange{rowOf(r), kx.mul(k2, kx.c(2))}, bfZero,
+            ArrayRef<bool>{true});
+        Value word = vector::ExtractOp::create(
+            b, loc,
+            vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair),
+            ArrayRef<int64_t>{0});
+        Value av = vector::BitCastOp::create(
+            b, loc, pairsTy,
+            vector::BroadcastOp::create(b, loc, VectorType::get({w}, i32),
+                                        word));
+        for (int64_t c = 0; c < nv; ++c)
+          next.push_back(x86vector::DotBF16Op::create(
+              b, loc, red.getRegionIterArg(r * nv + c).getType(),
+              red.getRegionIterArg(r * nv + c), av, bv[c]));
+      }
+      scf::YieldOp::create(b, loc, next);
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < nv; ++c)
+        o = writeVec(b, loc, red.getResult(r * nv + c), o, rowOf(r), colOf(c));
+    return o;
+  };
+  auto cols =
+      scf::ForOp::create(b, loc, ix.c(0), ix.c(mainCols), ix.c(blockCols),
+                         ValueRange{rows.getRegionIterArg(0)});
+  b.setInsertionPointToStart(cols.getBody());
+  scf::YieldOp::create(
+      b, loc, block(cols.getRegionIterArg(0), cols.getInductionVar(), vecs));
+  b.setInsertionPointAfter(cols);
+  Value o = cols.getResult(0);
   if (int64_t tail = (n - mainCols) / w)
     o = block(o, ix.c(mainCols), tail);
   scf::YieldOp::create(b, loc, o);

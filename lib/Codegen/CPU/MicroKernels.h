@@ -55,6 +55,18 @@ Value buildBlockedMatmul(
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
     llvm::function_ref<Value(OpBuilder &, Value)> finish);
 
+/// out[i, j] = init(i, j) + sum_k a[i, k] * bp[k / 2, 2 j + k % 2] over a
+/// static [tq, n] tile with AVX512-BF16's vdpbf16ps: `a` [tq, kLen] bf16,
+/// `bp` the VNNI panel [kLen / 2, 2 n] bf16 (pairs of k side by side), 16
+/// f32 results a vector. Each step of the register block (kRows rows x up
+/// to kVecs vectors) loads kVecs vectors of 32 bf16 of bp and broadcasts
+/// the pair (a[i, k], a[i, k + 1]) of each row as one 32-bit value. tq must
+/// be a multiple of kRows, n of 16, kLen even.
+Value buildBlockedDotBF16(
+    OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
+    int64_t n, int64_t kLen,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_LIB_CODEGEN_CPU_MICROKERNELS_H

@@ -135,9 +135,11 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
 /// tile, column tile): the state its steps share.
 struct ContractionTiler {
   ContractionTiler(OpBuilder &b, linalg::GenericOp op, MatmulDims dims,
-                   int64_t tileM, int64_t tileN, int64_t width, bool amx)
+                   int64_t tileM, int64_t tileN, int64_t width, bool amx,
+                   bool bf16Dot)
       : b(b), loc(op.getLoc()), ix{b, loc}, dims(dims), tileM(tileM),
-        tileN(tileN), width(width), amx(amx), maps(op.getIndexingMapsArray()),
+        tileN(tileN), width(width), amx(amx), bf16Dot(bf16Dot),
+        maps(op.getIndexingMapsArray()),
         rank(cast<RankedTensorType>(op.getDpsInits()[0].getType()).getRank()),
         kLen(op.getStaticLoopRanges()[dims.k]) {}
 
@@ -149,14 +151,17 @@ struct ContractionTiler {
   Idx ix;
   MatmulDims dims;
   int64_t tileM, tileN, width;
-  /// Whether bf16 products with constant weights may run on AMX.
-  bool amx;
+  /// Whether bf16 products with constant weights may run on AMX, or on
+  /// AVX512-BF16's vdpbf16ps.
+  bool amx, bf16Dot;
   SmallVector<AffineMap> maps;
   int64_t rank, kLen;
   /// B packed at compile time (packConstantB), or null; in the VNNI
   /// layout (rank 4) for AMX.
   Value packedB;
   bool vnni = false;
+  /// The VNNI panels run on vdpbf16ps (else on AMX).
+  bool dot = false;
   /// The scalar C starts at when the product's init is a linalg.fill (a
   /// MatMul's zeros): full tiles then never read C, and the fill's pass
   /// over the whole result is gone.
@@ -210,6 +215,8 @@ struct ContractionTiler {
   /// Whether this product runs on AMX: bf16 A and constant B, f32 C, k a
   /// multiple of 32.
   bool amxApplies(linalg::GenericOp op);
+  /// Whether it runs on vdpbf16ps: bf16 A and B, f32 C, k even, AVX-512.
+  bool dotApplies(linalg::GenericOp op);
   /// The tile on AMX: C's tile (padded to tileM x tileN at the edges) +=
   /// A's rows (padded with zeros) x B's VNNI panel, as the product marked
   /// for --masformer-lower-amx-tiles.
@@ -277,6 +284,10 @@ Value ContractionTiler::slice(Value t, AffineMap map, int64_t rows,
 }
 
 Value ContractionTiler::packB(OpBuilder &tb) {
+  if (dot) // [k / 2, tileN, 2] as rows of pairs [k / 2, 2 tileN]
+    return tensor::CollapseShapeOp::create(
+               tb, loc, bTile, ArrayRef<ReassociationIndices>{{0}, {1, 2}})
+        .getResult();
   if (packedB)
     return bTile;
   if (!dims.transposedB) {
@@ -315,6 +326,29 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
                                          Value c, int64_t k0, Value k0v,
                                          int64_t len, int64_t rows,
                                          bool fromFill) {
+  if (dot) {
+    // Rows k0 / 2 .. (k0 + len) / 2 of the pairs panel.
+    Idx kx{kb, loc};
+    OpFoldResult row = k0v ? OpFoldResult(kx.fdiv(k0v, kx.c(2)))
+                           : OpFoldResult(kb.getIndexAttr(k0 / 2));
+    auto bty = cast<RankedTensorType>(bt.getType());
+    Value pairs = tensor::ExtractSliceOp::create(
+        kb, loc,
+        RankedTensorType::get({len / 2, 2 * tileN}, bty.getElementType()), bt,
+        ArrayRef<OpFoldResult>{row, kb.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{kb.getIndexAttr(len / 2),
+                               kb.getIndexAttr(2 * tileN)},
+        ArrayRef<OpFoldResult>{kb.getIndexAttr(1), kb.getIndexAttr(1)});
+    return buildBlockedDotBF16(
+        kb, loc, kPanel(kb, loc, at, false, k0, k0v, len), pairs, c, rows,
+        tileN, len, [&](OpBuilder &nb, Value o, Value r, Value col) -> Value {
+          if (fromFill)
+            return vector::BroadcastOp::create(
+                nb, loc, VectorType::get({width}, nb.getF32Type()),
+                toF32(nb, loc, fill));
+          return readF32(nb, loc, o, r, col, width);
+        });
+  }
   return buildBlockedMatmul(
       kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
       kPanel(kb, loc, bt, true, k0, k0v, len), c, rows, tileN, len, width,
@@ -474,6 +508,34 @@ Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
 
 Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
   MLIRContext *ctx = eb.getContext();
+  if (vnni) {
+    // The panel's first ns columns of pairs: C[m, n] += A[m, 2 k2 + kk] *
+    // B[k2, n, kk].
+    Value bt = tensor::ExtractSliceOp::create(
+        eb, loc, bTile,
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(0), eb.getIndexAttr(0),
+                               eb.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(kLen / 2), ns,
+                               eb.getIndexAttr(2)},
+        SmallVector<OpFoldResult>(3, eb.getIndexAttr(1)));
+    AffineExpr m, n, k2, kk;
+    bindDims(ctx, m, n, k2, kk);
+    return linalg::GenericOp::create(
+               eb, loc, cTileTy, ValueRange{aTile, bt}, ValueRange{cTile},
+               ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
+                                   AffineMap::get(4, 0, {k2, n, kk}, ctx),
+                                   AffineMap::get(4, 0, {m, n}, ctx)},
+               ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
+               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                 Value x = toF32(nb, nl, args[0]);
+                 Value y = toF32(nb, nl, args[1]);
+                 Value p = arith::MulFOp::create(nb, nl, x, y);
+                 linalg::YieldOp::create(
+                     nb, nl,
+                     arith::AddFOp::create(nb, nl, args[2], p).getResult());
+               })
+        .getResult(0);
+  }
   bool transposed = dims.transposedB && !packedB;
   AffineMap bMap =
       transposed ? dimsMap(ctx, 3, {1, 2}) : dimsMap(ctx, 3, {2, 1});
@@ -498,6 +560,16 @@ Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
                    arith::AddFOp::create(nb, nl, args[2], p).getResult());
              })
       .getResult(0);
+}
+
+bool ContractionTiler::dotApplies(linalg::GenericOp op) {
+  auto elem = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  };
+  return bf16Dot && width == 16 && maps[1].getNumResults() == 2 &&
+         elem(op.getDpsInputs()[0]).isBF16() &&
+         elem(op.getDpsInputs()[1]).isBF16() &&
+         elem(op.getDpsInits()[0]).isF32() && kLen % 2 == 0;
 }
 
 bool ContractionTiler::amxApplies(linalg::GenericOp op) {
@@ -623,11 +695,13 @@ void ContractionTiler::sliceOperands(Value a, Value bm) {
 Value ContractionTiler::build(linalg::GenericOp op) {
   // Weights shared by every batch (B indexed by k and n alone) are packed
   // at compile time.
-  if (amxApplies(op)) {
+  if (amxApplies(op) || dotApplies(op)) {
     packedB = packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB,
                             tileN, /*vnni=*/true);
     vnni = !!packedB;
-  } else if (maps[1].getNumResults() == 2) {
+    dot = vnni && !amxApplies(op);
+  }
+  if (!packedB && maps[1].getNumResults() == 2) {
     packedB =
         packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB, tileN);
   }
@@ -638,7 +712,7 @@ Value ContractionTiler::build(linalg::GenericOp op) {
   }
   buildTileLoop(init);
   sliceOperands(op.getDpsInputs()[0], op.getDpsInputs()[1]);
-  if (vnni) {
+  if (vnni && !dot) {
     Value full =
         ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
                 ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
@@ -683,15 +757,15 @@ Value ContractionTiler::build(linalg::GenericOp op) {
 
 struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {
   TileContractionPattern(MLIRContext *ctx, int64_t tileM, int64_t tileN,
-                         int64_t width, bool amx)
+                         int64_t width, bool amx, bool bf16Dot)
       : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width),
-        amx(amx) {}
+        amx(amx), bf16Dot(bf16Dot) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override;
 
   int64_t tileM, tileN, width;
-  bool amx;
+  bool amx, bf16Dot;
 };
 
 LogicalResult
@@ -700,7 +774,8 @@ TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
   FailureOr<MatmulDims> dims = matchMatmul(op);
   if (failed(dims))
     return rewriter.notifyMatchFailure(op, "not a matrix product");
-  ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx);
+  ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx,
+                         bf16Dot);
   rewriter.replaceOp(op, tiler.build(op));
   return success();
 }
@@ -730,7 +805,8 @@ struct TileContractionsPass final
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w, amx);
+    patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w, amx,
+                                         bf16Dot);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };

@@ -1,6 +1,7 @@
 // RUN: masformer-opt %s --masformer-tile-contractions --split-input-file | FileCheck %s
 // RUN: not masformer-opt %s --masformer-tile-contractions="tile-m=6" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: masformer-opt %s --masformer-tile-contractions="amx=1" --split-input-file | FileCheck %s --check-prefix=AMX
+// RUN: masformer-opt %s --masformer-tile-contractions="bf16-dot=1" --split-input-file | FileCheck %s --check-prefix=DOT
 
 // BAD: error: --masformer-tile-contractions: tile-m must be a positive multiple of 4 and tile-n of 64, got 6 x 64
 
@@ -163,6 +164,23 @@ func.func @constant_weights(%a: tensor<?x2xf32>) -> (tensor<?x136xf32>, tensor<?
 // AMX:           tensor.extract_slice {{.*}} : tensor<64x64xf32> to tensor<?x?xf32>
 // w[0][0] = -3, w[1][0] = 2, w[0][1] = -2, w[1][1] = 3 (bf16, little-endian)
 // AMX:       packed_weight: "0x0800000040C0004000C04040
+// With bf16-dot=1 (AVX512-BF16 without AMX): the same VNNI panels, read as
+// rows of 32 bf16 (16 columns x 2 k), each row of A's pair of k broadcast
+// as one i32, on vdpbf16ps; the last, narrower column tile a generic over
+// the pairs.
+// DOT-LABEL: func.func @bf16_weights
+// DOT:       arith.constant dense_resource<packed_weight> : tensor<2x32x64x2xbf16>
+// DOT:       scf.forall
+// DOT:         tensor.collapse_shape {{.*}} : tensor<32x64x2xbf16> into tensor<32x128xbf16>
+// DOT:         vector.transfer_read {{.*}} : tensor<32x128xbf16>, vector<32xbf16>
+// DOT:         vector.transfer_read {{.*}} : tensor<64x64xbf16>, vector<2xbf16>
+// DOT:         vector.bitcast {{.*}} : vector<2xbf16> to vector<1xi32>
+// DOT:         vector.broadcast {{.*}} : i32 to vector<16xi32>
+// DOT:         vector.bitcast {{.*}} : vector<16xi32> to vector<32xbf16>
+// DOT-COUNT-4: x86vector.avx512.dot {{.*}} : vector<32xbf16> -> vector<16xf32>
+// DOT:       } else {
+// DOT:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction"]
+// DOT-NOT:   masformer.amx_tile
 func.func @bf16_weights(%a: tensor<?x64xbf16>) -> tensor<?x96xf32> {
   %c0 = arith.constant 0 : index
   %m = tensor.dim %a, %c0 : tensor<?x64xbf16>

@@ -103,10 +103,14 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     Option<"amx", "amx", "bool", /*default=*/"false",
            "Products of bf16 operands with constant weights as tile products "
            "marked for --masformer-lower-amx-tiles (the CPU has AMX-BF16)">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "Other products of bf16 operands (k even, vector-width 16) on "
+           "AVX512-BF16's vdpbf16ps, on VNNI-packed weights">,
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
                            "scf::SCFDialect", "tensor::TensorDialect",
-                           "vector::VectorDialect"];
+                           "vector::VectorDialect",
+                           "x86vector::X86VectorDialect"];
 }
 
 def Parallelize : Pass<"masformer-parallelize"> {
