@@ -44,6 +44,43 @@ bool isF32Tensor(Value v) {
   return t && t.getElementType().isF32();
 }
 
+/// Whether `v` is a constant (a weight), seen through reshapes.
+bool isConstantTensor(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (isa<arith::ConstantOp>(def))
+      return true;
+    if (auto c = dyn_cast<tensor::CollapseShapeOp>(def))
+      v = c.getSrc();
+    else if (auto e = dyn_cast<tensor::ExpandShapeOp>(def))
+      v = e.getSrc();
+    else
+      return false;
+  }
+  return false;
+}
+
+/// The shortest reduction a product must have to run on bf16: shorter
+/// products gain nothing, and they are where exact values meet (rotary
+/// embeddings multiply the positions by the frequencies with k = 1, and
+/// bf16 holds integers exactly only up to 256).
+constexpr int64_t kMinReduction = 16;
+
+/// Whether the product `op` runs on bf16 operands: f32 operands and
+/// result, a reduction of at least kMinReduction, and a constant operand
+/// (activations times weights; a product of two activations keeps f32).
+bool convertsToBF16(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || !isF32Tensor(op.getDpsInputs()[0]) ||
+      !isF32Tensor(op.getDpsInputs()[1]) || !isF32Tensor(op.getDpsInits()[0]))
+    return false;
+  FailureOr<MatmulDims> dims = matchMatmul(op);
+  if (failed(dims))
+    return false;
+  int64_t k = op.getStaticLoopRanges()[dims->k];
+  return !ShapedType::isDynamic(k) && k >= kMinReduction &&
+         (isConstantTensor(op.getDpsInputs()[0]) ||
+          isConstantTensor(op.getDpsInputs()[1]));
+}
+
 struct MixedPrecisionPass final
     : masformer::impl::MixedPrecisionBase<MixedPrecisionPass> {
   using Base::Base;
@@ -171,11 +208,7 @@ struct MixedPrecisionPass final
     SmallVector<AttentionOp> attentions;
     getOperation()->walk([&](Operation *op) {
       if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
-        if (generic.getNumDpsInputs() == 2 &&
-            isF32Tensor(generic.getDpsInputs()[0]) &&
-            isF32Tensor(generic.getDpsInputs()[1]) &&
-            isF32Tensor(generic.getDpsInits()[0]) &&
-            succeeded(matchMatmul(generic)))
+        if (convertsToBF16(generic))
           products.push_back(generic);
       } else if (auto attn = dyn_cast<AttentionOp>(op)) {
         // The bf16 kernel steps through the head dimension by 16.

@@ -5,28 +5,65 @@
 // 2^-7 too, to 3.0), the activation gets a truncf, the body extends both
 // to f32 and the result stays f32.
 // CHECK-LABEL: func.func @product(
-// CHECK-DAG:   %[[X:.+]] = arith.truncf %arg0 : tensor<4x2xf32> to tensor<4x2xbf16>
-// CHECK-DAG:   %[[W:.+]] = arith.constant dense_resource<bf16_weight> : tensor<2x2xbf16>
-// CHECK:       linalg.generic {{.*}} ins(%[[X]], %[[W]] : tensor<4x2xbf16>, tensor<2x2xbf16>) outs(%arg1 : tensor<4x2xf32>)
+// CHECK-DAG:   %[[X:.+]] = arith.truncf %arg0 : tensor<4x16xf32> to tensor<4x16xbf16>
+// CHECK-DAG:   %[[W:.+]] = arith.constant dense_resource<bf16_weight> : tensor<16x2xbf16>
+// CHECK:       linalg.generic {{.*}} ins(%[[X]], %[[W]] : tensor<4x16xbf16>, tensor<16x2xbf16>) outs(%arg1 : tensor<4x2xf32>)
 // CHECK-NEXT:  ^bb0(%[[A:.+]]: bf16, %[[B:.+]]: bf16, %[[C:.+]]: f32):
 // CHECK-NEXT:    %[[EA:.+]] = arith.extf %[[A]] : bf16 to f32
 // CHECK-NEXT:    %[[EB:.+]] = arith.extf %[[B]] : bf16 to f32
 // CHECK-NEXT:    %[[M:.+]] = arith.mulf %[[EA]], %[[EB]] : f32
 // CHECK-NEXT:    arith.addf %[[C]], %[[M]] : f32
 // CHECK:       } -> tensor<4x2xf32>
-// CHECK:       bf16_weight: "0x08000000803F0040404000C0"
+// CHECK:       bf16_weight: "0x08000000803F0040404000C0{{(0{112})}}"
 #a = affine_map<(d0, d1, d2) -> (d0, d2)>
 #b = affine_map<(d0, d1, d2) -> (d2, d1)>
 #c = affine_map<(d0, d1, d2) -> (d0, d1)>
-func.func @product(%x: tensor<4x2xf32>, %c: tensor<4x2xf32>) -> tensor<4x2xf32> {
-  %w = arith.constant dense<[[1.00390625, 2.0], [3.0078125, -2.0]]> : tensor<2x2xf32>
-  %r = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<4x2xf32>, tensor<2x2xf32>) outs(%c : tensor<4x2xf32>) {
+func.func @product(%x: tensor<4x16xf32>, %c: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %w = arith.constant dense<[[1.00390625, 2.0], [3.0078125, -2.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]> : tensor<16x2xf32>
+  %r = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<4x16xf32>, tensor<16x2xf32>) outs(%c : tensor<4x2xf32>) {
   ^bb0(%in: f32, %in2: f32, %out: f32):
     %m = arith.mulf %in, %in2 : f32
     %s = arith.addf %out, %m : f32
     linalg.yield %s : f32
   } -> tensor<4x2xf32>
   return %r : tensor<4x2xf32>
+}
+
+// -----
+
+// Products that keep f32: rotary frequencies times positions (k = 1, a
+// constant and an activation: positions past 256 are not integers in
+// bf16), a reduction shorter than 16, and two activations.
+// CHECK-LABEL: func.func @kept_f32(
+// CHECK-NOT:   truncf
+// CHECK-NOT:   bf16
+// CHECK:       return
+#a3 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b3 = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c3 = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @kept_f32(%pos: tensor<1x512xf32>, %x: tensor<4x8xf32>, %y: tensor<4x32xf32>, %z: tensor<32x4xf32>,
+                    %c1: tensor<32x512xf32>, %c2: tensor<4x8xf32>, %c3: tensor<4x4xf32>) -> (tensor<32x512xf32>, tensor<4x8xf32>, tensor<4x4xf32>) {
+  %freq = arith.constant dense<0.5> : tensor<32x1xf32>
+  %r1 = linalg.generic {indexing_maps = [#a3, #b3, #c3], iterator_types = ["parallel", "parallel", "reduction"]} ins(%freq, %pos : tensor<32x1xf32>, tensor<1x512xf32>) outs(%c1 : tensor<32x512xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %m = arith.mulf %in, %in2 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<32x512xf32>
+  %w = arith.constant dense<0.25> : tensor<8x8xf32>
+  %r2 = linalg.generic {indexing_maps = [#a3, #b3, #c3], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%c2 : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %m = arith.mulf %in, %in2 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %r3 = linalg.generic {indexing_maps = [#a3, #b3, #c3], iterator_types = ["parallel", "parallel", "reduction"]} ins(%y, %z : tensor<4x32xf32>, tensor<32x4xf32>) outs(%c3 : tensor<4x4xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %m = arith.mulf %in, %in2 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x4xf32>
+  return %r1, %r2, %r3 : tensor<32x512xf32>, tensor<4x8xf32>, tensor<4x4xf32>
 }
 
 // -----
@@ -41,7 +78,8 @@ func.func @product(%x: tensor<4x2xf32>, %c: tensor<4x2xf32>) -> tensor<4x2xf32> 
 #a2 = affine_map<(d0, d1, d2) -> (d0, d2)>
 #b2 = affine_map<(d0, d1, d2) -> (d2, d1)>
 #c2 = affine_map<(d0, d1, d2) -> (d0, d1)>
-func.func @attention_then_product(%q: tensor<1x2x8x16xf32>, %w: tensor<16x16xf32>, %c: tensor<16x16xf32>) -> tensor<16x16xf32> {
+func.func @attention_then_product(%q: tensor<1x2x8x16xf32>, %c: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %w = arith.constant dense<0.5> : tensor<16x16xf32>
   %o = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
   %f = tensor.collapse_shape %o [[0, 1, 2], [3]] : tensor<1x2x8x16xf32> into tensor<16x16xf32>
   %r = linalg.generic {indexing_maps = [#a2, #b2, #c2], iterator_types = ["parallel", "parallel", "reduction"]} ins(%f, %w : tensor<16x16xf32>, tensor<16x16xf32>) outs(%c : tensor<16x16xf32>) {

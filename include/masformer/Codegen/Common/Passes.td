@@ -54,9 +54,13 @@ def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
 def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Matrix products and attention on bf16 operands";
   let description = [{
-    Every matrix product with f32 operands (the contractions that
+    Every matrix product of an activation and a weight (a constant) with
+    f32 operands and a reduction of at least 16 (the contractions that
     `--masformer-contractions-to-gpu` recognizes) takes bf16 operands and
-    keeps its f32 result and accumulation; every `masformer.attention` on
+    keeps its f32 result and accumulation. Shorter products gain nothing
+    and are where exact values meet: rotary embeddings multiply positions
+    by frequencies with k = 1, and bf16 holds integers exactly only up to
+    256. Products of two activations keep f32. Every `masformer.attention` on
     f32 with a static head dimension that is a multiple of 16 runs on bf16
     query, key and value, its result extended back to f32 (the mask stays
     f32). Constant operands (weights) are converted at compile time,
