@@ -3,7 +3,7 @@
 causal), side by side in one run:
 
 - ours: masformer.attention through --masformer-lower-to-cpu (span-aware
-  tiles of 64 x 64, online softmax, OpenMP over batch x head x query tile),
+  tiles of 64 x 128 (MASFORMER_BENCH_TILE=QxK for others), online softmax, OpenMP over batch x head x query tile),
   full, with block spans of 256 and 512, and with any --spans (windows and
   attention sinks: "window 256, sink 64"; per-head spans: "full x2;
   window 512, sink 64 x10"), compiled as masformer-compile compiles a
@@ -48,7 +48,7 @@ import masformer_ref  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H, D = 12, 64
 LIB = "/usr/lib/llvm-22/lib"
-TILE = tuple(int(x) for x in os.environ.get("MASFORMER_BENCH_TILE", "64x64").split("x"))
+TILE = tuple(int(x) for x in os.environ.get("MASFORMER_BENCH_TILE", "64x128").split("x"))
 
 
 def inputs(s):

@@ -168,14 +168,43 @@ def test_compile_cuda(fixtures, tmp_path):
     masformer.compile(fixtures / "gpt2.onnx", lib16, target="cuda",
                       precision="bf16")
     assert masformer.Session(lib16).target == "cuda"
-    with pytest.raises(masformer.Error,
-                       match="--precision=bf16 needs --target=cuda"):
-        masformer.compile(fixtures / "gpt2.onnx", lib16, precision="bf16")
     with pytest.raises(masformer.Error, match="--chip=sm_90 needs --target=cuda"):
         masformer.compile(fixtures / "gpt2.onnx", lib, chip="sm_90")
     with pytest.raises(masformer.Error, match="--chip=sm_70: unsupported"):
         masformer.compile(fixtures / "gpt2.onnx", tmp_path / "old.so",
                           target="cuda", chip="sm_70")
+
+
+def _cpu_flags():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def test_compile_bf16_cpu(fixtures, tmp_path):
+    """precision="bf16" on the CPU: within 0.25 of onnxruntime's f32 logits
+    (docs/cpu.md) where this CPU has AMX-BF16 or AVX512-BF16; code for a
+    CPU with neither is one clear error, with nothing written."""
+    lib = tmp_path / "gpt2-bf16.so"
+    with pytest.raises(masformer.Error,
+                       match=r"--precision=bf16 on the CPU needs AMX-BF16 or "
+                             r"AVX512-BF16, and --cpu=skylake-avx512 "
+                             r"\(skylake-avx512\) has neither"):
+        masformer.compile(fixtures / "gpt2.onnx", lib, precision="bf16",
+                          cpu="skylake-avx512")
+    assert not lib.exists()
+    if not ({"amx_bf16", "avx512_bf16"} & _cpu_flags()):
+        pytest.skip("this CPU has neither AMX-BF16 nor AVX512-BF16")
+    masformer.compile(fixtures / "gpt2.onnx", lib, precision="bf16")
+    feeds = tokens(2, 70, seed=3)
+    got = masformer.Session(lib).run(feeds)["logits"]
+    want = ort_logits(fixtures / "gpt2.onnx", feeds)
+    assert np.abs(got - want).max() <= 0.25
+    assert (got.argmax(-1) == want.argmax(-1)).mean() >= 0.95
 
 
 def _has_cuda_gpu():

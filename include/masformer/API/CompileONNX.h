@@ -48,7 +48,7 @@ struct CompileONNXOptions {
   /// features).
   std::string cpu = "native";
   /// Query rows and keys per attention tile.
-  int64_t tileQ = 64, tileKV = 64;
+  int64_t tileQ = 64, tileKV = 128;
   CompileOutput output = CompileOutput::Library;
   /// Keep every weight in the library's code instead of mapping them at
   /// load time from the model's data file and `weightsPath(dst)` (only

@@ -32,7 +32,7 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                                      llvm::cl::init(64)};
   PassOptions::Option<int64_t> tileKV{*this, "tile-kv",
                                       llvm::cl::desc("Keys per tile"),
-                                      llvm::cl::init(64)};
+                                      llvm::cl::init(128)};
   PassOptions::Option<int64_t> vectorWidth{
       *this, "vector-width",
       llvm::cl::desc("f32 lanes of the micro-kernels' vectors (16: AVX-512, "
