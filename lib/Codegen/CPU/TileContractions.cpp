@@ -131,6 +131,29 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
       .getResult();
 }
 
+/// C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk] over (m, n, k2, kk): the
+/// product on a VNNI panel `bPairs` ([k / 2, n, 2]), operands extended to
+/// f32.
+linalg::GenericOp buildPairsProduct(OpBuilder &b, Location loc, Value a,
+                                    Value bPairs, Value c) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr m, n, k2, kk;
+  bindDims(ctx, m, n, k2, kk);
+  return linalg::GenericOp::create(
+      b, loc, c.getType(), ValueRange{a, bPairs}, ValueRange{c},
+      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
+                          AffineMap::get(4, 0, {k2, n, kk}, ctx),
+                          AffineMap::get(4, 0, {m, n}, ctx)},
+      ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value x = toF32(nb, nl, args[0]);
+        Value y = toF32(nb, nl, args[1]);
+        Value p = arith::MulFOp::create(nb, nl, x, y);
+        linalg::YieldOp::create(
+            nb, nl, arith::AddFOp::create(nb, nl, args[2], p).getResult());
+      });
+}
+
 /// One matrix product rewritten as a parallel loop over (batch..., row
 /// tile, column tile): the state its steps share.
 struct ContractionTiler {
@@ -326,6 +349,14 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
                                          Value c, int64_t k0, Value k0v,
                                          int64_t len, int64_t rows,
                                          bool fromFill) {
+  // A vector of accumulators starts at the fill, or at C's tile.
+  auto init = [&](OpBuilder &nb, Value o, Value row, Value col) -> Value {
+    if (fromFill)
+      return vector::BroadcastOp::create(
+          nb, loc, VectorType::get({width}, nb.getF32Type()),
+          toF32(nb, loc, fill));
+    return readF32(nb, loc, o, row, col, width);
+  };
   if (dot) {
     // Rows k0 / 2 .. (k0 + len) / 2 of the pairs panel.
     Idx kx{kb, loc};
@@ -339,27 +370,14 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
         ArrayRef<OpFoldResult>{kb.getIndexAttr(len / 2),
                                kb.getIndexAttr(2 * tileN)},
         ArrayRef<OpFoldResult>{kb.getIndexAttr(1), kb.getIndexAttr(1)});
-    return buildBlockedDotBF16(
-        kb, loc, kPanel(kb, loc, at, false, k0, k0v, len), pairs, c, rows,
-        tileN, len, [&](OpBuilder &nb, Value o, Value r, Value col) -> Value {
-          if (fromFill)
-            return vector::BroadcastOp::create(
-                nb, loc, VectorType::get({width}, nb.getF32Type()),
-                toF32(nb, loc, fill));
-          return readF32(nb, loc, o, r, col, width);
-        });
+    return buildBlockedDotBF16(kb, loc,
+                               kPanel(kb, loc, at, false, k0, k0v, len), pairs,
+                               c, rows, tileN, len, init);
   }
-  return buildBlockedMatmul(
-      kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
-      kPanel(kb, loc, bt, true, k0, k0v, len), c, rows, tileN, len, width,
-      [&](OpBuilder &nb, Value o, Value row, Value col) -> Value {
-        if (fromFill)
-          return vector::BroadcastOp::create(
-              nb, loc, VectorType::get({width}, nb.getF32Type()),
-              toF32(nb, loc, fill));
-        return readF32(nb, loc, o, row, col, width);
-      },
-      [](OpBuilder &, Value x) { return x; });
+  return buildBlockedMatmul(kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
+                            kPanel(kb, loc, bt, true, k0, k0v, len), c, rows,
+                            tileN, len, width, init,
+                            [](OpBuilder &, Value x) { return x; });
 }
 
 Value ContractionTiler::buildFullTile(OpBuilder &tb) {
@@ -518,23 +536,7 @@ Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
         ArrayRef<OpFoldResult>{eb.getIndexAttr(kLen / 2), ns,
                                eb.getIndexAttr(2)},
         SmallVector<OpFoldResult>(3, eb.getIndexAttr(1)));
-    AffineExpr m, n, k2, kk;
-    bindDims(ctx, m, n, k2, kk);
-    return linalg::GenericOp::create(
-               eb, loc, cTileTy, ValueRange{aTile, bt}, ValueRange{cTile},
-               ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
-                                   AffineMap::get(4, 0, {k2, n, kk}, ctx),
-                                   AffineMap::get(4, 0, {m, n}, ctx)},
-               ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
-               [&](OpBuilder &nb, Location nl, ValueRange args) {
-                 Value x = toF32(nb, nl, args[0]);
-                 Value y = toF32(nb, nl, args[1]);
-                 Value p = arith::MulFOp::create(nb, nl, x, y);
-                 linalg::YieldOp::create(
-                     nb, nl,
-                     arith::AddFOp::create(nb, nl, args[2], p).getResult());
-               })
-        .getResult(0);
+    return buildPairsProduct(eb, loc, aTile, bt, cTile).getResult(0);
   }
   bool transposed = dims.transposedB && !packedB;
   AffineMap bMap =
@@ -584,7 +586,6 @@ bool ContractionTiler::amxApplies(linalg::GenericOp op) {
 }
 
 Value ContractionTiler::buildAMXTile(OpBuilder &tb, bool fullTile) {
-  MLIRContext *ctx = tb.getContext();
   Type bf16 = tb.getBF16Type(), f32 = tb.getF32Type();
   SmallVector<OpFoldResult> zero2(2, tb.getIndexAttr(0)),
       one2(2, tb.getIndexAttr(1));
@@ -611,22 +612,7 @@ Value ContractionTiler::buildAMXTile(OpBuilder &tb, bool fullTile) {
       ct = tensor::InsertSliceOp::create(tb, loc, cTile, ct, zero2,
                                          ArrayRef<OpFoldResult>{ms, ns}, one2);
   }
-  // (m, n, k2, kk): C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk].
-  AffineExpr m, n, k2, kk;
-  bindDims(ctx, m, n, k2, kk);
-  auto product = linalg::GenericOp::create(
-      tb, loc, ct.getType(), ValueRange{at, bTile}, ValueRange{ct},
-      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
-                          AffineMap::get(4, 0, {k2, n, kk}, ctx),
-                          AffineMap::get(4, 0, {m, n}, ctx)},
-      ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value x = arith::ExtFOp::create(nb, nl, f32, args[0]);
-        Value y = arith::ExtFOp::create(nb, nl, f32, args[1]);
-        Value p = arith::MulFOp::create(nb, nl, x, y);
-        linalg::YieldOp::create(
-            nb, nl, arith::AddFOp::create(nb, nl, args[2], p).getResult());
-      });
+  linalg::GenericOp product = buildPairsProduct(tb, loc, at, bTile, ct);
   // The tile's static size: folded casts may leave the operands' sizes
   // dynamic after bufferization.
   product->setAttr(kAMXTileAttrName,
