@@ -54,6 +54,18 @@ FailureOr<AMXTile> matchTile(linalg::GenericOp op, std::string &why) {
     why = "expected two inputs and one output, on buffers";
     return failure();
   }
+  // C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk] over (m, n, k2, kk).
+  MLIRContext *ctx = op.getContext();
+  AffineExpr m, n, k2, kk;
+  bindDims(ctx, m, n, k2, kk);
+  SmallVector<AffineMap> want = {AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
+                                 AffineMap::get(4, 0, {k2, n, kk}, ctx),
+                                 AffineMap::get(4, 0, {m, n}, ctx)};
+  if (op.getIndexingMapsArray() != want) {
+    why = "expected the indexing maps of C[m, n] += A[m, 2 k2 + kk] * "
+          "B[k2, n, kk]";
+    return failure();
+  }
   auto aTy = dyn_cast<MemRefType>(op.getDpsInputs()[0].getType());
   auto bTy = dyn_cast<MemRefType>(op.getDpsInputs()[1].getType());
   auto cTy = dyn_cast<MemRefType>(op.getDpsInits()[0].getType());

@@ -148,3 +148,24 @@ func.func @strided_rows(%a: memref<32x64xbf16, strided<[128, 2]>>, %b: memref<32
   }
   return
 }
+
+// -----
+
+func.func @other_maps(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>, %c: memref<32x32xf32>) {
+  // expected-error @+1 {{cannot run on AMX: expected the indexing maps of C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk]}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 + kk * 32)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xbf16>, memref<32x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
