@@ -3,6 +3,7 @@
 #include "MicroKernels.h"
 #include "masformer/Utils/IRBuilders.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -172,4 +173,48 @@ Value mlir::masformer::buildBlockedDotBF16(
   scf::YieldOp::create(b, loc, o);
   b.setInsertionPointAfter(rows);
   return rows.getResult(0);
+}
+
+Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,
+                                           Value x) {
+  auto vt = cast<VectorType>(x.getType());
+  auto it = VectorType::get(vt.getShape(), b.getI32Type());
+  auto splat = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
+  };
+  auto splatI = [&](int32_t v) -> Value {
+    return arith::ConstantOp::create(b, loc,
+                                     DenseElementsAttr::get(it, APInt(32, v)));
+  };
+  Value t = arith::MulFOp::create(b, loc, x, splat(1.44269504088896341f));
+  // k from t clamped below at -127, where maxnumf also turns a NaN into
+  // -127: fptosi never sees a NaN or an out-of-range value. The NaN still
+  // reaches the result through f.
+  Value k = math::RoundEvenOp::create(
+      b, loc, arith::MaxNumFOp::create(b, loc, t, splat(-127.0f)));
+  Value f = arith::SubFOp::create(b, loc, t, k);
+  // 2^f on [-1/2, 1/2]: least-squares fit of the relative error at
+  // Chebyshev nodes, Horner's rule.
+  static constexpr float kCoeffs[] = {1.53375775e-04f,
+                                      1.33998599e-03f,
+                                      9.61851981e-03f,
+                                      5.55032901e-02f,
+                                      2.40226462e-01f,
+                                      6.93147182e-01f,
+                                      1.0f};
+  Value p = splat(kCoeffs[0]);
+  for (float c : ArrayRef<float>(kCoeffs).drop_front())
+    p = math::FmaOp::create(b, loc, p, f, splat(c));
+  // 2^k: k + 127 in the exponent field (k >= -127; k = -127 gives 0.0,
+  // covered by the select below).
+  Value bits = arith::ShLIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, arith::FPToSIOp::create(b, loc, it, k),
+                            splatI(127)),
+      splatI(23));
+  Value r = arith::MulFOp::create(b, loc, p,
+                                  arith::BitcastOp::create(b, loc, vt, bits));
+  Value under = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, t,
+                                      splat(-126.0f));
+  return arith::SelectOp::create(b, loc, under, splat(0.0f), r);
 }

@@ -151,7 +151,7 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
   Value vsum;
   for (size_t c = 0; c < x.size(); ++c) {
     Value p =
-        math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, x[c], subV));
+        buildExpNonPositive(b, loc, arith::SubFOp::create(b, loc, x[c], subV));
     vsum = vsum ? arith::AddFOp::create(b, loc, vsum, p).getResult() : p;
     probs = writeVec(b, loc, p, probs, i, ix.c(c * w));
   }

@@ -43,7 +43,13 @@
 // CHECK:           vector.transfer_write
 // The softmax update, one row at a time.
 // CHECK:       vector.reduction <maxnumf>
-// CHECK:       math.exp %{{.+}} : vector<16xf32>
+// exp(logit - max) as 2^k 2^f: k rounded from the clamped t = x log2(e),
+// 2^f by Horner's rule, 2^k in the exponent bits, 0 below 2^-126.
+// CHECK:       math.roundeven %{{.+}} : vector<16xf32>
+// CHECK-COUNT-6: math.fma
+// CHECK:       arith.shli %{{.+}}, %{{.+}} : vector<16xi32>
+// CHECK:       %[[UNDER:.+]] = arith.cmpf olt, %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:       arith.select %[[UNDER]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
 // CHECK:       vector.reduction <add>
 // P V: the rescaled output rows stay in registers across the 32 keys.
 // CHECK:       arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>

@@ -112,6 +112,14 @@ CASES = {
                                  mask="full4d"),
     "kernel-decode": dict(sq=24, skv=40, d=32, span=("block", 16),
                           causal=True),
+    # The softmax's exp on full tiles (2^k 2^f, 0 below 2^-126): rows whose
+    # every key is masked (-inf) stay zero; a scale of 4 spreads the logits
+    # over about +-100, so that exp(logit - max) runs through the whole
+    # range down to its underflow.
+    "kernel-empty-rows": dict(span=("full", 0), causal=False, sq=40, skv=40,
+                              d=32, mask="neginf-batch1"),
+    "kernel-wide-logits": dict(span=("block", 16), causal=True, sq=40,
+                               skv=40, d=32, scale=4.0),
     # head_dim 80 (Phi-2, GPT-J): not a multiple of the micro-kernels'
     # blocks of 4 vectors; the last columns take a narrower block.
     "kernel-head-dim-80": dict(span=("window", 16, 4), causal=True, sq=40,
