@@ -8,6 +8,7 @@
 #include "masformer/API/Facade.h"
 #include "masformer/API/CompileONNX.h"
 #include "masformer/API/RewriteONNX.h"
+#include "masformer/Import/ONNXImporter.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -25,6 +26,14 @@ api::RewriteResult runCollecting(
     const std::vector<std::pair<std::string, std::vector<int64_t>>> &shapes,
     Job job) {
   api::RewriteResult result;
+  MemoryBudget budget = memoryBudget();
+  if (budget.bytes < api::kMinMemoryBytes) {
+    result.error = "the " + what + " of '" + src + "' needs at least " +
+                   std::to_string(api::kMinMemoryBytes >> 20) +
+                   " MiB of memory to start, more than " + budget.what + " (" +
+                   std::to_string(budget.bytes) + " bytes)";
+    return result;
+  }
   MLIRContext context(MLIRContext::Threading::DISABLED);
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     std::string text;

@@ -28,15 +28,6 @@
 
 namespace mlir::masformer {
 
-/// The cap on tensor data one import holds: the least of the machine's
-/// physical memory, what the address-space limit (ulimit -v) leaves and
-/// what the memory cgroup's limit leaves, and which of them it is.
-struct MemoryBudget {
-  uint64_t bytes;
-  const char *what;
-};
-MemoryBudget memoryBudget();
-
 class ONNXImporterImpl;
 using NodeHandler = LogicalResult (*)(ONNXImporterImpl &);
 

@@ -25,10 +25,45 @@
 #include <new>
 #include <stdexcept>
 
+#if defined(__GLIBC__) && defined(__x86_64__)
+#include <link.h>
+#define MASFORMER_ALLOCATE_TLS 1
+// The x86-64 ELF TLS ABI's resolver, which compilers call for every access
+// to a dynamic thread-local variable; glibc's ld.so exports it.
+extern "C" void *__tls_get_addr(void *);
+#endif
+
 namespace nb = nanobind;
 using namespace mlir::masformer;
 
 namespace {
+
+/// Gives the calling thread the thread-local storage of every loaded library.
+///
+/// A library loaded with dlopen (this module, libMLIR, libLLVM, libstdc++,
+/// protobuf) gets its thread-local block from malloc on a thread's first use
+/// of one of its thread-local variables, and glibc aborts the process ("cannot
+/// allocate memory for thread-local data: ABORT") when that malloc fails. A
+/// call that runs out of memory reaches such first uses on its error path
+/// (throwing, printing the diagnostic), so each binding that enters the
+/// compiler or the runtime first allocates them all, while memory is left;
+/// after the first call on a thread this costs one walk over the loaded
+/// libraries.
+void allocateThreadLocalStorage() {
+#ifdef MASFORMER_ALLOCATE_TLS
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t, void *) {
+        if (info->dlpi_tls_modid == 0)
+          return 0;
+        struct {
+          unsigned long module, offset;
+        } index{static_cast<unsigned long>(info->dlpi_tls_modid), 0};
+        (void)__tls_get_addr(&index);
+        return 0;
+      },
+      nullptr);
+#endif
+}
 
 nb::dict toDict(const SpanReport &r) {
   nb::list layers;
@@ -158,11 +193,7 @@ std::string numpyName(nb::dlpack::dtype t) {
 /// A loaded compiled model (the runtime's C API).
 class Session {
 public:
-  explicit Session(const std::string &path)
-      : model(mf_model_load(path.c_str())) {
-    if (!model)
-      throw std::runtime_error(mf_last_error());
-  }
+  explicit Session(const std::string &path) : model(load(path)) {}
   ~Session() {
     mf_session_free(generation);
     mf_model_free(model);
@@ -232,6 +263,7 @@ public:
     int rc;
     {
       nb::gil_scoped_release release;
+      allocateThreadLocalStorage();
       rc = mf_model_run(model);
     }
     mf_model_clear_inputs(model);
@@ -286,6 +318,7 @@ public:
     int rc;
     {
       nb::gil_scoped_release release;
+      allocateThreadLocalStorage();
       rc = step ? mf_session_step(s, ids.data(), ids.shape(0), ids.shape(1))
                 : mf_session_prefill(s, ids.data(), ids.shape(0), ids.shape(1));
     }
@@ -322,6 +355,7 @@ public:
     int rc;
     {
       nb::gil_scoped_release release;
+      allocateThreadLocalStorage();
       rc =
           mf_session_generate(s, prompt.data(), batch, prompt.shape(1), maxNew,
                               ids.data(), wantLogits ? logits.data() : nullptr);
@@ -361,6 +395,14 @@ public:
   }
 
 private:
+  static mf_model *load(const std::string &path) {
+    allocateThreadLocalStorage();
+    mf_model *model = mf_model_load(path.c_str());
+    if (!model)
+      throw std::runtime_error(mf_last_error());
+    return model;
+  }
+
   static nb::object copyF32(const float *data, std::vector<size_t> shape) {
     size_t n = 1;
     for (size_t d : shape)
@@ -389,6 +431,7 @@ NB_MODULE(_masformer, m) {
   // handler takes over: here it becomes std::bad_alloc, which unwinds to
   // the binding (the compiler's state of that call is dropped with it)
   // instead of killing the interpreter.
+  allocateThreadLocalStorage();
   llvm::install_bad_alloc_error_handler(
       [](void *, const char *reason, bool) { throw std::bad_alloc(); });
   // Running out of memory is one more way a model fails: masformer.Error,
@@ -414,6 +457,7 @@ NB_MODULE(_masformer, m) {
         {
           // The compiler does not touch Python objects.
           nb::gil_scoped_release release;
+          allocateThreadLocalStorage();
           result = api::rewrite(request);
         }
         return resultDict(result);
@@ -445,6 +489,7 @@ NB_MODULE(_masformer, m) {
         api::RewriteResult result;
         {
           nb::gil_scoped_release release;
+          allocateThreadLocalStorage();
           result = api::compile(request);
         }
         return resultDict(result);

@@ -18,6 +18,13 @@
 
 namespace mlir::masformer::api {
 
+/// rewrite() and compile() refuse to start when the process may take less
+/// memory than this (memoryBudget(), Import/ONNXImporter.h): the context's
+/// dialects and the pipelines need about this much for any model, and an
+/// allocation that fails inside MLIR's own setup code cannot be unwound
+/// safely (docs/SECURITY.md, "Memory").
+constexpr uint64_t kMinMemoryBytes = uint64_t(64) << 20;
+
 struct RewriteRequest {
   std::string src, dst;
   /// The options of --masformer-rewrite-spans; empty: no rewrite.

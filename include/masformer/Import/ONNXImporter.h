@@ -46,6 +46,17 @@ struct ONNXImportOptions {
   llvm::StringMap<RankedTensorType> *valueTypes = nullptr;
 };
 
+/// The memory this process may still take: the least of the machine's
+/// physical memory, what the address-space limit (ulimit -v) leaves and what
+/// the memory cgroup's limit leaves, and which of them it is. The importer
+/// caps the tensor data it holds at it; the API refuses to start below
+/// api::kMinMemoryBytes of it.
+struct MemoryBudget {
+  uint64_t bytes;
+  const char *what;
+};
+MemoryBudget memoryBudget();
+
 /// Parses `spec` of the form `name=d0xd1x...` into `options`. Returns an
 /// error message, empty on success.
 std::string parseInputShapeOption(llvm::StringRef spec,
