@@ -187,11 +187,11 @@ Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,
                                      DenseElementsAttr::get(it, APInt(32, v)));
   };
   Value t = arith::MulFOp::create(b, loc, x, splat(1.44269504088896341f));
-  // k from t clamped below at -127, where maxnumf also turns a NaN into
-  // -127: fptosi never sees a NaN or an out-of-range value. The NaN still
-  // reaches the result through f.
-  Value k = math::RoundEvenOp::create(
-      b, loc, arith::MaxNumFOp::create(b, loc, t, splat(-127.0f)));
+  // k from t clamped below at -127, where a NaN also becomes -127: fptosi
+  // never sees a NaN or an out-of-range value. The NaN still reaches the
+  // result through f.
+  Value k = math::RoundEvenOp::create(b, loc,
+                                      buildGreater(b, loc, t, splat(-127.0f)));
   Value f = arith::SubFOp::create(b, loc, t, k);
   // 2^f on [-1/2, 1/2]: least-squares fit of the relative error at
   // Chebyshev nodes, Horner's rule.
@@ -217,4 +217,27 @@ Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,
   Value under = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, t,
                                       splat(-126.0f));
   return arith::SelectOp::create(b, loc, under, splat(0.0f), r);
+}
+
+Value mlir::masformer::buildGreater(OpBuilder &b, Location loc, Value x,
+                                    Value y) {
+  Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
+  return arith::SelectOp::create(b, loc, gt, x, y);
+}
+
+Value mlir::masformer::buildLaneReduction(OpBuilder &b, Location loc, Value x,
+                                          bool max) {
+  int64_t w = cast<VectorType>(x.getType()).getNumElements();
+  for (int64_t half = w / 2; half >= 1; half /= 2) {
+    SmallVector<int64_t> rotate;
+    for (int64_t i = 0; i < w; ++i)
+      rotate.push_back((i + half) % w);
+    Value y = vector::ShuffleOp::create(b, loc, x, x, rotate);
+    if (max) {
+      x = buildGreater(b, loc, x, y);
+    } else {
+      x = arith::AddFOp::create(b, loc, x, y);
+    }
+  }
+  return vector::ExtractOp::create(b, loc, x, ArrayRef<int64_t>{0});
 }

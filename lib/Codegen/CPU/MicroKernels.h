@@ -76,6 +76,18 @@ Value buildBlockedDotBF16(
 /// gives NaN; x above 88 is outside its domain.
 Value buildExpNonPositive(OpBuilder &b, Location loc, Value x);
 
+/// `x > y ? x : y`, elementwise: one vmaxps (arith.maxnumf costs four x86
+/// ops, for its NaN rule). Where x is NaN the result is y.
+Value buildGreater(OpBuilder &b, Location loc, Value x, Value y);
+
+/// The maximum (`max`) or the sum of the lanes of the 1-D f32 vector `x`,
+/// as a scalar, in log2(W) steps of a lane rotation and one vector op each
+/// (vector.reduction lowers maxnumf, and an add without reassociation, to W
+/// dependent scalar ops). The maximum is buildGreater's: where a lane is
+/// NaN it may or may not be the result; callers that need a NaN to
+/// show take it from the lanes themselves.
+Value buildLaneReduction(OpBuilder &b, Location loc, Value x, bool max);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_LIB_CODEGEN_CPU_MICROKERNELS_H

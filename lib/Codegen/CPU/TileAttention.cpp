@@ -133,16 +133,14 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
   SmallVector<Value> x;
   for (int64_t c = 0; c < tk; c += w)
     x.push_back(readF32(b, loc, logits, i, ix.c(c), w));
-  // maxnumf: plain vmaxps (a NaN logit still makes its row's output NaN
-  // through exp).
+  // vmaxps, which may drop a NaN: a NaN logit still makes its row's output
+  // NaN through exp.
   Value vmax;
   for (Value v : x)
-    vmax = vmax ? arith::MaxNumFOp::create(b, loc, vmax, v).getResult() : v;
+    vmax = vmax ? buildGreater(b, loc, vmax, v) : v;
   Value mOld = tensor::ExtractOp::create(b, loc, mT, ValueRange{i});
   Value mNew = arith::MaxNumFOp::create(
-      b, loc, mOld,
-      vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
-                                  vmax));
+      b, loc, mOld, buildLaneReduction(b, loc, vmax, /*max=*/true));
   Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
                                       f32Const(b, loc, negInf));
   Value sub =
@@ -161,7 +159,7 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
       b, loc,
       arith::MulFOp::create(
           b, loc, tensor::ExtractOp::create(b, loc, lT, ValueRange{i}), corr),
-      vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, vsum));
+      buildLaneReduction(b, loc, vsum, /*max=*/false));
   scf::YieldOp::create(
       b, loc,
       ValueRange{probs, tensor::InsertOp::create(b, loc, mNew, mT, i),

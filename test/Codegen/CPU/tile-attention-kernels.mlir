@@ -41,16 +41,39 @@
 // The scale is applied as the scores are stored.
 // CHECK:           arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:           vector.transfer_write
-// The softmax update, one row at a time.
-// CHECK:       vector.reduction <maxnumf>
-// exp(logit - max) as 2^k 2^f: k rounded from the clamped t = x log2(e),
-// 2^f by Horner's rule, 2^k in the exponent bits, 0 below 2^-126.
-// CHECK:       math.roundeven %{{.+}} : vector<16xf32>
+// The softmax update, one row at a time. Its maximum: the two vectors'
+// (x > y ? x : y, one vmaxps), then four lane rotations of it, each with a
+// vmaxps (vector.reduction and arith.maxnumf lower to scalar chains and
+// NaN fix-ups on x86).
+// CHECK:       %[[GT:.+]] = arith.cmpf ogt, %[[X0:.+]], %[[X1:.+]] : vector<16xf32>
+// CHECK-NEXT:  %[[VMAX:.+]] = arith.select %[[GT]], %[[X0]], %[[X1]] : vector<16xi1>, vector<16xf32>
+// CHECK:       %[[R8:.+]] = vector.shuffle %[[VMAX]], %[[VMAX]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
+// CHECK-NEXT:  %[[GT8:.+]] = arith.cmpf ogt, %[[VMAX]], %[[R8]] : vector<16xf32>
+// CHECK-NEXT:  %[[M8:.+]] = arith.select %[[GT8]], %[[VMAX]], %[[R8]]
+// CHECK-NEXT:  vector.shuffle %[[M8]], %[[M8]] [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3]
+// CHECK:       vector.shuffle %{{.+}} [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1]
+// CHECK:       vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]
+// CHECK:       vector.extract %{{.+}}[0] : f32 from vector<16xf32>
+// CHECK-NOT:   vector.reduction
+// CHECK-NOT:   arith.maxnumf {{.+}} : vector<16xf32>
+// exp(logit - max) as 2^k 2^f: k rounded from t = x log2(e) clamped at
+// -127 (a vmaxps), 2^f by Horner's rule, 2^k in the exponent bits, 0
+// below 2^-126.
+// CHECK:       %[[CLAMP:.+]] = arith.cmpf ogt, %[[T:.+]], %[[LOW:.+]] : vector<16xf32>
+// CHECK-NEXT:  %[[TC:.+]] = arith.select %[[CLAMP]], %[[T]], %[[LOW]]
+// CHECK-NEXT:  math.roundeven %[[TC]] : vector<16xf32>
 // CHECK-COUNT-6: math.fma
 // CHECK:       arith.shli %{{.+}}, %{{.+}} : vector<16xi32>
 // CHECK:       %[[UNDER:.+]] = arith.cmpf olt, %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:       arith.select %[[UNDER]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
-// CHECK:       vector.reduction <add>
+// The row sum: four lane rotations and adds.
+// CHECK:       %[[SUM:.+]] = arith.addf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK-NOT:   vector.reduction
+// CHECK:       vector.shuffle %[[SUM]], %[[SUM]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
+// CHECK-NEXT:  arith.addf
+// CHECK:       vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]
+// CHECK-NEXT:  %[[S1:.+]] = arith.addf
+// CHECK-NEXT:  vector.extract %[[S1]][0] : f32 from vector<16xf32>
 // P V: the rescaled output rows stay in registers across the 32 keys.
 // CHECK:       arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
@@ -87,6 +110,12 @@
 
 // AVX2-LABEL: func @block_causal
 // AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// Eight lanes: three rotations for the row maximum.
+// AVX2: vector.shuffle %{{.+}} [4, 5, 6, 7, 0, 1, 2, 3] : vector<8xf32>
+// AVX2-NEXT: arith.cmpf ogt
+// AVX2: vector.shuffle %{{.+}} [2, 3, 4, 5, 6, 7, 0, 1] : vector<8xf32>
+// AVX2: vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 0] : vector<8xf32>
+// AVX2-NEXT: arith.cmpf ogt
 
 // Without vector-width: no packing and no vector code.
 // NOVEC-LABEL: func @block_causal
