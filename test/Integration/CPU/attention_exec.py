@@ -120,6 +120,12 @@ CASES = {
                               d=32, mask="neginf-batch1"),
     "kernel-wide-logits": dict(span=("block", 16), causal=True, sq=40,
                                skv=40, d=32, scale=4.0),
+    # NaN in a query row and in one key: the softmax's maxima (vmaxps, which
+    # may drop a NaN) must still leave NaN exactly in the rows that see it
+    # (the query's row; the rows whose span reaches the key) and nothing
+    # else.
+    "kernel-nan": dict(span=("block", 16), causal=True, sq=40, skv=40, d=32,
+                       nan=True),
     # head_dim 80 (Phi-2, GPT-J): not a multiple of the micro-kernels'
     # blocks of 4 vectors; the last columns take a narrower block.
     "kernel-head-dim-80": dict(span=("window", 16, 4), causal=True, sq=40,
@@ -127,7 +133,7 @@ CASES = {
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
-                mask=None, scale=None, softcap=None, dynamic=False)
+                mask=None, scale=None, softcap=None, dynamic=False, nan=False)
 
 # Tolerances on |got - want|: f32 accumulates in f32; f16/bf16 round the
 # output to their own precision (values are O(1)).
@@ -316,6 +322,9 @@ def main():
     v = ref.round_to(rng.standard_normal((c["b"], c["hkv"], c["skv"], c["d"])),
                      c["dtype"])
     mask = make_mask(c["mask"], c["b"], c["hq"], c["sq"], c["skv"], rng)
+    if c["nan"]:
+        q[0, 1, 21, 3] = np.nan
+        k[1, 2, 35, 5] = np.nan
 
     module = build_module(c, q, k, v, mask)
     if a.dump:
@@ -342,9 +351,17 @@ def main():
     want = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"],
                          c["softcap"])
     want = ref.round_to(want, c["dtype"])
+    tol = ATOL[c["dtype"]]
+    nan = np.isnan(want)
+    if c["nan"]:
+        # The NaN reaches whole rows, and only the rows that see it.
+        assert nan.any() and not nan.all()
+        if not np.array_equal(np.isnan(got), nan):
+            sys.exit(f"{a.case}: NaN in {np.isnan(got).sum()} outputs, "
+                     f"expected {nan.sum()}")
+        got, want = np.where(nan, 0.0, got), np.where(nan, 0.0, want)
     err = np.abs(got - want)
     worst = np.unravel_index(np.argmax(err), err.shape)
-    tol = ATOL[c["dtype"]]
     if not np.all(np.isfinite(got)) or err.max() > tol:
         sys.exit(f"{a.case}: max |got - want| = {err.max():.3g} > {tol} at "
                  f"{worst}: got {got[worst]}, want {want[worst]}")
@@ -355,7 +372,8 @@ def main():
             ref.attention(q, k, v, mask, ("full", 0), c["causal"], c["scale"],
                           c["softcap"]),
             c["dtype"])
-        assert np.abs(full - want).max() > 10 * tol, "span has no effect"
+        assert np.nanmax(np.abs(full - want)) > 10 * tol, \
+            "span has no effect"
     # Likewise the softcap.
     if c["softcap"] is not None:
         uncapped = ref.round_to(
