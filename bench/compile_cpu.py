@@ -45,15 +45,14 @@ import numpy as np
 import onnxruntime as ort
 
 from machine import describe
-from rewrite_ort import model_ratio
-
-# The span definition, written once (test/python_utils/masformer_ref.py).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "test", "python_utils"))
-import masformer_ref  # noqa: E402
+from rewrite_ort import layer_heads, model_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
+
+# The span definition, written once (test/python_utils/masformer_ref.py).
+sys.path.insert(0, os.path.join(ROOT, "test", "python_utils"))
+import masformer_ref  # noqa: E402
 
 
 def run(cmd):
@@ -84,9 +83,7 @@ def compiled_ratio(report, s, d=768, vocab=50257):
     before = len(layers) * (dense + 4 * d * full) + head
     after = head
     for c in layers:
-        heads = c.get("head_spans") or [dict(span=c["span"],
-                                             size=c["span_size"],
-                                             sink=c["sink"])]
+        heads = layer_heads(c)
         kept = sum(layer_pairs((h["span"], h["size"] or 0, h["sink"] or 0))
                    for h in heads) / len(heads)
         after += dense + 4 * d * kept

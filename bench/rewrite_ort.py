@@ -56,6 +56,14 @@ def computed_fraction(span, size, sink, s, encoder=False):
     return min(1.0, per / s)
 
 
+def layer_heads(layer):
+    """The span of each head of a span report's layer (one entry for all
+    heads when the layer has a single span): dicts of span, size, sink."""
+    return layer.get("head_spans") or [dict(span=layer["span"],
+                                            size=layer["span_size"],
+                                            sink=layer["sink"])]
+
+
 def model_ratio(report, s, d=768, vocab=50257, encoder=False):
     """FLOPs of the rewritten model over the original's, as onnxruntime
     computes them: every score of the S x S matrix for dense attention (it
@@ -68,9 +76,7 @@ def model_ratio(report, s, d=768, vocab=50257, encoder=False):
     before = len(layers) * (dense + attn_full) + head
     after = head
     for c in layers:
-        heads = c.get("head_spans") or [dict(span=c["span"],
-                                             size=c["span_size"],
-                                             sink=c["sink"])]
+        heads = layer_heads(c)
         frac = sum(computed_fraction(h["span"], h["size"], h["sink"], s,
                                      encoder)
                    for h in heads) / len(heads)
