@@ -77,7 +77,7 @@ Value buildBlockedDotBF16(
 Value buildExpNonPositive(OpBuilder &b, Location loc, Value x);
 
 /// `x > y ? x : y`, elementwise: one vmaxps (arith.maxnumf costs four x86
-/// ops, for its NaN rule). Where x is NaN the result is y.
+/// ops, for its NaN rule). Where x or y is NaN the result is y.
 Value buildGreater(OpBuilder &b, Location loc, Value x, Value y);
 
 /// The maximum (`max`) or the sum of the lanes of the 1-D f32 vector `x`,
