@@ -187,14 +187,19 @@ Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,
                                      DenseElementsAttr::get(it, APInt(32, v)));
   };
   Value t = arith::MulFOp::create(b, loc, x, splat(1.44269504088896341f));
-  // k from t clamped below at -127, where a NaN also becomes -127: fptosi
-  // never sees a NaN or an out-of-range value. The NaN still reaches the
-  // result through f.
-  Value k = math::RoundEvenOp::create(b, loc,
-                                      buildGreater(b, loc, t, splat(-127.0f)));
-  Value f = arith::SubFOp::create(b, loc, t, k);
-  // 2^f on [-1/2, 1/2]: least-squares fit of the relative error at
-  // Chebyshev nodes, Horner's rule.
+  // t clamped below at -126: -inf (a masked key) becomes -126, a NaN stays
+  // (buildGreater's result is its second operand where one is NaN).
+  Value tc = buildGreater(b, loc, splat(-126.0f), t);
+  // k = roundeven(tc) by the rounding of one add: in [2^23, 2^24) floats are
+  // the integers, so y = tc + 1.5 * 2^23 + 126 holds k + 126 in its low
+  // mantissa bits and y - (1.5 * 2^23 + 126) is k, exactly.
+  Value magic = splat(12582912.0f + 126.0f);
+  Value y = arith::AddFOp::create(b, loc, tc, magic);
+  Value k = arith::SubFOp::create(b, loc, y, magic);
+  Value f = arith::SubFOp::create(b, loc, tc, k);
+  // 2 * 2^f on [-1/2, 1/2]: least-squares fit of the relative error at
+  // Chebyshev nodes, Horner's rule; the coefficients doubled (exactly) so
+  // that the scale below is 2^(k-1).
   static constexpr float kCoeffs[] = {1.53375775e-04f,
                                       1.33998599e-03f,
                                       9.61851981e-03f,
@@ -202,21 +207,17 @@ Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,
                                       2.40226462e-01f,
                                       6.93147182e-01f,
                                       1.0f};
-  Value p = splat(kCoeffs[0]);
+  Value p = splat(2 * kCoeffs[0]);
   for (float c : ArrayRef<float>(kCoeffs).drop_front())
-    p = math::FmaOp::create(b, loc, p, f, splat(c));
-  // 2^k: k + 127 in the exponent field (k >= -127; k = -127 gives 0.0,
-  // covered by the select below).
+    p = math::FmaOp::create(b, loc, p, f, splat(2 * c));
+  // 2^(k-1): the low bits of y, k + 126, shifted into the exponent field
+  // (the bits above them shift out). k = -126 gives the field 0, 0.0: every
+  // result is 0 or a normal float, never a subnormal (slow in the P V
+  // products on some CPUs). A NaN gives NaN through p.
   Value bits = arith::ShLIOp::create(
-      b, loc,
-      arith::AddIOp::create(b, loc, arith::FPToSIOp::create(b, loc, it, k),
-                            splatI(127)),
-      splatI(23));
-  Value r = arith::MulFOp::create(b, loc, p,
-                                  arith::BitcastOp::create(b, loc, vt, bits));
-  Value under = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, t,
-                                      splat(-126.0f));
-  return arith::SelectOp::create(b, loc, under, splat(0.0f), r);
+      b, loc, arith::BitcastOp::create(b, loc, it, y), splatI(23));
+  return arith::MulFOp::create(b, loc, p,
+                               arith::BitcastOp::create(b, loc, vt, bits));
 }
 
 Value mlir::masformer::buildGreater(OpBuilder &b, Location loc, Value x,

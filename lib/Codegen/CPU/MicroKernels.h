@@ -68,12 +68,13 @@ Value buildBlockedDotBF16(
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init);
 
 /// exp(x) for a vector of f32 with x <= 0 (a softmax's logits minus their
-/// row maximum), in 16 vector operations instead of the ~25 of math.exp's
+/// row maximum), in 13 vector operations instead of the ~25 of math.exp's
 /// polynomial approximation, which handles the whole f32 range: 2^t with
-/// t = x log2(e), split as 2^k 2^f (k = roundeven(t), |f| <= 1/2), 2^f a
-/// degree-6 polynomial (relative error below 1e-7, 1.6 ulp, in f32), 2^k
-/// built in the exponent bits. x < -126 ln(2) (and -inf) gives 0, a NaN
-/// gives NaN; x above 88 is outside its domain.
+/// t = x log2(e), split as 2^k 2^f (k = roundeven(t) by a magic-number add,
+/// |f| <= 1/2), 2^f a degree-6 polynomial (relative error below 1e-7, 1.6
+/// ulp, in f32), 2^k built in the exponent bits. x < -125.5 ln(2) (and
+/// -inf) gives 0, never a subnormal; a NaN gives NaN; x above 88 is outside
+/// its domain.
 Value buildExpNonPositive(OpBuilder &b, Location loc, Value x);
 
 /// `x > y ? x : y`, elementwise: one vmaxps (arith.maxnumf costs four x86

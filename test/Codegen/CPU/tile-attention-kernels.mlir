@@ -56,21 +56,29 @@
 // CHECK:       vector.extract %{{.+}}[0] : f32 from vector<16xf32>
 // CHECK-NOT:   vector.reduction
 // CHECK-NOT:   arith.maxnumf {{.+}} : vector<16xf32>
-// exp(logit - max) as 2^k 2^f: k rounded from t = x log2(e) clamped at
-// -127 (a vmaxps), 2^f by Horner's rule, 2^k in the exponent bits, 0
-// below 2^-126.
-// CHECK:       %[[CLAMP:.+]] = arith.cmpf ogt, %[[T:.+]], %[[LOW:.+]] : vector<16xf32>
-// CHECK-NEXT:  %[[TC:.+]] = arith.select %[[CLAMP]], %[[T]], %[[LOW]]
-// CHECK-NEXT:  math.roundeven %[[TC]] : vector<16xf32>
-// CHECK-COUNT-6: math.fma
-// CHECK:       arith.shli %{{.+}}, %{{.+}} : vector<16xi32>
-// CHECK:       %[[UNDER:.+]] = arith.cmpf olt, %{{.+}}, %{{.+}} : vector<16xf32>
-// CHECK:       arith.select %[[UNDER]], %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
+// exp(logit - max) as 2^k 2^f in 13 operations: t = x log2(e) clamped at
+// -126 (a vmaxps that keeps a NaN), k rounded by adding and subtracting
+// 1.5 * 2^23 + 126 (0x4B40007E), 2 * 2^f by Horner's rule, 2^(k-1) from
+// the sum's low bits shifted into the exponent field; no select.
+// CHECK:       %[[T:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK-NEXT:  %[[LOW:.+]] = arith.constant dense<-1.260000e+02> : vector<16xf32>
+// CHECK-NEXT:  %[[CLAMP:.+]] = arith.cmpf ogt, %[[LOW]], %[[T]] : vector<16xf32>
+// CHECK-NEXT:  %[[TC:.+]] = arith.select %[[CLAMP]], %[[LOW]], %[[T]]
+// CHECK-NEXT:  %[[MAGIC:.+]] = arith.constant dense<0x4B40007E> : vector<16xf32>
+// CHECK-NEXT:  %[[Y:.+]] = arith.addf %[[TC]], %[[MAGIC]] : vector<16xf32>
+// CHECK-NEXT:  %[[K:.+]] = arith.subf %[[Y]], %[[MAGIC]] : vector<16xf32>
+// CHECK-NEXT:  %[[F:.+]] = arith.subf %[[TC]], %[[K]] : vector<16xf32>
+// CHECK-COUNT-6: math.fma {{.+}}, %[[F]], {{.+}} : vector<16xf32>
+// CHECK:       %[[YBITS:.+]] = arith.bitcast %[[Y]] : vector<16xf32> to vector<16xi32>
+// CHECK-NEXT:  %[[SBITS:.+]] = arith.shli %[[YBITS]], %{{.+}} : vector<16xi32>
+// CHECK-NEXT:  %[[SCALE:.+]] = arith.bitcast %[[SBITS]] : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:  arith.mulf %{{.+}}, %[[SCALE]] : vector<16xf32>
+// CHECK-NOT:   math.roundeven
+// CHECK-NOT:   arith.fptosi
 // The row sum: four lane rotations and adds.
-// CHECK:       %[[SUM:.+]] = arith.addf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK-NOT:   vector.reduction
-// CHECK:       vector.shuffle %[[SUM]], %[[SUM]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
-// CHECK-NEXT:  arith.addf
+// CHECK:       vector.shuffle %[[SUM:.+]], %[[SUM]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
+// CHECK-NEXT:  arith.addf %[[SUM]], %{{.+}} : vector<16xf32>
 // CHECK:       vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]
 // CHECK-NEXT:  %[[S1:.+]] = arith.addf
 // CHECK-NEXT:  vector.extract %[[S1]][0] : f32 from vector<16xf32>

@@ -112,7 +112,7 @@ CASES = {
                                  mask="full4d"),
     "kernel-decode": dict(sq=24, skv=40, d=32, span=("block", 16),
                           causal=True),
-    # The softmax's exp on full tiles (2^k 2^f, 0 below 2^-126): rows whose
+    # The softmax's exp on full tiles (2^k 2^f, 0 below 2^-125.5): rows whose
     # every key is masked (-inf) stay zero; a scale of 4 spreads the logits
     # over about +-100, so that exp(logit - max) runs through the whole
     # range down to its underflow.
