@@ -214,8 +214,11 @@ Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,
   // (the bits above them shift out). k = -126 gives the field 0, 0.0: every
   // result is 0 or a normal float, never a subnormal (slow in the P V
   // products on some CPUs). A NaN gives NaN through p.
-  Value bits = arith::ShLIOp::create(
-      b, loc, arith::BitcastOp::create(b, loc, it, y), splatI(23));
+  // (Operands built in order: the IR does not depend on the compiler's
+  // argument evaluation order.)
+  Value yBits = arith::BitcastOp::create(b, loc, it, y);
+  Value shift = splatI(23);
+  Value bits = arith::ShLIOp::create(b, loc, yBits, shift);
   return arith::MulFOp::create(b, loc, p,
                                arith::BitcastOp::create(b, loc, vt, bits));
 }

@@ -70,7 +70,7 @@
 // CHECK-NEXT:  %[[F:.+]] = arith.subf %[[TC]], %[[K]] : vector<16xf32>
 // CHECK-COUNT-6: math.fma {{.+}}, %[[F]], {{.+}} : vector<16xf32>
 // CHECK:       %[[YBITS:.+]] = arith.bitcast %[[Y]] : vector<16xf32> to vector<16xi32>
-// CHECK-NEXT:  %[[SBITS:.+]] = arith.shli %[[YBITS]], %{{.+}} : vector<16xi32>
+// CHECK:       %[[SBITS:.+]] = arith.shli %[[YBITS]], %{{.+}} : vector<16xi32>
 // CHECK-NEXT:  %[[SCALE:.+]] = arith.bitcast %[[SBITS]] : vector<16xi32> to vector<16xf32>
 // CHECK-NEXT:  arith.mulf %{{.+}}, %[[SCALE]] : vector<16xf32>
 // CHECK-NOT:   math.roundeven
