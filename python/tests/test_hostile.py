@@ -38,16 +38,20 @@ def _big_model(folder, elements):
 # Runs one rewrite under an address-space limit of the process's current
 # size plus LIMIT bytes, in a fresh interpreter, and prints how it ended; then
 # lifts the limit and rewrites a fixture, to show the interpreter is sound.
-_UNDER_LIMIT = textwrap.dedent("""
+# Both scripts start with this: the address-space limit set to the
+# process's current size plus argv[4] bytes.
+_LIMIT_PRELUDE = textwrap.dedent("""
     import resource, sys
     import masformer
-    model, fixture, out, head = sys.argv[1:5]
     def mapped():
         for line in open("/proc/self/status"):
             if line.startswith("VmSize"):
                 return int(line.split()[1]) * 1024
-    limit = mapped() + int(head)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_AS,
+                       (mapped() + int(sys.argv[4]), resource.RLIM_INFINITY))
+""")
+_UNDER_LIMIT = _LIMIT_PRELUDE + textwrap.dedent("""
+    model, fixture, out = sys.argv[1:4]
     try:
         masformer.rewrite(model, out, span="block:4")
         print("ended: ok")
@@ -100,16 +104,8 @@ def test_memory_limits_give_masformer_errors(fixtures, tmp_path):
 
 # Runs one rewrite or compile with only `head` bytes of address space left
 # beyond what the process maps when it starts.
-_SMALL_LIMIT = textwrap.dedent("""
-    import resource, sys
-    import masformer
-    job, model, out, head = sys.argv[1:5]
-    def mapped():
-        for line in open("/proc/self/status"):
-            if line.startswith("VmSize"):
-                return int(line.split()[1]) * 1024
-    resource.setrlimit(resource.RLIMIT_AS,
-                       (mapped() + int(head), resource.RLIM_INFINITY))
+_SMALL_LIMIT = _LIMIT_PRELUDE + textwrap.dedent("""
+    job, model, out = sys.argv[1:4]
     try:
         if job == "rewrite":
             masformer.rewrite(model, out, span="block:4")
