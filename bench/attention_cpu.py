@@ -118,9 +118,9 @@ func.func @main() {{{''.join(fill)}
 """
 
 
-# The compiled module returns a freshly allocated output and packs the keys
-# into a fresh buffer on every call; glibc would mmap and unmap those (MBs)
-# each time, and page faults would be timed. Keeping them on the heap reuses
+# The compiled module returns a freshly allocated output (MBs) on every
+# call; glibc would mmap and unmap it each time, and page faults would be
+# timed. Keeping them on the heap reuses
 # the memory across calls, as onnxruntime's arena does for its buffers.
 RUN_ENV = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 30),
                MALLOC_TRIM_THRESHOLD_=str(1 << 31))

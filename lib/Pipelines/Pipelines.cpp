@@ -154,7 +154,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "canonicalize,expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma.
-      "convert-vector-to-llvm{reassociate-fp-reductions";
+      // The packed query tiles' 16 x 16 transposes: 64 shuffles each.
+      "convert-vector-to-llvm{reassociate-fp-reductions "
+      "vector-transpose-lowering=shuffle16x16";
   // The AMX tile ops (with the vector ops: LLVM's conversion of control
   // flow has no tile type, so no tile value crosses a block).
   if (options.amx)

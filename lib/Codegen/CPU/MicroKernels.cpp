@@ -43,7 +43,8 @@ Value mlir::masformer::buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
     int64_t n, int64_t kLen, int64_t w,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish) {
+    llvm::function_ref<Value(OpBuilder &, Value)> finish, bool transposedA,
+    llvm::function_ref<void(OpBuilder &, Value)> atRows) {
   Idx ix{b, loc};
   int64_t vecs = std::min(kVecs, n / w);
   int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
@@ -51,6 +52,8 @@ Value mlir::masformer::buildBlockedMatmul(
                                  ValueRange{out});
   b.setInsertionPointToStart(rows.getBody());
   Value i0 = rows.getInductionVar();
+  if (atRows)
+    atRows(b, i0);
   auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
   // One register block: kRows rows x nv vectors of W columns from j0.
   auto block = [&](Value o, Value j0, int64_t nv) {
@@ -69,7 +72,8 @@ Value mlir::masformer::buildBlockedMatmul(
         bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
       SmallVector<Value> next;
       for (int64_t r = 0; r < kRows; ++r) {
-        Value av = splatF32(b, loc, a, rowOf(r), k, w);
+        Value av = transposedA ? splatF32(b, loc, a, k, rowOf(r), w)
+                               : splatF32(b, loc, a, rowOf(r), k, w);
         for (int64_t c = 0; c < nv; ++c)
           next.push_back(vector::FMAOp::create(
               b, loc, av, bv[c], red.getRegionIterArg(r * nv + c)));
@@ -227,21 +231,4 @@ Value mlir::masformer::buildGreater(OpBuilder &b, Location loc, Value x,
                                     Value y) {
   Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
   return arith::SelectOp::create(b, loc, gt, x, y);
-}
-
-Value mlir::masformer::buildLaneReduction(OpBuilder &b, Location loc, Value x,
-                                          bool max) {
-  int64_t w = cast<VectorType>(x.getType()).getNumElements();
-  for (int64_t half = w / 2; half >= 1; half /= 2) {
-    SmallVector<int64_t> rotate;
-    for (int64_t i = 0; i < w; ++i)
-      rotate.push_back((i + half) % w);
-    Value y = vector::ShuffleOp::create(b, loc, x, x, rotate);
-    if (max) {
-      x = buildGreater(b, loc, x, y);
-    } else {
-      x = arith::AddFOp::create(b, loc, x, y);
-    }
-  }
-  return vector::ExtractOp::create(b, loc, x, ArrayRef<int64_t>{0});
 }

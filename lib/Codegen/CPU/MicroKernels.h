@@ -48,12 +48,17 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
 /// the last whole block of vecs = min(kVecs, n / w) vectors take one
 /// narrower block. `init(out, row, col)` and `finish(acc)` work on one
 /// vector of W results. tq must be a multiple of kRows, n of w
-/// (blockedFits).
+/// (blockedFits). With `transposedA`, `a` holds A transposed, [kLen, tq]
+/// (each broadcast reads a[k, i]). `atRows(i0)`, when given, builds side
+/// work at the start of each block of kRows rows from i0 (prefetches
+/// spread over the product).
 Value buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
     int64_t n, int64_t kLen, int64_t w,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish);
+    llvm::function_ref<Value(OpBuilder &, Value)> finish,
+    bool transposedA = false,
+    llvm::function_ref<void(OpBuilder &, Value)> atRows = nullptr);
 
 /// out[i, j] = init(i, j) + sum_k a[i, k] * bp[k / 2, 2 j + k % 2] over a
 /// static [tq, n] tile with AVX512-BF16's vdpbf16ps: `a` [tq, kLen] bf16,
@@ -80,14 +85,6 @@ Value buildExpNonPositive(OpBuilder &b, Location loc, Value x);
 /// `x > y ? x : y`, elementwise: one vmaxps (arith.maxnumf costs four x86
 /// ops, for its NaN rule). Where x or y is NaN the result is y.
 Value buildGreater(OpBuilder &b, Location loc, Value x, Value y);
-
-/// The maximum (`max`) or the sum of the lanes of the 1-D f32 vector `x`,
-/// as a scalar, in log2(W) steps of a lane rotation and one vector op each
-/// (vector.reduction lowers maxnumf, and an add without reassociation, to W
-/// dependent scalar ops). The maximum is buildGreater's: where a lane is
-/// NaN it may or may not be the result; callers that need a NaN to
-/// show take it from the lanes themselves.
-Value buildLaneReduction(OpBuilder &b, Location loc, Value x, bool max);
 
 } // namespace mlir::masformer
 

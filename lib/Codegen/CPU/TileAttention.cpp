@@ -15,7 +15,9 @@
 #include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -69,33 +71,47 @@ Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
 // Register-blocked micro-kernels for full tiles
 //===----------------------------------------------------------------------===//
 
-/// S = scale * Q K^T (softcapped with `softcap`) for a full tile: q is
-/// [tq, d], kt the transposed key tile [d, tk]; the accumulators run over
-/// the head dimension.
-Value buildScoresKernel(OpBuilder &b, Location loc, Value q, Value kt,
-                        Value scale, std::optional<float> softcap, int64_t tq,
-                        int64_t tk, int64_t d, int64_t w) {
+/// The vector width for `tq` queries: the largest power of two up to `w`
+/// that divides tq.
+int64_t queryWidth(int64_t tq, int64_t w) {
+  int64_t wq = 1;
+  while (wq < w && tq % (2 * wq) == 0)
+    wq *= 2;
+  return wq;
+}
+
+/// S^T = scale * K Q^T (softcapped with `softcap`) for a full tile: k is
+/// the key tile [tk, d] as stored, qt the query tile transposed [d, tq]
+/// (packed once per query tile); the accumulators hold kRows keys x up to
+/// kVecs vectors of W queries and run over the head dimension. Computing
+/// the transposed scores reads the keys as they are: no transposed copy of
+/// K, which for block spans cost a pass over K through memory per call.
+Value buildScoresKernel(OpBuilder &b, Location loc, Value k, Value qt,
+                        Value scale, std::optional<float> softcap, int64_t tk,
+                        int64_t tq, int64_t d, int64_t w,
+                        llvm::function_ref<void(OpBuilder &, Value)> atRows) {
   auto vt = VectorType::get({w}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
   Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
-  Value s0 = tensor::EmptyOp::create(b, loc, {tq, tk}, b.getF32Type());
+  Value s0 = tensor::EmptyOp::create(b, loc, {tk, tq}, b.getF32Type());
   return buildBlockedMatmul(
-      b, loc, q, kt, s0, tq, tk, d, w,
+      b, loc, k, qt, s0, tk, tq, d, w,
       [&](OpBuilder &, Value, Value, Value) { return zero; },
       [&](OpBuilder &nb, Value acc) {
         return AttentionOp::applySoftcap(
             nb, loc, arith::MulFOp::create(nb, loc, acc, scaleVec), softcap);
-      });
+      },
+      /*transposedA=*/false, atRows);
 }
 
-/// acc * corr + P V for a full tile: p is [tq, tk] f32, v [tk, d], acc
-/// [tq, d] f32, corr [tq] f32 (the rows' rescaling); the output rows stay
-/// in registers across all tk keys.
-Value buildPVKernel(OpBuilder &b, Location loc, Value p, Value v, Value acc,
+/// acc * corr + P V for a full tile: pT is P transposed [tk, tq] f32, v
+/// [tk, d], acc [tq, d] f32, corr [tq] f32 (the rows' rescaling); the
+/// output rows stay in registers across all tk keys.
+Value buildPVKernel(OpBuilder &b, Location loc, Value pT, Value v, Value acc,
                     Value corr, int64_t tq, int64_t tk, int64_t d, int64_t w) {
   auto vt = VectorType::get({w}, b.getF32Type());
   return buildBlockedMatmul(
-      b, loc, p, v, acc, tq, d, tk, w,
+      b, loc, pT, v, acc, tq, d, tk, w,
       [&](OpBuilder &nb, Value out, Value row, Value col) {
         Value cr = vector::BroadcastOp::create(
             nb, loc, vt,
@@ -104,69 +120,116 @@ Value buildPVKernel(OpBuilder &b, Location loc, Value p, Value v, Value acc,
                                      readF32(nb, loc, out, row, col, w), cr)
             .getResult();
       },
-      [](OpBuilder &, Value x) { return x; });
+      [](OpBuilder &, Value x) { return x; }, /*transposedA=*/true);
 }
 
-/// The online-softmax update of a full tile, one query row at a time in
-/// vectors of W: m' = max(m, rowmax(logits)), P = exp(logits - m'),
-/// corr = exp(m - m'), l' = l * corr + rowsum(P). A row whose running max is
-/// still -inf (no key allowed yet) subtracts 0 instead, so that it keeps
-/// P = 0 and corr = 0 rather than NaN.
-struct SoftmaxRows {
-  Value probs, m, l, corr;
+/// A vector<W x f32> of the 1-D tensor `t` from `i`, and its write.
+Value read1D(OpBuilder &b, Location loc, Value t, Value i, int64_t w) {
+  Value pad = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  return vector::TransferReadOp::create(
+      b, loc, VectorType::get({w}, b.getF32Type()), t, ValueRange{i}, pad,
+      ArrayRef<bool>{true});
+}
+Value write1D(OpBuilder &b, Location loc, Value v, Value t, Value i) {
+  return vector::TransferWriteOp::create(b, loc, v, t, ValueRange{i},
+                                         ArrayRef<bool>{true})
+      .getResult();
+}
+
+/// The online-softmax update of a full tile from its transposed logits
+/// [tk, tq] (one column per query), W queries at a time, each query in its
+/// own lane: m' = max(m, column max), P = exp(logits - m'),
+/// corr = exp(m - m'), l' = l * corr + column sum(P). The maxima and sums
+/// run down the columns in kRows independent chains of vertical vector
+/// ops: no lane reduction. A query whose running max is still -inf (no key
+/// allowed yet) subtracts 0 instead, so that it keeps P = 0 and corr = 0
+/// rather than NaN. A NaN logit is left out of the maximum (buildGreater
+/// keeps the other operand) and makes its query's P, sum and output NaN
+/// through exp.
+struct SoftmaxColumns {
+  Value probsT, m, l, corr;
 };
-SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
-                             Value l, int64_t tq, int64_t tk, int64_t w) {
+SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
+                                   Value m, Value l, int64_t tq, int64_t tk,
+                                   int64_t w) {
   Idx ix{b, loc};
   Type f32 = b.getF32Type();
   auto vt = VectorType::get({w}, f32);
   float negInf = -std::numeric_limits<float>::infinity();
-  Value probs0 = tensor::EmptyOp::create(b, loc, {tq, tk}, f32);
+  Value probs0 = tensor::EmptyOp::create(b, loc, {tk, tq}, f32);
   Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
-  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(1),
+  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(w),
                                  ValueRange{probs0, m, l, corr0});
   OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(rows.getBody());
-  Value i = rows.getInductionVar();
-  Value probs = rows.getRegionIterArg(0), mT = rows.getRegionIterArg(1),
-        lT = rows.getRegionIterArg(2), corrT = rows.getRegionIterArg(3);
-  SmallVector<Value> x;
-  for (int64_t c = 0; c < tk; c += w)
-    x.push_back(readF32(b, loc, logits, i, ix.c(c), w));
-  // vmaxps, which may drop a NaN: a NaN logit still makes its row's output
-  // NaN through exp.
-  Value vmax;
-  for (Value v : x)
-    vmax = vmax ? buildGreater(b, loc, vmax, v) : v;
-  Value mOld = tensor::ExtractOp::create(b, loc, mT, ValueRange{i});
-  Value mNew = arith::MaxNumFOp::create(
-      b, loc, mOld, buildLaneReduction(b, loc, vmax, /*max=*/true));
-  Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
-                                      f32Const(b, loc, negInf));
-  Value sub =
-      arith::SelectOp::create(b, loc, isInf, f32Const(b, loc, 0.0f), mNew);
-  Value subV = vector::BroadcastOp::create(b, loc, vt, sub);
-  Value vsum;
-  for (size_t c = 0; c < x.size(); ++c) {
-    Value p =
-        buildExpNonPositive(b, loc, arith::SubFOp::create(b, loc, x[c], subV));
-    vsum = vsum ? arith::AddFOp::create(b, loc, vsum, p).getResult() : p;
-    probs = writeVec(b, loc, p, probs, i, ix.c(c * w));
+  b.setInsertionPointToStart(cols.getBody());
+  Value c = cols.getInductionVar();
+  Value probs = cols.getRegionIterArg(0), mT = cols.getRegionIterArg(1),
+        lT = cols.getRegionIterArg(2), corrT = cols.getRegionIterArg(3);
+  Value negInfV = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(vt, b.getF32FloatAttr(negInf)));
+  auto maxLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(kRows),
+                                    SmallVector<Value>(kRows, negInfV));
+  {
+    OpBuilder::InsertionGuard gm(b);
+    b.setInsertionPointToStart(maxLoop.getBody());
+    Idx jx{b, loc};
+    Value j = maxLoop.getInductionVar();
+    SmallVector<Value> next;
+    for (int64_t r = 0; r < kRows; ++r)
+      next.push_back(buildGreater(
+          b, loc, readF32(b, loc, logitsT, jx.add(j, jx.c(r)), c, w),
+          maxLoop.getRegionIterArg(r)));
+    scf::YieldOp::create(b, loc, next);
   }
+  Value vmax = maxLoop.getResult(0);
+  for (int64_t r = 1; r < kRows; ++r)
+    vmax = buildGreater(b, loc, maxLoop.getResult(r), vmax);
+  Value mOld = read1D(b, loc, mT, c, w);
+  Value mNew = buildGreater(b, loc, vmax, mOld);
+  Value isInf =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, negInfV);
+  Value zeroV = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
+  Value sub = arith::SelectOp::create(b, loc, isInf, zeroV, mNew);
+  SmallVector<Value> expInit = {probs};
+  expInit.append(kRows, zeroV);
+  auto expLoop =
+      scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(kRows), expInit);
+  {
+    OpBuilder::InsertionGuard ge(b);
+    b.setInsertionPointToStart(expLoop.getBody());
+    Idx jx{b, loc};
+    Value j = expLoop.getInductionVar();
+    Value pt = expLoop.getRegionIterArg(0);
+    SmallVector<Value> sums;
+    for (int64_t r = 0; r < kRows; ++r) {
+      Value row = jx.add(j, jx.c(r));
+      Value p = buildExpNonPositive(
+          b, loc,
+          arith::SubFOp::create(b, loc, readF32(b, loc, logitsT, row, c, w),
+                                sub));
+      pt = writeVec(b, loc, p, pt, row, c);
+      sums.push_back(
+          arith::AddFOp::create(b, loc, expLoop.getRegionIterArg(1 + r), p));
+    }
+    SmallVector<Value> next = {pt};
+    next.append(sums);
+    scf::YieldOp::create(b, loc, next);
+  }
+  Value vsum = expLoop.getResult(1);
+  for (int64_t r = 1; r < kRows; ++r)
+    vsum = arith::AddFOp::create(b, loc, vsum, expLoop.getResult(1 + r));
   Value corr =
-      math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, mOld, sub));
+      buildExpNonPositive(b, loc, arith::SubFOp::create(b, loc, mOld, sub));
   Value lNew = arith::AddFOp::create(
-      b, loc,
-      arith::MulFOp::create(
-          b, loc, tensor::ExtractOp::create(b, loc, lT, ValueRange{i}), corr),
-      buildLaneReduction(b, loc, vsum, /*max=*/false));
-  scf::YieldOp::create(
-      b, loc,
-      ValueRange{probs, tensor::InsertOp::create(b, loc, mNew, mT, i),
-                 tensor::InsertOp::create(b, loc, lNew, lT, i),
-                 tensor::InsertOp::create(b, loc, corr, corrT, i)});
-  return {rows.getResult(0), rows.getResult(1), rows.getResult(2),
-          rows.getResult(3)};
+      b, loc, arith::MulFOp::create(b, loc, read1D(b, loc, lT, c, w), corr),
+      vsum);
+  scf::YieldOp::create(b, loc,
+                       ValueRange{expLoop.getResult(0),
+                                  write1D(b, loc, mNew, mT, c),
+                                  write1D(b, loc, lNew, lT, c),
+                                  write1D(b, loc, corr, corrT, c)});
+  return {cols.getResult(0), cols.getResult(1), cols.getResult(2),
+          cols.getResult(3)};
 }
 
 /// `v` cast to the static shape `shape` (same element type).
@@ -191,6 +254,10 @@ struct QueryTile {
   Value q0, rows;
   Value qPos0, qPosLast;
   Value q;
+  /// With the micro-kernels, the tile's queries transposed, [head_dim,
+  /// rows] f32 (packQueries; undefined for a short last tile, which takes
+  /// the linalg path).
+  Value qT;
 };
 
 /// One key tile inside a query tile's loop: its index among the key tiles,
@@ -204,6 +271,10 @@ struct KeyTile {
   /// Whether every pair of the tile passes the span and the triangle (null:
   /// always); such a tile evaluates no position mask.
   Value interior;
+  /// The first key of the tile this thread visits next (the next step's,
+  /// or the next query tile's first), and the first query of its next
+  /// query tile: what the whole-tile kernels prefetch. Null: none.
+  Value nextK0, nextQ0;
 };
 
 /// The tiled form of one masformer.attention: a parallel loop over (batch,
@@ -232,13 +303,15 @@ public:
     scale = staticScale.value_or(0.0f);
     scaleV = staticScale ? Value() : op.buildScale(b, loc);
     // Full tiles use the micro-kernels when the head dimension is static
-    // and both it and tile-kv fit their blocks of vectors.
+    // and fits their vectors (P V's columns), and both tile sizes are
+    // multiples of their rows (kRows keys of S^T, kRows queries of P V);
+    // the queries of S^T take the widest vectors that divide tile-q.
     dStatic = stat(d);
     kernels = dStatic && blockedFits(*dStatic, vectorWidth) &&
-              blockedFits(tileKV, vectorWidth) && tileQ % kRows == 0;
+              tileQ % kRows == 0 && tileKV % kRows == 0;
     // Edge tiles run in halves when the halves fit the micro-kernels too.
-    splitEdges = kernels && tileQ % (2 * kRows) == 0 && tileKV % 2 == 0 &&
-                 blockedFits(tileKV / 2, vectorWidth);
+    splitEdges =
+        kernels && tileQ % (2 * kRows) == 0 && tileKV % (2 * kRows) == 0;
   }
 
   /// The attention's result.
@@ -257,7 +330,11 @@ private:
     return scaleV ? scaleV : f32Const(nb, nl, scale);
   }
 
-  Value packKeys();
+  Value packQueries(const QueryTile &qt);
+  void prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt, bool kv,
+                   Value row);
+  void prefetchNext(OpBuilder &pb, const QueryTile &qt, const KeyTile &kt,
+                    int64_t tk, Value i0);
   QueryTile beginQueryTile(scf::ForallOp forall);
   /// The bounds of a query tile's loop over key tiles; with sinks, the
   /// number of sink tiles and the first tile of the span's run.
@@ -271,14 +348,14 @@ private:
   KeyTile beginKeyTile(const QueryTile &qt, Value index);
   Value sliceMask(const QueryTile &qt, Value k0, Value keys, AffineMap &map);
   Value buildLogits(OpBuilder &bb, const QueryTile &qt, const KeyTile &kt,
-                    Value scores, bool masked, bool scaled);
+                    Value scores, bool masked, bool scaled, bool transposed);
   Value logitsOf(OpBuilder &bb, const QueryTile &qt, const KeyTile &kt,
-                 Value scores, bool scaled);
+                 Value scores, bool scaled, bool transposed = false);
   SmallVector<Value> stepLinalg(OpBuilder &bb, const QueryTile &qt,
                                 const KeyTile &kt, ValueRange state);
   SmallVector<Value> stepKernels(OpBuilder &bb, const QueryTile &qt,
                                  const KeyTile &kt, ValueRange state,
-                                 int64_t tq, int64_t tk, Value packedCol);
+                                 int64_t tq, int64_t tk);
   std::pair<QueryTile, KeyTile> subTile(const QueryTile &qt, const KeyTile &kt,
                                         Value r0, int64_t rows, Value c0,
                                         int64_t cols);
@@ -305,8 +382,9 @@ private:
   std::optional<int64_t> dStatic;
   bool kernels = false;
   bool splitEdges = false;
-  /// K packed for the micro-kernels (see packKeys); null without them.
-  Value keyT;
+  /// The query, key and value tensors' buffers, for prefetches (with the
+  /// micro-kernels).
+  Value qBuf, kBuf, vBuf;
   static constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 };
 
@@ -316,93 +394,96 @@ OpFoldResult AttentionTiler::tileCount(OpFoldResult size, int64_t tile) {
   return ix.cdiv(val(size), ix.c(tile));
 }
 
-/// K packed once as [batch, kv_heads, key tile, head_dim, tile-kv] for the
-/// micro-kernels: each key tile transposed and contiguous (rows of a plain
-/// transpose would lie a whole sequence apart, all in the same cache sets).
-/// The last, partial tile is padded with zeros; it takes the linalg path
-/// anyway. Packed in parallel, one key tile per iteration, each written in
-/// place into its own slice of the destination; not at all when the
-/// queries make no full tile.
-Value AttentionTiler::packKeys() {
-  // Only full query tiles read the packed keys: with fewer queries than a
-  // tile (decoding), nothing is packed.
-  OpFoldResult numKT = tileCount(skvF, tileKV);
-  if (!stat(sqF) || *stat(sqF) < tileQ)
-    numKT = arith::SelectOp::create(
-                b, loc, ix.cmp(arith::CmpIPredicate::sge, val(sqF), ix.c(tileQ)),
-                val(numKT), ix.c(0))
-                .getResult();
-  SmallVector<OpFoldResult> ktSizes = {batchF, kvHeadsF, numKT, d,
-                                       b.getIndexAttr(tileKV)};
-  Type kElem = op.getKeyType().getElementType();
-  Value init = tensor::EmptyOp::create(b, loc, ktSizes, kElem);
-  Value key = op.getKey(), skv = val(skvF);
-  auto pack = scf::ForallOp::create(
-      b, loc, ArrayRef<OpFoldResult>{batchF, kvHeadsF, numKT}, ValueRange{init},
-      std::nullopt);
+/// The query tile transposed, [head_dim, tile-q] f32, for the scores'
+/// micro-kernel (S^T = K Q^T): packed once per query tile and reused by
+/// every key tile. Square blocks of t x t (t the widest vector up to W that
+/// divides both sizes) are read a row at a time, in the order the queries
+/// lie in memory, and transposed in registers (vector.transpose: shuffles,
+/// where a strided copy would be a gather per column touching every row's
+/// line at once). A short last tile, which takes the linalg path, packs
+/// nothing.
+Value AttentionTiler::packQueries(const QueryTile &qt) {
+  int64_t dd = *dStatic;
+  int64_t t =
+      std::min(queryWidth(tileQ, vectorWidth), queryWidth(dd, vectorWidth));
+  auto ty = RankedTensorType::get({dd, tileQ}, b.getF32Type());
+  auto blockTy = VectorType::get({t, t}, b.getF32Type());
+  Value full = ix.cmp(arith::CmpIPredicate::eq, qt.rows, ix.c(tileQ));
+  auto ifFull = scf::IfOp::create(b, loc, TypeRange{ty}, full, true, true);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(pack.getTerminator());
-  Value pb = pack.getInductionVar(0), ph = pack.getInductionVar(1),
-        pt = pack.getInductionVar(2);
-  SmallVector<OpFoldResult> offsets = {pb, ph, pt, b.getIndexAttr(0),
-                                       b.getIndexAttr(0)};
-  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
-                                     b.getIndexAttr(1), d,
-                                     b.getIndexAttr(tileKV)};
-  SmallVector<OpFoldResult> strides(5, b.getIndexAttr(1));
-  auto tileTy = RankedTensorType::get(
-      {dStatic ? *dStatic : ShapedType::kDynamic, tileKV}, kElem);
-  Value tileInit = tensor::ExtractSliceOp::create(
-      b, loc, tileTy, pack.getRegionIterArgs()[0], offsets, sizes, strides);
-  // A full tile: a plain transpose of its [tile-kv, head_dim] slice of K
-  // (loads LLVM can vectorize). The last, partial tile: element by element,
-  // zeros past the keys.
-  Value k0 = ix.mul(pt, ix.c(tileKV));
-  Value full = ix.cmp(arith::CmpIPredicate::sle, ix.add(k0, ix.c(tileKV)), skv);
-  auto ifFull = scf::IfOp::create(b, loc, TypeRange{tileTy}, full, true, true);
-  b.setInsertionPointToStart(ifFull.thenBlock());
-  Value kSlice = slice2D(b, loc, key, {pb, ph}, k0, b.getIndexAttr(tileKV),
-                         b.getIndexAttr(0), d);
-  Value transposed =
-      linalg::GenericOp::create(
-          b, loc, tileTy, ValueRange{kSlice}, ValueRange{tileInit},
-          ArrayRef<AffineMap>{dimsMap(ctx, 2, {1, 0}),
-                              AffineMap::getMultiDimIdentityMap(2, ctx)},
-          SmallVector<IteratorType>(2, kPar),
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(nb, nl, a[0]);
-          })
-          .getResult(0);
-  scf::YieldOp::create(b, loc, transposed);
   b.setInsertionPointToStart(ifFull.elseBlock());
-  Value partial =
-      linalg::GenericOp::create(
-          b, loc, tileInit.getType(), ValueRange{}, ValueRange{tileInit},
-          ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(2, ctx)},
-          SmallVector<IteratorType>(2, kPar),
-          [&](OpBuilder &nb, Location nl, ValueRange) {
-            Idx nx{nb, nl};
-            Value j = nx.add(nx.mul(pt, nx.c(tileKV)),
-                             linalg::IndexOp::create(nb, nl, 1));
-            Value in = nx.cmp(arith::CmpIPredicate::slt, j, skv);
-            Value jc = arith::SelectOp::create(nb, nl, in, j, nx.c(0));
-            Value x = tensor::ExtractOp::create(
-                nb, nl, key,
-                ValueRange{pb, ph, jc, linalg::IndexOp::create(nb, nl, 0)});
-            Value zero =
-                arith::ConstantOp::create(nb, nl, nb.getZeroAttr(kElem));
-            linalg::YieldOp::create(
-                nb, nl,
-                arith::SelectOp::create(nb, nl, in, x, zero).getResult());
-          })
-          .getResult(0);
-  scf::YieldOp::create(b, loc, partial);
-  b.setInsertionPointAfter(ifFull);
-  Value tile = ifFull.getResult(0);
-  b.setInsertionPointToStart(pack.getTerminator().getBody());
-  tensor::ParallelInsertSliceOp::create(
-      b, loc, tile, pack.getRegionIterArgs()[0], offsets, sizes, strides);
-  return pack.getResult(0);
+  scf::YieldOp::create(
+      b, loc,
+      tensor::EmptyOp::create(b, loc, ty.getShape(), b.getF32Type())
+          .getResult());
+  b.setInsertionPointToStart(ifFull.thenBlock());
+  Value q = castTo(b, loc, qt.q, {tileQ, dd});
+  Value init = tensor::EmptyOp::create(b, loc, ty.getShape(), b.getF32Type());
+  auto rowLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tileQ), ix.c(t),
+                                    ValueRange{init});
+  b.setInsertionPointToStart(rowLoop.getBody());
+  auto colLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(dd), ix.c(t),
+                                    ValueRange{rowLoop.getRegionIterArg(0)});
+  b.setInsertionPointToStart(colLoop.getBody());
+  Value r0 = rowLoop.getInductionVar(), c0 = colLoop.getInductionVar();
+  Value block = arith::ConstantOp::create(b, loc, b.getZeroAttr(blockTy));
+  for (int64_t i = 0; i < t; ++i)
+    block = vector::InsertOp::create(
+        b, loc, readF32(b, loc, q, ix.add(r0, ix.c(i)), c0, t), block,
+        ArrayRef<int64_t>{i});
+  Value blockT =
+      vector::TransposeOp::create(b, loc, block, ArrayRef<int64_t>{1, 0});
+  Value out = colLoop.getRegionIterArg(0);
+  for (int64_t j = 0; j < t; ++j)
+    out = writeVec(
+        b, loc, vector::ExtractOp::create(b, loc, blockT, ArrayRef<int64_t>{j}),
+        out, ix.add(c0, ix.c(j)), r0);
+  scf::YieldOp::create(b, loc, out);
+  b.setInsertionPointAfter(colLoop);
+  scf::YieldOp::create(b, loc, colLoop.getResult(0));
+  b.setInsertionPointAfter(rowLoop);
+  scf::YieldOp::create(b, loc, rowLoop.getResult(0));
+  return ifFull.getResult(0);
+}
+
+/// Prefetches every cache line of row `row` (clamped to the last row) of
+/// the query (`kv` false) or key/value buffer `buf` for the query tile's
+/// head, into all cache levels.
+void AttentionTiler::prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt,
+                                 bool kv, Value row) {
+  Idx px{pb, loc};
+  Value rows = val(kv ? skvF : sqF);
+  Value r = px.min(row, px.sub(rows, px.c(1)));
+  int64_t bytes = cast<MemRefType>(buf.getType()).getElementTypeBitWidth() / 8;
+  int64_t perLine = std::max<int64_t>(1, 64 / bytes);
+  for (int64_t c = 0; c < *dStatic; c += perLine)
+    memref::PrefetchOp::create(
+        pb, loc, buf,
+        ValueRange{qt.batch, kv ? qt.kvHead : qt.head, r, px.c(c)},
+        /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+}
+
+/// The prefetches of the scores kernel's block of kRows keys from i0: the
+/// same rows of the next key tile's K and V, and the next query tile's
+/// rows in proportion (tile-q rows over the tk / kRows blocks). Spread
+/// over the product this way, they overlap with its arithmetic: at long
+/// lengths Q, K and V come from memory, and a block span reads each query
+/// and key tile for only a few steps, too few to hide the misses of its
+/// first reads.
+void AttentionTiler::prefetchNext(OpBuilder &pb, const QueryTile &qt,
+                                  const KeyTile &kt, int64_t tk, Value i0) {
+  Idx px{pb, loc};
+  for (int64_t r = 0; r < kRows; ++r) {
+    Value row = px.add(kt.nextK0, px.add(i0, px.c(r)));
+    prefetchRow(pb, kBuf, qt, /*kv=*/true, row);
+    prefetchRow(pb, vBuf, qt, /*kv=*/true, row);
+  }
+  int64_t blocks = tk / kRows;
+  int64_t perBlock = llvm::divideCeil(tileQ, blocks);
+  Value first =
+      px.add(kt.nextQ0, px.mul(px.fdiv(i0, px.c(kRows)), px.c(perBlock)));
+  for (int64_t r = 0; r < perBlock; ++r)
+    prefetchRow(pb, qBuf, qt, /*kv=*/false, px.add(first, px.c(r)));
 }
 
 /// The indices of one iteration of the (batch, head, query tile) loop, the
@@ -521,16 +602,20 @@ KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
 
 /// logits = scale * S, softcapped, (+ mask), and with `masked` -inf where
 /// the span or the triangle forbids the pair. `scaled`: S already carries
-/// the scale and the softcap.
+/// the scale and the softcap. `transposed`: S and the logits are [keys,
+/// queries].
 Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
                                   const KeyTile &kt, Value scores, bool masked,
-                                  bool scaled) {
+                                  bool scaled, bool transposed) {
   SmallVector<Value> ins = {scores};
   SmallVector<AffineMap> maps = {dimsMap(ctx, 2, {0, 1})};
   if (kt.mask) {
     ins.push_back(kt.mask);
-    maps.push_back(kt.maskMap);
+    // The mask's map reads (query, key) loop dimensions.
+    maps.push_back(transposed ? kt.maskMap.compose(dimsMap(ctx, 2, {1, 0}))
+                              : kt.maskMap);
   }
+  int64_t queryDim = transposed ? 1 : 0;
   maps.push_back(dimsMap(ctx, 2, {0, 1}));
   Value init = tensor::EmptyOp::create(
       bb, loc, tensor::getMixedSizes(bb, loc, scores), bb.getF32Type());
@@ -547,9 +632,10 @@ Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
                  x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[1]));
                if (masked) {
                  Idx nx{nb, nl};
-                 Value qp =
-                     nx.add(qt.qPos0, linalg::IndexOp::create(nb, nl, 0));
-                 Value kp = nx.add(kt.k0, linalg::IndexOp::create(nb, nl, 1));
+                 Value qp = nx.add(qt.qPos0,
+                                   linalg::IndexOp::create(nb, nl, queryDim));
+                 Value kp = nx.add(
+                     kt.k0, linalg::IndexOp::create(nb, nl, 1 - queryDim));
                  Value ok = buildSpanAllowed(nb, nl, span, causal, qp, kp);
                  if (ok)
                    x = arith::SelectOp::create(nb, nl, ok, x,
@@ -565,11 +651,13 @@ Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
 /// there is no additive mask, uses S as it is); only boundary tiles
 /// evaluate the mask.
 Value AttentionTiler::logitsOf(OpBuilder &bb, const QueryTile &qt,
-                               const KeyTile &kt, Value scores, bool scaled) {
+                               const KeyTile &kt, Value scores, bool scaled,
+                               bool transposed) {
   auto unmasked = [&](OpBuilder &ub) {
     if (scaled && !kt.mask)
       return scores;
-    return buildLogits(ub, qt, kt, scores, /*masked=*/false, scaled);
+    return buildLogits(ub, qt, kt, scores, /*masked=*/false, scaled,
+                       transposed);
   };
   if (!kt.interior)
     return unmasked(bb);
@@ -579,8 +667,9 @@ Value AttentionTiler::logitsOf(OpBuilder &bb, const QueryTile &qt,
         scf::YieldOp::create(tb, loc, unmasked(tb));
       },
       [&](OpBuilder &eb, Location) {
-        scf::YieldOp::create(
-            eb, loc, buildLogits(eb, qt, kt, scores, /*masked=*/true, scaled));
+        scf::YieldOp::create(eb, loc,
+                             buildLogits(eb, qt, kt, scores, /*masked=*/true,
+                                         scaled, transposed));
       });
   return ifOp.getResult(0);
 }
@@ -682,36 +771,36 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
 }
 
 /// A full tile's part [tq, tk] (the whole tile, or a half of its rows
-/// against a half or all of its keys) with the micro-kernels: S from the
-/// pre-transposed keys (columns from `packedCol` of the packed tile), logits
-/// as above, the softmax update row by row in vectors, and acc * corr + P V
-/// with acc in registers. `qt` and `kt` describe exactly that part.
+/// against a half or all of its keys) with the micro-kernels: S^T from the
+/// keys as stored and the packed queries, logits as above (transposed), the
+/// softmax update W queries at a time down the columns, and
+/// acc * corr + P V with acc in registers. `qt` and `kt` describe exactly
+/// that part.
 SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
                                                const QueryTile &qt,
                                                const KeyTile &kt,
                                                ValueRange state, int64_t tq,
-                                               int64_t tk, Value packedCol) {
+                                               int64_t tk) {
   Value m = state[0], l = state[1], acc = state[2];
-  int64_t dd = *dStatic, w = vectorWidth;
-  Value qS = castTo(bb, loc, qt.q, {tq, dd});
-  auto ktTy = RankedTensorType::get({dd, tk}, op.getKeyType().getElementType());
-  Value packed = tensor::ExtractSliceOp::create(
-      bb, loc, ktTy, keyT,
-      ArrayRef<OpFoldResult>{qt.batch, qt.kvHead, kt.index, bb.getIndexAttr(0),
-                             packedCol},
-      ArrayRef<OpFoldResult>{bb.getIndexAttr(1), bb.getIndexAttr(1),
-                             bb.getIndexAttr(1), bb.getIndexAttr(dd),
-                             bb.getIndexAttr(tk)},
-      SmallVector<OpFoldResult>(5, bb.getIndexAttr(1)));
-  Value scores = buildScoresKernel(bb, loc, qS, packed, scaleAt(bb, loc),
-                                   op.getSoftcapValue(), tq, tk, dd, w);
-  Value logits =
-      castTo(bb, loc, logitsOf(bb, qt, kt, scores, /*scaled=*/true), {tq, tk});
-  auto [probs, mNew, lNew, corr] =
-      buildSoftmaxRows(bb, loc, logits, castTo(bb, loc, m, {tq}),
-                       castTo(bb, loc, l, {tq}), tq, tk, w);
+  int64_t dd = *dStatic, w = vectorWidth, wq = queryWidth(tq, w);
+  auto prefetch = [&](OpBuilder &pb, Value i0) {
+    prefetchNext(pb, qt, kt, tk, i0);
+  };
+  Value scoresT = buildScoresKernel(
+      bb, loc, castTo(bb, loc, kt.k, {tk, dd}),
+      castTo(bb, loc, qt.qT, {dd, tq}), scaleAt(bb, loc), op.getSoftcapValue(),
+      tk, tq, dd, wq,
+      kt.nextK0 ? llvm::function_ref<void(OpBuilder &, Value)>(prefetch)
+                : nullptr);
+  Value logitsT = castTo(
+      bb, loc,
+      logitsOf(bb, qt, kt, scoresT, /*scaled=*/true, /*transposed=*/true),
+      {tk, tq});
+  auto [probsT, mNew, lNew, corr] =
+      buildSoftmaxColumns(bb, loc, logitsT, castTo(bb, loc, m, {tq}),
+                          castTo(bb, loc, l, {tq}), tq, tk, wq);
   Value accNew =
-      buildPVKernel(bb, loc, probs, castTo(bb, loc, kt.v, {tk, dd}),
+      buildPVKernel(bb, loc, probsT, castTo(bb, loc, kt.v, {tk, dd}),
                     castTo(bb, loc, acc, {tq, dd}), corr, tq, tk, dd, w);
   return {mNew, lNew, accNew};
 }
@@ -729,7 +818,13 @@ std::pair<QueryTile, KeyTile> AttentionTiler::subTile(const QueryTile &qt,
   sq.qPosLast = ix.add(sq.qPos0, ix.c(rows - 1));
   sq.q = slice2D(b, loc, op.getQuery(), {qt.batch, qt.head}, sq.q0,
                  b.getIndexAttr(rows), b.getIndexAttr(0), d);
+  sq.qT = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({*dStatic, rows}, b.getF32Type()), qt.qT,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(0), r0},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(*dStatic), b.getIndexAttr(rows)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
   KeyTile sk = kt;
+  sk.nextK0 = sk.nextQ0 = Value();
   sk.k0 = ix.add(kt.k0, c0);
   sk.keys = ix.c(cols);
   sk.kLast = ix.add(sk.k0, ix.c(cols - 1));
@@ -804,7 +899,7 @@ SmallVector<Value> AttentionTiler::stepEdge(const QueryTile &qt,
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
     auto [sq, sk] = subTile(qt, kt, r0, hq, col, cols);
     SmallVector<Value> r =
-        stepKernels(b, sq, sk, ValueRange{mS, lS, aS}, hq, cols, col);
+        stepKernels(b, sq, sk, ValueRange{mS, lS, aS}, hq, cols);
     SmallVector<Value> out;
     for (int i = 0; i < 3; ++i) {
       auto ty = cast<RankedTensorType>(st[i].getType());
@@ -853,7 +948,7 @@ SmallVector<Value> AttentionTiler::step(const QueryTile &qt, const KeyTile &kt,
     return r;
   };
   auto whole = [&](const KeyTile &k) {
-    return fit(stepKernels(b, qt, k, state, tileQ, tileKV, ix.c(0)));
+    return fit(stepKernels(b, qt, k, state, tileQ, tileKV));
   };
   auto ifOp = scf::IfOp::create(b, loc, state.getTypes(), full, true, true);
   OpBuilder::InsertionGuard guard(b);
@@ -903,8 +998,21 @@ Value AttentionTiler::normalize(Value outputs, const QueryTile &qt, Value acc,
 }
 
 Value AttentionTiler::build() {
-  if (kernels)
-    keyT = packKeys();
+  if (kernels) {
+    // Views of the operands' buffers, read-only and of any layout, so that
+    // bufferization aliases them (no copy).
+    auto bufferOf = [&](Value t) {
+      auto ty = cast<RankedTensorType>(t.getType());
+      SmallVector<int64_t> strides(ty.getRank(), ShapedType::kDynamic);
+      auto layout = StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides);
+      return bufferization::ToBufferOp::create(
+          b, loc, MemRefType::get(ty.getShape(), ty.getElementType(), layout),
+          t, /*readOnly=*/true);
+    };
+    qBuf = bufferOf(op.getQuery());
+    kBuf = bufferOf(op.getKey());
+    vBuf = bufferOf(op.getValue());
+  }
   // One parallel iteration per (batch, head, query tile).
   Value out0 = tensor::EmptyOp::create(
       b, loc, ArrayRef<OpFoldResult>{batchF, headsF, sqF, d}, elemTy);
@@ -913,6 +1021,8 @@ Value AttentionTiler::build() {
       ValueRange{out0}, std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
   QueryTile qt = beginQueryTile(forall);
+  if (kernels)
+    qt.qT = packQueries(qt);
   TileLoop tiles = keyTileRange(qt);
   if (printCounts)
     printTileCount(tiles.lb, tiles.ub);
@@ -921,10 +1031,29 @@ Value AttentionTiler::build() {
   Value m0 = filledF32(b, loc, {qt.rows}, kNegInf);
   Value l0 = filledF32(b, loc, {qt.rows}, 0.0f);
   Value acc0 = filledF32(b, loc, {qt.rows, d}, 0.0f);
+  Value nextFirstK0;
+  if (kernels) {
+    QueryTile next = qt;
+    next.qPos0 = ix.add(qt.qPos0, ix.c(tileQ));
+    next.qPosLast = ix.add(qt.qPosLast, ix.c(tileQ));
+    TileLoop nextTiles = keyTileRange(next);
+    nextFirstK0 = ix.mul(tileIndex(nextTiles.lb, nextTiles), ix.c(tileKV));
+  }
   auto kLoop = scf::ForOp::create(b, loc, tiles.lb, tiles.ub, ix.c(1),
                                   ValueRange{m0, l0, acc0});
   b.setInsertionPointToStart(kLoop.getBody());
   KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
+  if (kernels) {
+    // What this thread reads next: the next step's key tile, or after the
+    // last step the first of the next query tile's (its neighbor in the
+    // parallel loop's static schedule), and that tile's queries.
+    Value nextStep = ix.add(kLoop.getInductionVar(), ix.c(1));
+    Value last = ix.cmp(arith::CmpIPredicate::sge, nextStep, tiles.ub);
+    kt.nextK0 = arith::SelectOp::create(
+        b, loc, last, nextFirstK0,
+        ix.mul(tileIndex(nextStep, tiles), ix.c(tileKV)));
+    kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
+  }
   scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
 
   b.setInsertionPointAfter(kLoop);

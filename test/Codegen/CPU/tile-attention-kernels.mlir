@@ -6,22 +6,29 @@
 // With vector-width, full tiles compute with micro-kernels in the vector
 // dialect; partial tiles keep the linalg contractions.
 // CHECK-LABEL: func @block_causal
-// The keys, packed once as [batch, kv_heads, key tile, head_dim, tile-kv]:
-// one parallel iteration per key tile, written in place; a full tile as a
-// plain transpose of its slice of K, the last (16 of 32 keys) element by
-// element with zeros past the keys.
-// CHECK: %[[PACKED:.+]] = scf.forall ({{.+}}) in (1, 2, 3) shared_outs(%{{.+}} = %{{.+}}) -> (tensor<1x2x3x32x32xf32>)
-// CHECK:   tensor.extract_slice %{{.+}} : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
-// CHECK:   scf.if %{{.+}} -> (tensor<32x32xf32>) {
-// CHECK:     %[[KSLICE:.+]] = tensor.extract_slice %{{.+}} [1, 1, 32, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<32x32xf32>
-// CHECK:     linalg.generic {{.+}} ins(%[[KSLICE]] : tensor<32x32xf32>)
-// CHECK-NEXT:  ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32):
-// CHECK-NEXT:    linalg.yield %[[IN]] : f32
-// CHECK:   } else {
-// CHECK:     tensor.extract %{{.+}} : tensor<1x2x80x32xf32>
+// The operands' buffers, for prefetches: read-only views of any layout, so
+// that bufferization aliases them instead of copying.
+// CHECK: %[[QBUF:.+]] = bufferization.to_buffer %[[ARG:.+]] read_only : tensor<1x2x80x32xf32> to memref<1x2x80x32xf32, strided<[?, ?, ?, ?], offset: ?>>
+// CHECK: %[[KBUF:.+]] = bufferization.to_buffer %[[ARG]] read_only
+// CHECK: %[[VBUF:.+]] = bufferization.to_buffer %[[ARG]] read_only
 // The attention: (batch, head, query tile).
 // CHECK: scf.forall ({{.+}}) in (1, 2, 5)
+// The query tile, when full, transposed once into [head_dim, tile-q] f32,
+// in 16 x 16 blocks: 16 rows read as vectors, one vector.transpose, 16
+// columns written. No key is packed.
+// CHECK:   %[[QT:.+]] = scf.if %{{.+}} -> (tensor<32x16xf32>) {
+// CHECK:     scf.for %[[R:.+]] = %c0{{.*}} to %c16{{.*}} step %c16
+// CHECK:       scf.for %[[C:.+]] = %c0{{.*}} to %c32{{.*}} step %c16
+// CHECK-COUNT-16: vector.transfer_read %{{.+}}[%{{.+}}, %[[C]]]{{.+}} : tensor<16x32xf32>, vector<16xf32>
+// CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+// CHECK-COUNT-16: vector.transfer_write %{{.+}}, %{{.+}}[%{{.+}}, %[[R]]] {{.+}} : vector<16xf32>, tensor<32x16xf32>
+// CHECK:   } else {
+// CHECK:     tensor.empty() : tensor<32x16xf32>
 // CHECK:   scf.for
+// The first key of the tile this thread reads next: the next step's, or
+// after the last step the next query tile's first.
+// CHECK:     %[[LAST:.+]] = arith.cmpi sge, %{{.+}}, %{{.+}} : index
+// CHECK:     %[[NEXTK:.+]] = arith.select %[[LAST]], %{{.+}}, %{{.+}} : index
 // A full tile: 16 queries and 32 keys.
 // CHECK:     %[[FULLQ:.+]] = arith.cmpi eq, %{{.+}}, %c16{{.*}} : index
 // CHECK:     %[[FULLK:.+]] = arith.cmpi eq, %{{.+}}, %c32{{.*}} : index
@@ -31,65 +38,99 @@
 // mask.
 // CHECK:       scf.if %{{.+}} -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
 // CHECK-NOT:     arith.select
-// Q K^T: the packed key tile, then 4 query rows x 2 vectors of 16 keys of
-// accumulators over the 32 elements of the head dimension.
-// CHECK:       tensor.extract_slice %[[PACKED]]{{.+}} : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
-// CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c4
-// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c32
-// CHECK:           scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// CHECK-COUNT-8:     vector.fma
+// S^T = K Q^T: 4 keys at a time; each block first prefetches the same 4
+// rows of the next key tile's K and V (two 64-byte lines a row of 32 f32)
+// and its share of the next query tile's rows, then keeps 4 keys x 1
+// vector of 16 queries of accumulators over the 32 elements of the head
+// dimension: a broadcast of the key as stored, a vector of the packed
+// queries.
+// CHECK:       scf.for %[[J:.+]] = %c0{{.*}} to %c32{{.*}} step %c4
+// CHECK:         %[[KROW:.+]] = arith.addi %[[NEXTK]], %{{.+}} : index
+// CHECK:         %[[KCLAMP:.+]] = arith.minsi %[[KROW]], %{{.+}} : index
+// CHECK:         memref.prefetch %[[KBUF]][%{{.+}}, %{{.+}}, %[[KCLAMP]], %c0{{.*}}], read, locality<3>, data
+// CHECK:         memref.prefetch %[[KBUF]][%{{.+}}, %{{.+}}, %[[KCLAMP]], %c16{{.*}}], read, locality<3>, data
+// CHECK:         memref.prefetch %[[VBUF]]
+// CHECK-COUNT-13: memref.prefetch
+// CHECK:         memref.prefetch %[[QBUF]]
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:           %[[QV:.+]] = vector.transfer_read %[[QT]]{{.+}} : tensor<32x16xf32>, vector<16xf32>
+// CHECK:           %[[KS:.+]] = tensor.extract %{{.+}} : tensor<32x32xf32>
+// CHECK:           %[[KV:.+]] = vector.broadcast %[[KS]] : f32 to vector<16xf32>
+// CHECK:           vector.fma %[[KV]], %[[QV]], %{{.+}} : vector<16xf32>
+// CHECK-COUNT-3:   vector.fma
 // The scale is applied as the scores are stored.
-// CHECK:           arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-// CHECK:           vector.transfer_write
-// The softmax update, one row at a time. Its maximum: the two vectors'
-// (x > y ? x : y, one vmaxps), then four lane rotations of it, each with a
-// vmaxps (vector.reduction and arith.maxnumf lower to scalar chains and
-// NaN fix-ups on x86).
-// CHECK:       %[[GT:.+]] = arith.cmpf ogt, %[[X0:.+]], %[[X1:.+]] : vector<16xf32>
-// CHECK-NEXT:  %[[VMAX:.+]] = arith.select %[[GT]], %[[X0]], %[[X1]] : vector<16xi1>, vector<16xf32>
-// CHECK:       %[[R8:.+]] = vector.shuffle %[[VMAX]], %[[VMAX]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
-// CHECK-NEXT:  %[[GT8:.+]] = arith.cmpf ogt, %[[VMAX]], %[[R8]] : vector<16xf32>
-// CHECK-NEXT:  %[[M8:.+]] = arith.select %[[GT8]], %[[VMAX]], %[[R8]]
-// CHECK-NEXT:  vector.shuffle %[[M8]], %[[M8]] [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3]
-// CHECK:       vector.shuffle %{{.+}} [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1]
-// CHECK:       vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]
-// CHECK:       vector.extract %{{.+}}[0] : f32 from vector<16xf32>
-// CHECK-NOT:   vector.reduction
-// CHECK-NOT:   arith.maxnumf {{.+}} : vector<16xf32>
-// exp(logit - max) as 2^k 2^f in 13 operations: t = x log2(e) clamped at
+// CHECK:         arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:         vector.transfer_write
+// The softmax update, 16 queries at a time, one per lane: the maxima down
+// the 32 keys in 4 chains of x > y ? x : y (one vmaxps each; a NaN logit
+// is left out of the maximum), then combined, with no lane reduction.
+// CHECK:       scf.for %[[COLS:.+]] = %c0{{.*}} to %c16{{.*}} step %c16
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c4{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:           %[[X:.+]] = vector.transfer_read %{{.+}}[%{{.+}}, %[[COLS]]]{{.+}} : tensor<32x16xf32>, vector<16xf32>
+// CHECK-NEXT:      %[[GT:.+]] = arith.cmpf ogt, %[[X]], %[[ACC:.+]] : vector<16xf32>
+// CHECK-NEXT:      arith.select %[[GT]], %[[X]], %[[ACC]] : vector<16xi1>, vector<16xf32>
+// CHECK-NOT:     vector.reduction
+// CHECK-NOT:     vector.shuffle
+// CHECK-NOT:     arith.maxnumf
+// CHECK:         %[[MOLD:.+]] = vector.transfer_read %{{.+}}[%[[COLS]]]{{.+}} : tensor<16xf32>, vector<16xf32>
+// CHECK-NEXT:    %[[NEWGT:.+]] = arith.cmpf ogt, %[[VMAX:.+]], %[[MOLD]] : vector<16xf32>
+// CHECK-NEXT:    %[[MNEW:.+]] = arith.select %[[NEWGT]], %[[VMAX]], %[[MOLD]]
+// A query with no allowed key yet subtracts 0.
+// CHECK-NEXT:    %[[EMPTY:.+]] = arith.cmpf oeq, %[[MNEW]], %{{.+}} : vector<16xf32>
+// CHECK:         %[[SUB:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[MNEW]]
+// Down the keys again, 4 at a time: exp(logit - max), stored, and summed
+// in 4 chains. exp as 2^k 2^f in 13 operations: t = x log2(e) clamped at
 // -126 (a vmaxps that keeps a NaN), k rounded by adding and subtracting
 // 1.5 * 2^23 + 126 (0x4B40007E), 2 * 2^f by Horner's rule, 2^(k-1) from
 // the sum's low bits shifted into the exponent field; no select.
-// CHECK:       %[[T:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-// CHECK-NEXT:  %[[LOW:.+]] = arith.constant dense<-1.260000e+02> : vector<16xf32>
-// CHECK-NEXT:  %[[CLAMP:.+]] = arith.cmpf ogt, %[[LOW]], %[[T]] : vector<16xf32>
-// CHECK-NEXT:  %[[TC:.+]] = arith.select %[[CLAMP]], %[[LOW]], %[[T]]
-// CHECK-NEXT:  %[[MAGIC:.+]] = arith.constant dense<0x4B40007E> : vector<16xf32>
-// CHECK-NEXT:  %[[Y:.+]] = arith.addf %[[TC]], %[[MAGIC]] : vector<16xf32>
-// CHECK-NEXT:  %[[K:.+]] = arith.subf %[[Y]], %[[MAGIC]] : vector<16xf32>
-// CHECK-NEXT:  %[[F:.+]] = arith.subf %[[TC]], %[[K]] : vector<16xf32>
-// CHECK-COUNT-6: math.fma {{.+}}, %[[F]], {{.+}} : vector<16xf32>
-// CHECK:       %[[YBITS:.+]] = arith.bitcast %[[Y]] : vector<16xf32> to vector<16xi32>
-// CHECK:       %[[SBITS:.+]] = arith.shli %[[YBITS]], %{{.+}} : vector<16xi32>
-// CHECK-NEXT:  %[[SCALE:.+]] = arith.bitcast %[[SBITS]] : vector<16xi32> to vector<16xf32>
-// CHECK-NEXT:  arith.mulf %{{.+}}, %[[SCALE]] : vector<16xf32>
-// CHECK-NOT:   math.roundeven
-// CHECK-NOT:   arith.fptosi
-// The row sum: four lane rotations and adds.
-// CHECK-NOT:   vector.reduction
-// CHECK:       vector.shuffle %[[SUM:.+]], %[[SUM]] [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
-// CHECK-NEXT:  arith.addf %[[SUM]], %{{.+}} : vector<16xf32>
-// CHECK:       vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]
-// CHECK-NEXT:  %[[S1:.+]] = arith.addf
-// CHECK-NEXT:  vector.extract %[[S1]][0] : f32 from vector<16xf32>
-// P V: the rescaled output rows stay in registers across the 32 keys.
-// CHECK:       arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
-// CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
-// CHECK-COUNT-8: vector.fma
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c4{{.*}} iter_args({{.+}}) -> (tensor<32x16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:           arith.subf %{{.+}}, %[[SUB]] : vector<16xf32>
+// CHECK-NEXT:      %[[LOG2E:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
+// CHECK-NEXT:      %[[T:.+]] = arith.mulf %{{.+}}, %[[LOG2E]] : vector<16xf32>
+// CHECK-NEXT:      %[[LOW:.+]] = arith.constant dense<-1.260000e+02> : vector<16xf32>
+// CHECK-NEXT:      %[[CLAMP:.+]] = arith.cmpf ogt, %[[LOW]], %[[T]] : vector<16xf32>
+// CHECK-NEXT:      %[[TC:.+]] = arith.select %[[CLAMP]], %[[LOW]], %[[T]]
+// CHECK-NEXT:      %[[MAGIC:.+]] = arith.constant dense<0x4B40007E> : vector<16xf32>
+// CHECK-NEXT:      %[[Y:.+]] = arith.addf %[[TC]], %[[MAGIC]] : vector<16xf32>
+// CHECK-NEXT:      %[[K:.+]] = arith.subf %[[Y]], %[[MAGIC]] : vector<16xf32>
+// CHECK-NEXT:      %[[F:.+]] = arith.subf %[[TC]], %[[K]] : vector<16xf32>
+// CHECK-COUNT-6:   math.fma {{.+}}, %[[F]], {{.+}} : vector<16xf32>
+// CHECK:           %[[YBITS:.+]] = arith.bitcast %[[Y]] : vector<16xf32> to vector<16xi32>
+// CHECK:           %[[SBITS:.+]] = arith.shli %[[YBITS]], %{{.+}} : vector<16xi32>
+// CHECK-NEXT:      %[[SCALE:.+]] = arith.bitcast %[[SBITS]] : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:      %[[P:.+]] = arith.mulf %{{.+}}, %[[SCALE]] : vector<16xf32>
+// CHECK-NEXT:      vector.transfer_write %[[P]]
+// CHECK-NEXT:      arith.addf %{{.+}}, %[[P]] : vector<16xf32>
+// CHECK-NOT:     math.roundeven
+// CHECK-NOT:     arith.fptosi
+// CHECK-NOT:     vector.reduction
+// corr = exp(m - m') by the same exp, then l' = l * corr + the sums, and
+// the new state written back 16 queries at a time.
+// CHECK:         arith.subf %[[MOLD]], %[[SUB]] : vector<16xf32>
+// CHECK:         arith.shli
+// CHECK-NEXT:    %[[CS:.+]] = arith.bitcast %{{.+}} : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:    %[[CORR:.+]] = arith.mulf %{{.+}}, %[[CS]] : vector<16xf32>
+// CHECK:         %[[LOLD:.+]] = vector.transfer_read %{{.+}}[%[[COLS]]]{{.+}} : tensor<16xf32>, vector<16xf32>
+// CHECK-NEXT:    %[[LC:.+]] = arith.mulf %[[LOLD]], %[[CORR]] : vector<16xf32>
+// CHECK-NEXT:    %[[LNEW:.+]] = arith.addf %[[LC]], %{{.+}} : vector<16xf32>
+// CHECK-NEXT:    vector.transfer_write %[[MNEW]], %{{.+}}[%[[COLS]]]
+// CHECK-NEXT:    vector.transfer_write %[[LNEW]], %{{.+}}[%[[COLS]]]
+// CHECK-NEXT:    vector.transfer_write %[[CORR]], %{{.+}}[%[[COLS]]]
+// P V: the rescaled output rows stay in registers across the 32 keys;
+// P's element (query i, key k) broadcast from the transposed probabilities
+// at [k, i].
+// CHECK:       scf.for %[[I0:.+]] = %c0{{.*}} to %c16{{.*}} step %c4
+// CHECK:         arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:         scf.for %[[KK:.+]] = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
+// CHECK:           %[[ROW:.+]] = arith.addi %[[I0]], %c0{{.*}} : index
+// CHECK-NEXT:      %[[PS:.+]] = tensor.extract %{{.+}}[%[[KK]], %[[ROW]]] : tensor<32x16xf32>
+// CHECK-NEXT:      vector.broadcast %[[PS]] : f32 to vector<16xf32>
+// CHECK-COUNT-8:   vector.fma
 // A tile on the span's edge (here the causal diagonal): two halves of 8
 // query rows. A half whose rows see none of the tile's keys skips it; one
 // whose keys all lie in one half of the tile computes just those 16 keys
-// (from column 0 or 16 of the packed tile), the other all 32.
+// (from key 0 or 16 of the tile), the other all 32; 8 queries are one
+// vector of 8. Halves prefetch nothing.
 // CHECK:       } else {
 // CHECK:         scf.for %[[R0:.+]] = %c0{{.*}} to %c16{{.*}} step %c8{{.*}} iter_args(%[[M:[^ ]+]] = %{{[^,]+}}, %[[L:[^ ]+]] = %{{[^,]+}}, %[[ACC:[^ ]+]] = %{{[^)]+}}) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
 // CHECK:           %[[NONE:.+]] = arith.cmpi sle
@@ -102,13 +143,17 @@
 // CHECK-NEXT:      } else {
 // CHECK-NEXT:        scf.if %[[NARROW]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
 // CHECK:               tensor.extract_slice %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<?x32xf32> to tensor<8x32xf32>
-// CHECK:               tensor.extract_slice %[[PACKED]][{{.+}}, 0, %[[COL]]] [1, 1, 1, 32, 16] [1, 1, 1, 1, 1] : tensor<1x2x3x32x32xf32> to tensor<32x16xf32>
-// CHECK:               scf.for %{{.+}} = %c0{{.*}} to %c8{{.*}} step %c4
-// CHECK:                 scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c16
-// CHECK-COUNT-4:             vector.fma
+// CHECK:               tensor.extract_slice %[[QT]][0, %[[R0]]] [32, 8] [1, 1] : tensor<32x16xf32> to tensor<32x8xf32>
+// CHECK:               %[[K0H:.+]] = arith.addi %{{.+}}, %[[COL]] : index
+// CHECK:               tensor.extract_slice %{{.+}}[%{{.+}}, %{{.+}}, %[[K0H]], 0] [1, 1, 16, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<16x32xf32>
+// CHECK-NOT:           memref.prefetch
+// CHECK:               scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c4
+// CHECK:                 scf.for %{{.+}} = %c0{{.*}} to %c8{{.*}} step %c8
+// CHECK:                   -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-4:             vector.fma {{.+}} : vector<8xf32>
 // CHECK:               tensor.insert_slice %{{.+}} into %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<8x32xf32> into tensor<?x32xf32>
 // CHECK:             } else {
-// CHECK:               tensor.extract_slice %[[PACKED]][{{.+}}, 0, %c0{{.*}}] [1, 1, 1, 32, 32] [1, 1, 1, 1, 1] : tensor<1x2x3x32x32xf32> to tensor<32x32xf32>
+// CHECK:               tensor.extract_slice %[[QT]][0, %[[R0]]] [32, 8] [1, 1] : tensor<32x16xf32> to tensor<32x8xf32>
 // CHECK:               tensor.insert_slice %{{.+}} into %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<8x32xf32> into tensor<?x32xf32>
 // Partial tiles: the linalg step.
 // CHECK:     } else {
@@ -117,18 +162,19 @@
 // CHECK:     }
 
 // AVX2-LABEL: func @block_causal
+// Vectors of 8: S^T keeps 4 keys x 2 vectors of 8 queries, P V 4 rows x 4
+// vectors of 8 of the head dimension.
+// AVX2: vector.transpose %{{.+}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
+// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2: scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c8
+// AVX2: arith.cmpf ogt, %{{.+}}, %{{.+}} : vector<8xf32>
 // AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// Eight lanes: three rotations for the row maximum.
-// AVX2: vector.shuffle %{{.+}} [4, 5, 6, 7, 0, 1, 2, 3] : vector<8xf32>
-// AVX2-NEXT: arith.cmpf ogt
-// AVX2: vector.shuffle %{{.+}} [2, 3, 4, 5, 6, 7, 0, 1] : vector<8xf32>
-// AVX2: vector.shuffle %{{.+}} [1, 2, 3, 4, 5, 6, 7, 0] : vector<8xf32>
-// AVX2-NEXT: arith.cmpf ogt
 
-// Without vector-width: no packing and no vector code.
+// Without vector-width: no packing, prefetch or vector code.
 // NOVEC-LABEL: func @block_causal
 // NOVEC-NOT: vector.
-// NOVEC-NOT: tensor<1x2x3x32x32xf32>
+// NOVEC-NOT: bufferization.to_buffer
+// NOVEC-NOT: memref.prefetch
 // NOVEC: return
 
 // BADWIDTH: vector-width must be 0 or a power of two, got 12

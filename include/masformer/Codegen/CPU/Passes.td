@@ -26,12 +26,15 @@ def TileAttention : Pass<"masformer-tile-attention"> {
 
     With `vector-width=W`, tiles that are full (`tile-q` query rows and
     `tile-kv` keys, head_dim a multiple of W) compute both contractions with
-    register-blocked micro-kernels in the vector dialect: `Q K^T` against a
-    transposed key tile as outer products (4 query rows x 4 vectors of W keys
-    of f32 accumulators per step of the head dimension), and `P V` with 4
-    output rows x 4 vectors of the head dimension held in registers across
-    the tile's keys. Partial tiles at the sequence ends take the linalg
-    path. A full tile on the span's edge (where the span, its sinks or the
+    register-blocked micro-kernels in the vector dialect: the transposed
+    scores `K Q^T` from the keys as stored and the query tile transposed
+    once per query tile (4 key rows x 4 vectors of W queries of f32
+    accumulators per step of the head dimension), the online softmax W
+    queries at a time down the score columns (vertical vector maxima and
+    sums), and `P V` with 4 output rows x 4 vectors of the head dimension
+    held in registers across the tile's keys. While a whole tile computes,
+    it prefetches the rows of K, V and Q its thread reads next. Partial
+    tiles at the sequence ends take the linalg path. A full tile on the span's edge (where the span, its sinks or the
     causal triangle cut across it) runs in two halves of its query rows:
     a half skips the tile when its rows see none of its keys, and computes
     only the half of the keys it sees when that is all it sees, so a band
@@ -51,15 +54,17 @@ def TileAttention : Pass<"masformer-tile-attention"> {
            "Keys per tile">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2). "
-           "When set, full tiles compute Q K^T and P V with register-blocked "
+           "When set, full tiles compute K Q^T and P V with register-blocked "
            "vector-dialect micro-kernels (4 rows x 4 vectors of "
            "accumulators); 0 keeps linalg contractions everywhere">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
     "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
     "::mlir::vector::VectorDialect"
