@@ -86,10 +86,10 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 /// kVecs vectors of W queries and run over the head dimension. Computing
 /// the transposed scores reads the keys as they are: no transposed copy of
 /// K, which for block spans cost a pass over K through memory per call.
-Value buildScoresKernel(OpBuilder &b, Location loc, Value k, Value qt,
-                        Value scale, std::optional<float> softcap, int64_t tk,
-                        int64_t tq, int64_t d, int64_t w,
-                        llvm::function_ref<void(OpBuilder &, Value)> atRows) {
+Value buildScoresKernel(
+    OpBuilder &b, Location loc, Value k, Value qt, Value scale,
+    std::optional<float> softcap, int64_t tk, int64_t tq, int64_t d, int64_t w,
+    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
   auto vt = VectorType::get({w}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
   Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
@@ -334,7 +334,7 @@ private:
   void prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt, bool kv,
                    Value row);
   void prefetchNext(OpBuilder &pb, const QueryTile &qt, const KeyTile &kt,
-                    int64_t tk, Value i0);
+                    int64_t tq, int64_t tk, Value i0, int64_t rows);
   QueryTile beginQueryTile(scf::ForallOp forall);
   /// The bounds of a query tile's loop over key tiles; with sinks, the
   /// number of sink tiles and the first tile of the span's run.
@@ -463,25 +463,26 @@ void AttentionTiler::prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt,
         /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
-/// The prefetches of the scores kernel's block of kRows keys from i0: the
-/// same rows of the next key tile's K and V, and the next query tile's
-/// rows in proportion (tile-q rows over the tk / kRows blocks). Spread
-/// over the product this way, they overlap with its arithmetic: at long
-/// lengths Q, K and V come from memory, and a block span reads each query
-/// and key tile for only a few steps, too few to hide the misses of its
-/// first reads.
+/// The prefetches of a [tq, tk] part's scores kernel, at its block of
+/// `rows` keys from i0: the same rows of the next key tile's K and V, and
+/// the next query tile's rows of this part's queries in proportion (tq rows
+/// over the tk / rows blocks). Spread over the product this way, they
+/// overlap with its arithmetic: at long lengths Q, K and V come from
+/// memory, and a block span reads each query and key tile for only a few
+/// steps, too few to hide the misses of its first reads.
 void AttentionTiler::prefetchNext(OpBuilder &pb, const QueryTile &qt,
-                                  const KeyTile &kt, int64_t tk, Value i0) {
+                                  const KeyTile &kt, int64_t tq, int64_t tk,
+                                  Value i0, int64_t rows) {
   Idx px{pb, loc};
-  for (int64_t r = 0; r < kRows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     Value row = px.add(kt.nextK0, px.add(i0, px.c(r)));
     prefetchRow(pb, kBuf, qt, /*kv=*/true, row);
     prefetchRow(pb, vBuf, qt, /*kv=*/true, row);
   }
-  int64_t blocks = tk / kRows;
-  int64_t perBlock = llvm::divideCeil(tileQ, blocks);
+  int64_t blocks = tk / rows;
+  int64_t perBlock = llvm::divideCeil(tq, blocks);
   Value first =
-      px.add(kt.nextQ0, px.mul(px.fdiv(i0, px.c(kRows)), px.c(perBlock)));
+      px.add(kt.nextQ0, px.mul(px.fdiv(i0, px.c(rows)), px.c(perBlock)));
   for (int64_t r = 0; r < perBlock; ++r)
     prefetchRow(pb, qBuf, qt, /*kv=*/false, px.add(first, px.c(r)));
 }
@@ -783,15 +784,16 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
                                                int64_t tk) {
   Value m = state[0], l = state[1], acc = state[2];
   int64_t dd = *dStatic, w = vectorWidth, wq = queryWidth(tq, w);
-  auto prefetch = [&](OpBuilder &pb, Value i0) {
-    prefetchNext(pb, qt, kt, tk, i0);
+  auto prefetch = [&](OpBuilder &pb, Value i0, int64_t rows) {
+    prefetchNext(pb, qt, kt, tq, tk, i0, rows);
   };
   Value scoresT = buildScoresKernel(
       bb, loc, castTo(bb, loc, kt.k, {tk, dd}),
       castTo(bb, loc, qt.qT, {dd, tq}), scaleAt(bb, loc), op.getSoftcapValue(),
       tk, tq, dd, wq,
-      kt.nextK0 ? llvm::function_ref<void(OpBuilder &, Value)>(prefetch)
-                : nullptr);
+      kt.nextK0
+          ? llvm::function_ref<void(OpBuilder &, Value, int64_t)>(prefetch)
+          : nullptr);
   Value logitsT = castTo(
       bb, loc,
       logitsOf(bb, qt, kt, scoresT, /*scaled=*/true, /*transposed=*/true),
@@ -824,7 +826,11 @@ std::pair<QueryTile, KeyTile> AttentionTiler::subTile(const QueryTile &qt,
       ArrayRef<OpFoldResult>{b.getIndexAttr(*dStatic), b.getIndexAttr(rows)},
       ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
   KeyTile sk = kt;
-  sk.nextK0 = sk.nextQ0 = Value();
+  // The part prefetches the same part of the next tiles.
+  if (kt.nextK0) {
+    sk.nextK0 = ix.add(kt.nextK0, c0);
+    sk.nextQ0 = ix.add(kt.nextQ0, r0);
+  }
   sk.k0 = ix.add(kt.k0, c0);
   sk.keys = ix.c(cols);
   sk.kLast = ix.add(sk.k0, ix.c(cols - 1));

@@ -38,21 +38,22 @@
 // mask.
 // CHECK:       scf.if %{{.+}} -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
 // CHECK-NOT:     arith.select
-// S^T = K Q^T: 4 keys at a time; each block first prefetches the same 4
-// rows of the next key tile's K and V (two 64-byte lines a row of 32 f32)
-// and its share of the next query tile's rows, then keeps 4 keys x 1
-// vector of 16 queries of accumulators over the 32 elements of the head
-// dimension: a broadcast of the key as stored, a vector of the packed
-// queries.
-// CHECK:       scf.for %[[J:.+]] = %c0{{.*}} to %c32{{.*}} step %c4
+// S^T = K Q^T: 16 queries make one vector, so a register block is 16 keys
+// x 1 vector (16 accumulators, as 4 x 4 for wider tiles); each block first
+// prefetches the same 16 rows of the next key tile's K and V (two 64-byte
+// lines a row of 32 f32) and its share of the next query tile's rows (8
+// rows), then runs over the 32 elements of the head dimension: a broadcast
+// of the key as stored, a vector of the packed queries.
+// CHECK:       scf.for %[[J:.+]] = %c0{{.*}} to %c32{{.*}} step %c16
 // CHECK:         %[[KROW:.+]] = arith.addi %[[NEXTK]], %{{.+}} : index
 // CHECK:         %[[KCLAMP:.+]] = arith.minsi %[[KROW]], %{{.+}} : index
 // CHECK:         memref.prefetch %[[KBUF]][%{{.+}}, %{{.+}}, %[[KCLAMP]], %c0{{.*}}], read, locality<3>, data
 // CHECK:         memref.prefetch %[[KBUF]][%{{.+}}, %{{.+}}, %[[KCLAMP]], %c16{{.*}}], read, locality<3>, data
 // CHECK:         memref.prefetch %[[VBUF]]
-// CHECK-COUNT-13: memref.prefetch
-// CHECK:         memref.prefetch %[[QBUF]]
-// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-61: memref.prefetch %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}, %c{{.+}}], read, locality<3>, data : memref<1x2x80x32xf32, strided<[?, ?, ?, ?], offset: ?>>
+// CHECK-COUNT-16: memref.prefetch %[[QBUF]]
+// CHECK-NOT:     memref.prefetch
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK:           %[[QV:.+]] = vector.transfer_read %[[QT]]{{.+}} : tensor<32x16xf32>, vector<16xf32>
 // CHECK:           %[[KS:.+]] = tensor.extract %{{.+}} : tensor<32x32xf32>
 // CHECK:           %[[KV:.+]] = vector.broadcast %[[KS]] : f32 to vector<16xf32>
@@ -116,21 +117,22 @@
 // CHECK-NEXT:    vector.transfer_write %[[MNEW]], %{{.+}}[%[[COLS]]]
 // CHECK-NEXT:    vector.transfer_write %[[LNEW]], %{{.+}}[%[[COLS]]]
 // CHECK-NEXT:    vector.transfer_write %[[CORR]], %{{.+}}[%[[COLS]]]
-// P V: the rescaled output rows stay in registers across the 32 keys;
-// P's element (query i, key k) broadcast from the transposed probabilities
-// at [k, i].
-// CHECK:       scf.for %[[I0:.+]] = %c0{{.*}} to %c16{{.*}} step %c4
+// P V: the rescaled output rows stay in registers across the 32 keys, 8
+// rows x 2 vectors of the head dimension of 32; P's element (query i,
+// key k) broadcast from the transposed probabilities at [k, i].
+// CHECK:       scf.for %[[I0:.+]] = %c0{{.*}} to %c16{{.*}} step %c8
 // CHECK:         arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:         scf.for %[[KK:.+]] = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
 // CHECK:           %[[ROW:.+]] = arith.addi %[[I0]], %c0{{.*}} : index
 // CHECK-NEXT:      %[[PS:.+]] = tensor.extract %{{.+}}[%[[KK]], %[[ROW]]] : tensor<32x16xf32>
 // CHECK-NEXT:      vector.broadcast %[[PS]] : f32 to vector<16xf32>
-// CHECK-COUNT-8:   vector.fma
+// CHECK-COUNT-16:  vector.fma
 // A tile on the span's edge (here the causal diagonal): two halves of 8
 // query rows. A half whose rows see none of the tile's keys skips it; one
 // whose keys all lie in one half of the tile computes just those 16 keys
 // (from key 0 or 16 of the tile), the other all 32; 8 queries are one
-// vector of 8. Halves prefetch nothing.
+// vector of 8, a register block 16 keys. A half prefetches the same part
+// of the next tiles: its keys' rows from the same column.
 // CHECK:       } else {
 // CHECK:         scf.for %[[R0:.+]] = %c0{{.*}} to %c16{{.*}} step %c8{{.*}} iter_args(%[[M:[^ ]+]] = %{{[^,]+}}, %[[L:[^ ]+]] = %{{[^,]+}}, %[[ACC:[^ ]+]] = %{{[^)]+}}) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
 // CHECK:           %[[NONE:.+]] = arith.cmpi sle
@@ -144,13 +146,15 @@
 // CHECK-NEXT:        scf.if %[[NARROW]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x32xf32>) {
 // CHECK:               tensor.extract_slice %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<?x32xf32> to tensor<8x32xf32>
 // CHECK:               tensor.extract_slice %[[QT]][0, %[[R0]]] [32, 8] [1, 1] : tensor<32x16xf32> to tensor<32x8xf32>
+// CHECK:               %[[NEXTKH:.+]] = arith.addi %[[NEXTK]], %[[COL]] : index
 // CHECK:               %[[K0H:.+]] = arith.addi %{{.+}}, %[[COL]] : index
 // CHECK:               tensor.extract_slice %{{.+}}[%{{.+}}, %{{.+}}, %[[K0H]], 0] [1, 1, 16, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<16x32xf32>
-// CHECK-NOT:           memref.prefetch
-// CHECK:               scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c4
+// CHECK:               scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c16
+// CHECK:                 arith.addi %[[NEXTKH]], %{{.+}} : index
+// CHECK:                 memref.prefetch %[[KBUF]]
 // CHECK:                 scf.for %{{.+}} = %c0{{.*}} to %c8{{.*}} step %c8
-// CHECK:                   -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// CHECK-COUNT-4:             vector.fma {{.+}} : vector<8xf32>
+// CHECK:                   -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-16:            vector.fma {{.+}} : vector<8xf32>
 // CHECK:               tensor.insert_slice %{{.+}} into %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<8x32xf32> into tensor<?x32xf32>
 // CHECK:             } else {
 // CHECK:               tensor.extract_slice %[[QT]][0, %[[R0]]] [32, 8] [1, 1] : tensor<32x16xf32> to tensor<32x8xf32>
@@ -162,10 +166,10 @@
 // CHECK:     }
 
 // AVX2-LABEL: func @block_causal
-// Vectors of 8: S^T keeps 4 keys x 2 vectors of 8 queries, P V 4 rows x 4
+// Vectors of 8: S^T keeps 8 keys x 2 vectors of 8 queries, P V 4 rows x 4
 // vectors of 8 of the head dimension.
 // AVX2: vector.transpose %{{.+}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
-// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // AVX2: scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c8
 // AVX2: arith.cmpf ogt, %{{.+}}, %{{.+}} : vector<8xf32>
 // AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
