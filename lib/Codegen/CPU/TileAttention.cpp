@@ -82,8 +82,9 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 
 /// S^T = scale * K Q^T (softcapped with `softcap`) for a full tile: k is
 /// the key tile [tk, d] as stored, qt the query tile transposed [d, tq]
-/// (packed once per query tile); the accumulators hold kRows keys x up to
-/// kVecs vectors of W queries and run over the head dimension. Computing
+/// (packed once per query tile); a register block holds 16 accumulators,
+/// kRows keys x kVecs vectors of W queries (more keys when tq makes fewer
+/// vectors), and runs over the head dimension. Computing
 /// the transposed scores reads the keys as they are: no transposed copy of
 /// K, which for block spans cost a pass over K through memory per call.
 Value buildScoresKernel(
