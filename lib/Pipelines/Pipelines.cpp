@@ -154,7 +154,8 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "canonicalize,expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma.
-      // The packed query tiles' 16 x 16 transposes: 64 shuffles each.
+      // The packed query tiles' 16 x 16 transposes: as a shuffle network
+      // rather than element by element.
       "convert-vector-to-llvm{reassociate-fp-reductions "
       "vector-transpose-lowering=shuffle16x16";
   // The AMX tile ops (with the vector ops: LLVM's conversion of control

@@ -49,8 +49,9 @@ Value mlir::masformer::buildBlockedMatmul(
   int64_t vecs = std::min(kVecs, n / w);
   int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
   // Fewer than kVecs vectors of columns: more rows, so that the block still
-  // holds kRows * kVecs accumulators (32 queries of 16: 8 rows x 2 vectors,
-  // 2 loads and 8 broadcasts per 16 FMAs rather than 4 per 8).
+  // holds kRows * kVecs accumulators (32 columns in vectors of 16: 8 rows x
+  // 2 vectors, 2 loads and 8 broadcasts per 16 FMAs, where 4 x 2 had 2
+  // loads and 4 broadcasts per 8 FMAs).
   int64_t blockRows = kRows;
   if (vecs < kVecs && tq % (kRows * (kVecs / vecs)) == 0)
     blockRows = kRows * (kVecs / vecs);

@@ -32,10 +32,11 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     accumulators per step of the head dimension), the online softmax W
     queries at a time down the score columns (vertical vector maxima and
     sums), and `P V` with 4 output rows x 4 vectors of the head dimension
-    held in registers across the tile's keys. While a whole tile computes,
+    held in registers across the tile's keys. While a full tile computes,
     it prefetches the rows of K, V and Q its thread reads next. Partial
-    tiles at the sequence ends take the linalg path. A full tile on the span's edge (where the span, its sinks or the
-    causal triangle cut across it) runs in two halves of its query rows:
+    tiles at the sequence ends take the linalg path. A full tile on the
+    span's edge (where the span, its sinks or the causal triangle cut
+    across it) runs in two halves of its query rows:
     a half skips the tile when its rows see none of its keys, and computes
     only the half of the keys it sees when that is all it sees, so a band
     of W keys costs W + tile-q / 2 keys per query instead of W + tile-q.
