@@ -13,6 +13,10 @@ causal), side by side in one run:
 - onnxruntime: the same attention as MatMul-Softmax-MatMul, and as its fused
   com.microsoft.MultiHeadAttention op.
 
+With --precision bf16, ours runs on bf16 Q, K and V (bf16 result): on
+AVX512-BF16's vdpbf16ps where the CPU has it (docs/cpu.md), next to our
+f32 full attention; onnxruntime stays f32 (its CPU attention has no bf16).
+
 Reports GFLOP/s counting only computed (query, key) pairs (4 * heads *
 head_dim FLOP each), the fraction of this machine's measured FMA peak
 (the best of numpy's sgemm and onnxruntime's MatMul), and the block speed-up over our full against the ideal
@@ -20,6 +24,7 @@ head_dim FLOP each), the fraction of this machine's measured FMA peak
 
   python3 bench/attention_cpu.py [--seqs 1024 2048] [--reps 2] [--rounds 2]
       [--spans "window 256, sink 64" "full x2; window 256, sink 64 x10" ...]
+      [--precision bf16]
 """
 
 import argparse
@@ -38,7 +43,7 @@ import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from machine import describe
+from machine import describe, isa_extensions
 
 # The span definition, written once (test/python_utils/masformer_ref.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
@@ -62,8 +67,11 @@ def inputs(s):
     return q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
 
 
-def mlir_module(s, span, reps):
+def mlir_module(s, span, reps, precision="f32"):
     ty = f"tensor<1x{H}x{s}x{D}xf32>"
+    # The attention's own type: the inputs are made in f32 and rounded to
+    # it before the timed calls.
+    at = ty.replace("f32", precision)
     fill = []
     for name, (a, b, c, fn) in {"q": (0.37, 1.3, 1.0, "sin"),
                                 "k": (0.23, 0.7, 2.0, "sin"),
@@ -92,22 +100,27 @@ def mlir_module(s, span, reps):
     %r = math.{fn} %x4 : f32
     linalg.yield %r : f32
   }} -> {ty}""")
+    args, cast = "%q, %k, %v", ""
+    if precision != "f32":
+        args = "%qa, %ka, %va"
+        cast = "".join(f"\n  %{n}a = arith.truncf %{n} : {ty} to {at}"
+                       for n in "qkv")
     return f"""#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 func.func private @rtclock() -> f64
 func.func private @printF64(f64)
 func.func private @printNewline()
-func.func @attn(%q: {ty}, %k: {ty}, %v: {ty}) -> {ty} {{
-  %o = masformer.attention %q, %k, %v {{{span}}} : {ty}, {ty}, {ty} -> {ty}
-  return %o : {ty}
+func.func @attn(%q: {at}, %k: {at}, %v: {at}) -> {at} {{
+  %o = masformer.attention %q, %k, %v {{{span}}} : {at}, {at}, {at} -> {at}
+  return %o : {at}
 }}
-func.func @main() {{{''.join(fill)}
-  %w = call @attn(%q, %k, %v) : ({ty}, {ty}, {ty}) -> {ty}
+func.func @main() {{{''.join(fill)}{cast}
+  %w = call @attn({args}) : ({at}, {at}, {at}) -> {at}
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %n = arith.constant {reps} : index
   scf.for %it = %c0 to %n step %c1 {{
     %t0 = func.call @rtclock() : () -> f64
-    %r = func.call @attn(%q, %k, %v) : ({ty}, {ty}, {ty}) -> {ty}
+    %r = func.call @attn({args}) : ({at}, {at}, {at}) -> {at}
     %t1 = func.call @rtclock() : () -> f64
     %dt = arith.subf %t1, %t0 : f64
     func.call @printF64(%dt) : (f64) -> ()
@@ -129,17 +142,27 @@ RUN_ENV = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 30),
 _BUILT = {}
 
 
-def build_ours(s, span, reps):
+def pipeline(precision):
+    opts = f"tile-q={TILE[0]} tile-kv={TILE[1]}"
+    if precision == "bf16":
+        # As masformer-compile --precision=bf16 chooses on this CPU.
+        opts += " precision=bf16"
+        if "avx512_bf16" in isa_extensions().split():
+            opts += " avx512-bf16=1"
+    return f"--masformer-lower-to-cpu={opts}"
+
+
+def build_ours(s, span, reps, precision="f32"):
     """The module lowered by --masformer-lower-to-cpu, compiled for this
     host (-O3 -march=native, as masformer-compile targets the host CPU) into
     a program that prints each call's time. Built once per variant."""
-    key = (s, span, reps)
+    key = (s, span, reps, precision)
     if key in _BUILT:
         return _BUILT[key]
     opt = os.path.join(ROOT, "build", "bin", "masformer-opt")
     lowered = subprocess.run(
-        [opt, "-", f"--masformer-lower-to-cpu=tile-q={TILE[0]} tile-kv={TILE[1]}"],
-        input=mlir_module(s, span, reps).replace("func.func @main()",
+        [opt, "-", pipeline(precision)],
+        input=mlir_module(s, span, reps, precision).replace("func.func @main()",
                                                  "func.func @bench_main()"),
         capture_output=True, text=True)
     if lowered.returncode:
@@ -168,9 +191,9 @@ def build_ours(s, span, reps):
     return exe
 
 
-def time_ours(s, span, reps):
-    run = subprocess.run([build_ours(s, span, reps)], capture_output=True,
-                         text=True, env=RUN_ENV)
+def time_ours(s, span, reps, precision="f32"):
+    run = subprocess.run([build_ours(s, span, reps, precision)],
+                         capture_output=True, text=True, env=RUN_ENV)
     if run.returncode:
         sys.exit(run.stderr[-3000:])
     return statistics.median(float(x) for x in run.stdout.split())
@@ -298,6 +321,10 @@ def main():
                          'spans as the span report writes them: "full x2; '
                          'window 256, sink 64 x10" (12 heads)')
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="bf16: ours on bf16 operands (vdpbf16ps where the "
+                         "CPU has AVX512-BF16), next to our f32 full "
+                         "attention; onnxruntime stays f32")
     ap.add_argument("--rounds", type=int, default=2,
                     help="every variant is timed once per round (each time "
                          "the median of --reps calls); the best round "
@@ -306,21 +333,29 @@ def main():
     a = ap.parse_args()
     peak = fma_peak()
     print(f"CPU: {describe()}")
+    p = a.precision
+    ours = "ours" if p == "f32" else "ours bf16"
+    if p == "bf16":
+        print(f"ours bf16: {pipeline(p)}")
     print(f"measured sgemm peak (best of numpy, onnxruntime): {peak:.1f} GFLOP/s ({os.cpu_count()} cores)")
     rows = []
     for s in a.seqs:
         pairs_full = s * s
-        variants = [("ours full", pairs_full,
-                     lambda: time_ours(s, span_attr("full"), a.reps))]
+        variants = [(f"{ours} full", pairs_full,
+                     lambda: time_ours(s, span_attr("full"), a.reps, p))]
         for b in a.blocks:
             nb, r = divmod(s, b)
-            variants.append((f"ours block {b}", nb * b * b + r * r,
+            variants.append((f"{ours} block {b}", nb * b * b + r * r,
                              lambda b=b: time_ours(
-                                 s, span_attr(f"block {b}"), a.reps)))
+                                 s, span_attr(f"block {b}"), a.reps, p)))
         for span in a.spans:
-            variants.append((f"ours {span}", span_pairs(s, span),
+            variants.append((f"{ours} {span}", span_pairs(s, span),
                              lambda span=span: time_ours(
-                                 s, span_attr(span), a.reps)))
+                                 s, span_attr(span), a.reps, p)))
+        if p != "f32":
+            variants.append(("ours f32 full", pairs_full,
+                             lambda: time_ours(s, span_attr("full"),
+                                               a.reps)))
         variants.append(("onnxruntime MatMul-Softmax-MatMul", pairs_full,
                          lambda: time_ort(s, False, a.reps)))
         variants.append(("onnxruntime MultiHeadAttention (fused)", pairs_full,
@@ -334,12 +369,12 @@ def main():
                     print(f"{name} unavailable: {e}")
                     continue
                 best[name] = min(best.get(name, t), t)
-        t_full = best["ours full"]
+        t_full = best[f"{ours} full"]
         for name, pairs, _ in variants:
             if name not in best:
                 continue
             sp = None
-            if name.startswith("ours ") and name != "ours full":
+            if name.startswith(f"{ours} ") and name != f"{ours} full":
                 sp = (t_full / best[name], s * s / pairs)
             rows.append((s, name, best[name], pairs, sp))
         print(f"S={s} done", flush=True)

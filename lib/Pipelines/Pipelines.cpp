@@ -81,6 +81,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
   tiling.tileQ = options.tileQ;
   tiling.tileKV = options.tileKV;
   tiling.vectorWidth = options.vectorWidth;
+  tiling.bf16Dot = options.avx512BF16 && options.vectorWidth == 16;
   if (options.precision != "f32" && options.precision != "bf16")
     return addPipelineError(pm, "--masformer-lower-to-cpu: precision=" +
                                     options.precision +

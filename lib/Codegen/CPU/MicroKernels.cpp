@@ -39,12 +39,22 @@ Value mlir::masformer::writeVec(OpBuilder &b, Location loc, Value v, Value t,
       .getResult();
 }
 
-Value mlir::masformer::buildBlockedMatmul(
-    OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
-    int64_t n, int64_t kLen, int64_t w,
+/// The register-blocked loop nest of buildBlockedMatmul and
+/// buildBlockedDotBF16: rows of the [tq, n] result in blocks, columns in
+/// blocks of up to kVecs vectors of W, each block's accumulators carried
+/// through `steps` steps of the reduction, then `finish`ed (when given) and
+/// stored. `step(b, k, rows, cols, acc)`
+/// returns the accumulators after step k of the block whose rows and
+/// vectors' first columns are `rows` and `cols`.
+using BlockStep = llvm::function_ref<SmallVector<Value>(
+    OpBuilder &, Value, ArrayRef<Value>, ArrayRef<Value>, ValueRange)>;
+static Value buildRegisterBlocks(
+    OpBuilder &b, Location loc, Value out, int64_t tq, int64_t n, int64_t w,
+    int64_t steps,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish, bool transposedA,
-    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
+    llvm::function_ref<Value(OpBuilder &, Value)> finish,
+    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows,
+    BlockStep step) {
   Idx ix{b, loc};
   int64_t vecs = std::min(kVecs, n / w);
   int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
@@ -55,135 +65,126 @@ Value mlir::masformer::buildBlockedMatmul(
   int64_t blockRows = kRows;
   if (vecs < kVecs && tq % (kRows * (kVecs / vecs)) == 0)
     blockRows = kRows * (kVecs / vecs);
-  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(blockRows),
-                                 ValueRange{out});
-  b.setInsertionPointToStart(rows.getBody());
-  Value i0 = rows.getInductionVar();
+  auto rowLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(blockRows),
+                                    ValueRange{out});
+  b.setInsertionPointToStart(rowLoop.getBody());
+  Value i0 = rowLoop.getInductionVar();
   if (atRows)
     atRows(b, i0, blockRows);
-  auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
+  SmallVector<Value> rows;
+  for (int64_t r = 0; r < blockRows; ++r)
+    rows.push_back(ix.add(i0, ix.c(r)));
   // One register block: blockRows rows x nv vectors of W columns from j0.
   auto block = [&](Value o, Value j0, int64_t nv) {
-    auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
+    SmallVector<Value> cols;
+    for (int64_t c = 0; c < nv; ++c)
+      cols.push_back(ix.add(j0, ix.c(c * w)));
     SmallVector<Value> acc0;
-    for (int64_t r = 0; r < blockRows; ++r)
-      for (int64_t c = 0; c < nv; ++c)
-        acc0.push_back(init(b, o, rowOf(r), colOf(c)));
-    auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen), ix.c(1), acc0);
+    for (Value row : rows)
+      for (Value col : cols)
+        acc0.push_back(init(b, o, row, col));
+    auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(steps), ix.c(1), acc0);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(red.getBody());
-      Value k = red.getInductionVar();
-      SmallVector<Value> bv;
-      for (int64_t c = 0; c < nv; ++c)
-        bv.push_back(readF32(b, loc, bm, k, colOf(c), w));
-      SmallVector<Value> next;
-      for (int64_t r = 0; r < blockRows; ++r) {
-        Value av = transposedA ? splatF32(b, loc, a, k, rowOf(r), w)
-                               : splatF32(b, loc, a, rowOf(r), k, w);
-        for (int64_t c = 0; c < nv; ++c)
-          next.push_back(vector::FMAOp::create(
-              b, loc, av, bv[c], red.getRegionIterArg(r * nv + c)));
-      }
-      scf::YieldOp::create(b, loc, next);
+      scf::YieldOp::create(
+          b, loc,
+          step(b, red.getInductionVar(), rows, cols, red.getRegionIterArgs()));
     }
     for (int64_t r = 0; r < blockRows; ++r)
-      for (int64_t c = 0; c < nv; ++c)
-        o = writeVec(b, loc, finish(b, red.getResult(r * nv + c)), o, rowOf(r),
-                     colOf(c));
+      for (int64_t c = 0; c < nv; ++c) {
+        Value x = red.getResult(r * nv + c);
+        o = writeVec(b, loc, finish ? finish(b, x) : x, o, rows[r], cols[c]);
+      }
     return o;
   };
-  auto cols =
+  auto colLoop =
       scf::ForOp::create(b, loc, ix.c(0), ix.c(mainCols), ix.c(blockCols),
-                         ValueRange{rows.getRegionIterArg(0)});
-  b.setInsertionPointToStart(cols.getBody());
+                         ValueRange{rowLoop.getRegionIterArg(0)});
+  b.setInsertionPointToStart(colLoop.getBody());
   scf::YieldOp::create(
-      b, loc, block(cols.getRegionIterArg(0), cols.getInductionVar(), vecs));
-  b.setInsertionPointAfter(cols);
-  Value o = cols.getResult(0);
+      b, loc,
+      block(colLoop.getRegionIterArg(0), colLoop.getInductionVar(), vecs));
+  b.setInsertionPointAfter(colLoop);
+  Value o = colLoop.getResult(0);
   // The columns left over when n is not a multiple of the block (n = 80
   // with W = 16: one block of 4 vectors, then one of 1).
   if (int64_t tail = (n - mainCols) / w)
     o = block(o, ix.c(mainCols), tail);
   scf::YieldOp::create(b, loc, o);
-  b.setInsertionPointAfter(rows);
-  return rows.getResult(0);
+  b.setInsertionPointAfter(rowLoop);
+  return rowLoop.getResult(0);
+}
+
+Value mlir::masformer::buildBlockedMatmul(
+    OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
+    int64_t n, int64_t kLen, int64_t w,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
+    llvm::function_ref<Value(OpBuilder &, Value)> finish, bool transposedA,
+    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
+  auto step = [&](OpBuilder &sb, Value k, ArrayRef<Value> rows,
+                  ArrayRef<Value> cols, ValueRange acc) {
+    SmallVector<Value> bv;
+    for (Value col : cols)
+      bv.push_back(readF32(sb, loc, bm, k, col, w));
+    SmallVector<Value> next;
+    for (auto [r, row] : llvm::enumerate(rows)) {
+      Value av = transposedA ? splatF32(sb, loc, a, k, row, w)
+                             : splatF32(sb, loc, a, row, k, w);
+      for (auto [c, bc] : llvm::enumerate(bv))
+        next.push_back(
+            vector::FMAOp::create(sb, loc, av, bc, acc[r * cols.size() + c]));
+    }
+    return next;
+  };
+  return buildRegisterBlocks(b, loc, out, tq, n, w, kLen, init, finish, atRows,
+                             step);
 }
 
 Value mlir::masformer::buildBlockedDotBF16(
     OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
     int64_t n, int64_t kLen,
-    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init) {
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
+    llvm::function_ref<Value(OpBuilder &, Value)> finish, bool transposedA,
+    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
   constexpr int64_t w = 16;
-  Idx ix{b, loc};
   Type bf16 = b.getBF16Type(), i32 = b.getI32Type();
   auto pairsTy = VectorType::get({2 * w}, bf16);
-  int64_t vecs = std::min(kVecs, n / w);
-  int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
-  auto rows = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(kRows),
-                                 ValueRange{out});
-  b.setInsertionPointToStart(rows.getBody());
-  Value i0 = rows.getInductionVar();
-  auto rowOf = [&](int64_t r) { return ix.add(i0, ix.c(r)); };
-  auto block = [&](Value o, Value j0, int64_t nv) {
-    auto colOf = [&](int64_t c) { return ix.add(j0, ix.c(c * w)); };
-    SmallVector<Value> acc0;
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < nv; ++c)
-        acc0.push_back(init(b, o, rowOf(r), colOf(c)));
-    auto red =
-        scf::ForOp::create(b, loc, ix.c(0), ix.c(kLen / 2), ix.c(1), acc0);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(red.getBody());
-      Idx kx{b, loc};
-      Value k2 = red.getInductionVar();
-      Value bfZero = arith::ConstantOp::create(b, loc, b.getZeroAttr(bf16));
-      SmallVector<Value> bv;
-      for (int64_t c = 0; c < nv; ++c)
-        bv.push_back(vector::TransferReadOp::create(
-            b, loc, pairsTy, bp, ValueRange{k2, kx.mul(colOf(c), kx.c(2))},
-            bfZero, ArrayRef<bool>{true}));
-      SmallVector<Value> next;
-      for (int64_t r = 0; r < kRows; ++r) {
-        // The row's pair of k as one i32, broadcast to every lane.
-        Value pair = vector::TransferReadOp::create(
-            b, loc, VectorType::get({2}, bf16), a,
-            ValueRange{rowOf(r), kx.mul(k2, kx.c(2))}, bfZero,
-            ArrayRef<bool>{true});
-        Value word = vector::ExtractOp::create(
-            b, loc,
-            vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair),
-            ArrayRef<int64_t>{0});
-        Value av = vector::BitCastOp::create(
-            b, loc, pairsTy,
-            vector::BroadcastOp::create(b, loc, VectorType::get({w}, i32),
-                                        word));
-        for (int64_t c = 0; c < nv; ++c)
-          next.push_back(x86vector::DotBF16Op::create(
-              b, loc, red.getRegionIterArg(r * nv + c).getType(),
-              red.getRegionIterArg(r * nv + c), av, bv[c]));
+  auto step = [&](OpBuilder &sb, Value k2, ArrayRef<Value> rows,
+                  ArrayRef<Value> cols, ValueRange acc) {
+    Idx kx{sb, loc};
+    Value bfZero = arith::ConstantOp::create(sb, loc, sb.getZeroAttr(bf16));
+    SmallVector<Value> bv;
+    for (Value col : cols)
+      bv.push_back(vector::TransferReadOp::create(
+          sb, loc, pairsTy, bp, ValueRange{k2, kx.mul(col, kx.c(2))}, bfZero,
+          ArrayRef<bool>{true}));
+    SmallVector<Value> next;
+    for (auto [r, row] : llvm::enumerate(rows)) {
+      // The row's pair of k as one i32, broadcast to every lane.
+      Value pair = vector::TransferReadOp::create(
+          sb, loc, VectorType::get({2}, bf16), a,
+          transposedA ? ValueRange{k2, kx.mul(row, kx.c(2))}
+                      : ValueRange{row, kx.mul(k2, kx.c(2))},
+          bfZero, ArrayRef<bool>{true});
+      Value word = vector::ExtractOp::create(
+          sb, loc,
+          vector::BitCastOp::create(sb, loc, VectorType::get({1}, i32), pair),
+          ArrayRef<int64_t>{0});
+      Value av = vector::BitCastOp::create(
+          sb, loc, pairsTy,
+          vector::BroadcastOp::create(sb, loc, VectorType::get({w}, i32),
+                                      word));
+      for (auto [c, bc] : llvm::enumerate(bv)) {
+        Value accum = acc[r * cols.size() + c];
+        next.push_back(x86vector::DotBF16Op::create(sb, loc, accum.getType(),
+                                                    accum, av, bc));
       }
-      scf::YieldOp::create(b, loc, next);
     }
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < nv; ++c)
-        o = writeVec(b, loc, red.getResult(r * nv + c), o, rowOf(r), colOf(c));
-    return o;
+    return next;
   };
-  auto cols =
-      scf::ForOp::create(b, loc, ix.c(0), ix.c(mainCols), ix.c(blockCols),
-                         ValueRange{rows.getRegionIterArg(0)});
-  b.setInsertionPointToStart(cols.getBody());
-  scf::YieldOp::create(
-      b, loc, block(cols.getRegionIterArg(0), cols.getInductionVar(), vecs));
-  b.setInsertionPointAfter(cols);
-  Value o = cols.getResult(0);
-  if (int64_t tail = (n - mainCols) / w)
-    o = block(o, ix.c(mainCols), tail);
-  scf::YieldOp::create(b, loc, o);
-  b.setInsertionPointAfter(rows);
-  return rows.getResult(0);
+  return buildRegisterBlocks(b, loc, out, tq, n, w, kLen / 2, init, finish,
+                             atRows, step);
 }
 
 Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,

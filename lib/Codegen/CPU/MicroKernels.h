@@ -61,17 +61,24 @@ Value buildBlockedMatmul(
     bool transposedA = false,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows = nullptr);
 
-/// out[i, j] = init(i, j) + sum_k a[i, k] * bp[k / 2, 2 j + k % 2] over a
-/// static [tq, n] tile with AVX512-BF16's vdpbf16ps: `a` [tq, kLen] bf16,
-/// `bp` the VNNI panel [kLen / 2, 2 n] bf16 (pairs of k side by side), 16
-/// f32 results a vector. Each step of the register block (kRows rows x up
-/// to kVecs vectors) loads kVecs vectors of 32 bf16 of bp and broadcasts
-/// the pair (a[i, k], a[i, k + 1]) of each row as one 32-bit value. tq must
-/// be a multiple of kRows, n of 16, kLen even.
+/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bp[k / 2, 2 j + k % 2])
+/// (no `finish`: the sum itself)
+/// over a static [tq, n] tile with AVX512-BF16's vdpbf16ps: `a` [tq, kLen]
+/// bf16, `bp` the VNNI panel [kLen / 2, 2 n] bf16 (pairs of k side by
+/// side), 16 f32 results a vector. Each step of the register block (rows
+/// as buildBlockedMatmul chooses them x up to kVecs vectors) loads the
+/// block's vectors of 32 bf16 of bp and broadcasts the pair (a[i, k],
+/// a[i, k + 1]) of each row as one 32-bit value. With `transposedA`, `a`
+/// holds A's pairs by k, [kLen / 2, 2 tq] (the pair of row i at [k / 2,
+/// 2 i]). tq must be a multiple of kRows, n of 16, kLen even. `atRows` as
+/// in buildBlockedMatmul.
 Value buildBlockedDotBF16(
     OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
     int64_t n, int64_t kLen,
-    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init);
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
+    llvm::function_ref<Value(OpBuilder &, Value)> finish = nullptr,
+    bool transposedA = false,
+    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows = nullptr);
 
 /// exp(x) for a vector of f32 with x <= 0 (a softmax's logits minus their
 /// row maximum), in 13 vector operations instead of the ~25 of math.exp's

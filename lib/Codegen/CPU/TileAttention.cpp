@@ -87,41 +87,88 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 /// vectors), and runs over the head dimension. Computing
 /// the transposed scores reads the keys as they are: no transposed copy of
 /// K, which for block spans cost a pass over K through memory per call.
+/// With `dot` (bf16 operands, W = 16), qt holds the queries' pairs of the
+/// head dimension, [d / 2, 2 tq] bf16, and each step is a vdpbf16ps over
+/// two of the head dimension.
 Value buildScoresKernel(
     OpBuilder &b, Location loc, Value k, Value qt, Value scale,
     std::optional<float> softcap, int64_t tk, int64_t tq, int64_t d, int64_t w,
-    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
+    bool dot, llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
   auto vt = VectorType::get({w}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
   Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
   Value s0 = tensor::EmptyOp::create(b, loc, {tk, tq}, b.getF32Type());
-  return buildBlockedMatmul(
-      b, loc, k, qt, s0, tk, tq, d, w,
-      [&](OpBuilder &, Value, Value, Value) { return zero; },
-      [&](OpBuilder &nb, Value acc) {
-        return AttentionOp::applySoftcap(
-            nb, loc, arith::MulFOp::create(nb, loc, acc, scaleVec), softcap);
-      },
-      /*transposedA=*/false, atRows);
+  auto init = [&](OpBuilder &, Value, Value, Value) { return zero; };
+  auto finish = [&](OpBuilder &nb, Value acc) {
+    return AttentionOp::applySoftcap(
+        nb, loc, arith::MulFOp::create(nb, loc, acc, scaleVec), softcap);
+  };
+  if (dot)
+    return buildBlockedDotBF16(b, loc, k, qt, s0, tk, tq, d, init, finish,
+                               /*transposedA=*/false, atRows);
+  return buildBlockedMatmul(b, loc, k, qt, s0, tk, tq, d, w, init, finish,
+                            /*transposedA=*/false, atRows);
 }
 
 /// acc * corr + P V for a full tile: pT is P transposed [tk, tq] f32, v
 /// [tk, d], acc [tq, d] f32, corr [tq] f32 (the rows' rescaling); the
-/// output rows stay in registers across all tk keys.
+/// output rows stay in registers across all tk keys. With `dot` (W = 16),
+/// pT holds P's pairs of keys, [tk / 2, 2 tq] bf16 (buildSoftmaxColumns),
+/// and v V's, [tk / 2, 2 d] bf16 (packRowPairs): each step is a vdpbf16ps
+/// over two keys.
 Value buildPVKernel(OpBuilder &b, Location loc, Value pT, Value v, Value acc,
-                    Value corr, int64_t tq, int64_t tk, int64_t d, int64_t w) {
+                    Value corr, int64_t tq, int64_t tk, int64_t d, int64_t w,
+                    bool dot) {
   auto vt = VectorType::get({w}, b.getF32Type());
+  auto init = [&](OpBuilder &nb, Value out, Value row, Value col) {
+    Value cr = vector::BroadcastOp::create(
+        nb, loc, vt, tensor::ExtractOp::create(nb, loc, corr, ValueRange{row}));
+    return arith::MulFOp::create(nb, loc, readF32(nb, loc, out, row, col, w),
+                                 cr)
+        .getResult();
+  };
+  if (dot)
+    return buildBlockedDotBF16(b, loc, pT, v, acc, tq, d, tk, init,
+                               /*finish=*/nullptr, /*transposedA=*/true);
   return buildBlockedMatmul(
-      b, loc, pT, v, acc, tq, d, tk, w,
-      [&](OpBuilder &nb, Value out, Value row, Value col) {
-        Value cr = vector::BroadcastOp::create(
-            nb, loc, vt,
-            tensor::ExtractOp::create(nb, loc, corr, ValueRange{row}));
-        return arith::MulFOp::create(nb, loc,
-                                     readF32(nb, loc, out, row, col, w), cr)
-            .getResult();
-      },
+      b, loc, pT, v, acc, tq, d, tk, w, init,
       [](OpBuilder &, Value x) { return x; }, /*transposedA=*/true);
+}
+
+/// The pairs of rows of a static [rows, n] bf16 tile side by side, [rows /
+/// 2, 2 n] (element (2 p + r, j) at (p, 2 j + r)): the VNNI layout whose
+/// vectors of 32 bf16 vdpbf16ps reads as 16 pairs. rows must be even, n a
+/// multiple of 16. Per pair of rows, two loads of 16 and one interleave per
+/// 16 columns.
+Value packRowPairs(OpBuilder &b, Location loc, Value x, int64_t rows,
+                   int64_t n) {
+  Idx ix{b, loc};
+  Type bf16 = b.getBF16Type();
+  auto halfTy = VectorType::get({16}, bf16);
+  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(bf16));
+  Value init = tensor::EmptyOp::create(b, loc, {rows / 2, 2 * n}, bf16);
+  auto loop = scf::ForOp::create(b, loc, ix.c(0), ix.c(rows / 2), ix.c(1),
+                                 ValueRange{init});
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Idx px{b, loc};
+  Value p = loop.getInductionVar();
+  Value even = px.mul(p, px.c(2)), odd = px.add(even, px.c(1));
+  Value out = loop.getRegionIterArg(0);
+  for (int64_t c = 0; c < n; c += 16) {
+    auto read = [&](Value row) {
+      return vector::TransferReadOp::create(b, loc, halfTy, x,
+                                            ValueRange{row, px.c(c)}, pad,
+                                            ArrayRef<bool>{true})
+          .getResult();
+    };
+    Value lo = read(even);
+    Value hi = read(odd);
+    out = writeVec(b, loc, vector::InterleaveOp::create(b, loc, lo, hi), out, p,
+                   px.c(2 * c));
+  }
+  scf::YieldOp::create(b, loc, out);
+  return loop.getResult(0);
 }
 
 /// A vector<W x f32> of the 1-D tensor `t` from `i`, and its write.
@@ -146,18 +193,24 @@ Value write1D(OpBuilder &b, Location loc, Value v, Value t, Value i) {
 /// allowed yet) subtracts 0 instead, so that it keeps P = 0 and corr = 0
 /// rather than NaN. A NaN logit is left out of the maximum (buildGreater
 /// keeps the other operand) and makes its query's P, sum and output NaN
-/// through exp.
+/// through exp. With `pairs`, P is written as bf16 pairs of keys, [tk / 2,
+/// 2 tq] (the keys 2 p and 2 p + 1 of query i side by side at (p, 2 i)),
+/// the layout of buildPVKernel's vdpbf16ps, and l sums P as rounded to
+/// bf16, so that the weights the output is divided by are those it was
+/// summed with.
 struct SoftmaxColumns {
   Value probsT, m, l, corr;
 };
+static_assert(kRows % 2 == 0, "the pairs of keys lie in one step");
 SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
                                    Value m, Value l, int64_t tq, int64_t tk,
-                                   int64_t w) {
+                                   int64_t w, bool pairs) {
   Idx ix{b, loc};
-  Type f32 = b.getF32Type();
+  Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
   auto vt = VectorType::get({w}, f32);
   float negInf = -std::numeric_limits<float>::infinity();
-  Value probs0 = tensor::EmptyOp::create(b, loc, {tk, tq}, f32);
+  Value probs0 = pairs ? tensor::EmptyOp::create(b, loc, {tk / 2, 2 * tq}, bf16)
+                       : tensor::EmptyOp::create(b, loc, {tk, tq}, f32);
   Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
   auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(w),
                                  ValueRange{probs0, m, l, corr0});
@@ -202,13 +255,29 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
     Value j = expLoop.getInductionVar();
     Value pt = expLoop.getRegionIterArg(0);
     SmallVector<Value> sums;
+    Value pLow;
     for (int64_t r = 0; r < kRows; ++r) {
       Value row = jx.add(j, jx.c(r));
       Value p = buildExpNonPositive(
           b, loc,
           arith::SubFOp::create(b, loc, readF32(b, loc, logitsT, row, c, w),
                                 sub));
-      pt = writeVec(b, loc, p, pt, row, c);
+      if (pairs) {
+        // The pair (j + r - 1, j + r) is complete at odd r.
+        Value low =
+            arith::TruncFOp::create(b, loc, VectorType::get({w}, bf16), p);
+        p = arith::ExtFOp::create(b, loc, vt, low);
+        if (r % 2 == 0) {
+          pLow = low;
+        } else {
+          Value pair = vector::InterleaveOp::create(b, loc, pLow, low);
+          pt = writeVec(b, loc, pair, pt,
+                        jx.add(jx.fdiv(j, jx.c(2)), jx.c(r / 2)),
+                        jx.mul(c, jx.c(2)));
+        }
+      } else {
+        pt = writeVec(b, loc, p, pt, row, c);
+      }
       sums.push_back(
           arith::AddFOp::create(b, loc, expLoop.getRegionIterArg(1 + r), p));
     }
@@ -256,8 +325,9 @@ struct QueryTile {
   Value qPos0, qPosLast;
   Value q;
   /// With the micro-kernels, the tile's queries transposed, [head_dim,
-  /// rows] f32 (packQueries; undefined for a short last tile, which takes
-  /// the linalg path).
+  /// rows] f32, or with the bf16 dot their pairs of the head dimension,
+  /// [head_dim / 2, 2 rows] bf16 (packQueries; undefined for a short last
+  /// tile, which takes the linalg path).
   Value qT;
 };
 
@@ -285,7 +355,7 @@ struct KeyTile {
 class AttentionTiler {
 public:
   AttentionTiler(AttentionOp op, OpBuilder &b, int64_t tileQ, int64_t tileKV,
-                 bool printCounts, int64_t vectorWidth)
+                 bool printCounts, int64_t vectorWidth, bool bf16Dot)
       : op(op), b(b), loc(op.getLoc()), ctx(op.getContext()), ix{b, loc},
         tileQ(tileQ), tileKV(tileKV), printCounts(printCounts),
         vectorWidth(vectorWidth), span(op.getSpan()), causal(op.getCausal()),
@@ -313,6 +383,10 @@ public:
     // Edge tiles run in halves when the halves fit the micro-kernels too.
     splitEdges =
         kernels && tileQ % (2 * kRows) == 0 && tileKV % (2 * kRows) == 0;
+    // bf16 operands on vdpbf16ps: 16 queries a vector (also in the edge
+    // halves) and the head dimension in vectors of 16 (P V's columns).
+    dot = kernels && bf16Dot && vectorWidth == 16 && elemTy.isBF16() &&
+          *dStatic % 16 == 0 && tileQ % (splitEdges ? 32 : 16) == 0;
   }
 
   /// The attention's result.
@@ -383,6 +457,8 @@ private:
   std::optional<int64_t> dStatic;
   bool kernels = false;
   bool splitEdges = false;
+  /// Whether the micro-kernels run on bf16 pairs with vdpbf16ps.
+  bool dot = false;
   /// The query, key and value tensors' buffers, for prefetches (with the
   /// micro-kernels).
   Value qBuf, kBuf, vBuf;
@@ -397,7 +473,9 @@ OpFoldResult AttentionTiler::tileCount(OpFoldResult size, int64_t tile) {
 
 /// The query tile transposed, [head_dim, tile-q] f32, for the scores'
 /// micro-kernel (S^T = K Q^T): packed once per query tile and reused by
-/// every key tile. Square blocks of t x t (t the widest vector up to W that
+/// every key tile (with the bf16 dot, the queries' pairs of the head
+/// dimension, [head_dim / 2, 2 tile-q] bf16: the same transpose, of 32-bit
+/// pairs). Square blocks of t x t (t the widest vector up to W that
 /// divides both sizes) are read a row at a time, in the order the queries
 /// lie in memory, and transposed in registers (vector.transpose: shuffles,
 /// where a strided copy would be a gather per column touching every row's
@@ -405,40 +483,61 @@ OpFoldResult AttentionTiler::tileCount(OpFoldResult size, int64_t tile) {
 /// nothing.
 Value AttentionTiler::packQueries(const QueryTile &qt) {
   int64_t dd = *dStatic;
+  // With the bf16 dot the elements moved are 32-bit pairs of the head
+  // dimension: dd / 2 columns of i32, each row of the result 2 tile-q bf16.
+  Type et = dot ? Type(b.getI32Type()) : Type(b.getF32Type());
+  int64_t cols = dot ? dd / 2 : dd;
   int64_t t =
-      std::min(queryWidth(tileQ, vectorWidth), queryWidth(dd, vectorWidth));
-  auto ty = RankedTensorType::get({dd, tileQ}, b.getF32Type());
-  auto blockTy = VectorType::get({t, t}, b.getF32Type());
+      std::min(queryWidth(tileQ, vectorWidth), queryWidth(cols, vectorWidth));
+  auto ty = dot ? RankedTensorType::get({cols, 2 * tileQ}, b.getBF16Type())
+                : RankedTensorType::get({dd, tileQ}, b.getF32Type());
+  auto blockTy = VectorType::get({t, t}, et);
   Value full = ix.cmp(arith::CmpIPredicate::eq, qt.rows, ix.c(tileQ));
   auto ifFull = scf::IfOp::create(b, loc, TypeRange{ty}, full, true, true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifFull.elseBlock());
   scf::YieldOp::create(
       b, loc,
-      tensor::EmptyOp::create(b, loc, ty.getShape(), b.getF32Type())
+      tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType())
           .getResult());
   b.setInsertionPointToStart(ifFull.thenBlock());
   Value q = castTo(b, loc, qt.q, {tileQ, dd});
-  Value init = tensor::EmptyOp::create(b, loc, ty.getShape(), b.getF32Type());
+  Value init =
+      tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType());
   auto rowLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tileQ), ix.c(t),
                                     ValueRange{init});
   b.setInsertionPointToStart(rowLoop.getBody());
-  auto colLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(dd), ix.c(t),
+  auto colLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(cols), ix.c(t),
                                     ValueRange{rowLoop.getRegionIterArg(0)});
   b.setInsertionPointToStart(colLoop.getBody());
   Value r0 = rowLoop.getInductionVar(), c0 = colLoop.getInductionVar();
+  auto pairsTy = VectorType::get({2 * t}, b.getBF16Type());
+  // t elements of row i from column c0: f32, or t pairs of bf16 as i32.
+  auto readRow = [&](Value i) -> Value {
+    if (!dot)
+      return readF32(b, loc, q, i, c0, t);
+    Value pad =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(b.getBF16Type()));
+    Value pairs = vector::TransferReadOp::create(
+        b, loc, pairsTy, q, ValueRange{i, ix.mul(c0, ix.c(2))}, pad,
+        ArrayRef<bool>{true});
+    return vector::BitCastOp::create(b, loc, VectorType::get({t}, et), pairs);
+  };
   Value block = arith::ConstantOp::create(b, loc, b.getZeroAttr(blockTy));
   for (int64_t i = 0; i < t; ++i)
-    block = vector::InsertOp::create(
-        b, loc, readF32(b, loc, q, ix.add(r0, ix.c(i)), c0, t), block,
-        ArrayRef<int64_t>{i});
+    block = vector::InsertOp::create(b, loc, readRow(ix.add(r0, ix.c(i))),
+                                     block, ArrayRef<int64_t>{i});
   Value blockT =
       vector::TransposeOp::create(b, loc, block, ArrayRef<int64_t>{1, 0});
   Value out = colLoop.getRegionIterArg(0);
-  for (int64_t j = 0; j < t; ++j)
-    out = writeVec(
-        b, loc, vector::ExtractOp::create(b, loc, blockT, ArrayRef<int64_t>{j}),
-        out, ix.add(c0, ix.c(j)), r0);
+  for (int64_t j = 0; j < t; ++j) {
+    Value row = vector::ExtractOp::create(b, loc, blockT, ArrayRef<int64_t>{j});
+    if (dot)
+      out = writeVec(b, loc, vector::BitCastOp::create(b, loc, pairsTy, row),
+                     out, ix.add(c0, ix.c(j)), ix.mul(r0, ix.c(2)));
+    else
+      out = writeVec(b, loc, row, out, ix.add(c0, ix.c(j)), r0);
+  }
   scf::YieldOp::create(b, loc, out);
   b.setInsertionPointAfter(colLoop);
   scf::YieldOp::create(b, loc, colLoop.getResult(0));
@@ -790,8 +889,10 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
   };
   Value scoresT = buildScoresKernel(
       bb, loc, castTo(bb, loc, kt.k, {tk, dd}),
-      castTo(bb, loc, qt.qT, {dd, tq}), scaleAt(bb, loc), op.getSoftcapValue(),
-      tk, tq, dd, wq,
+      castTo(bb, loc, qt.qT,
+             dot ? ArrayRef<int64_t>{dd / 2, 2 * tq}
+                 : ArrayRef<int64_t>{dd, tq}),
+      scaleAt(bb, loc), op.getSoftcapValue(), tk, tq, dd, wq, dot,
       kt.nextK0
           ? llvm::function_ref<void(OpBuilder &, Value, int64_t)>(prefetch)
           : nullptr);
@@ -801,10 +902,13 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
       {tk, tq});
   auto [probsT, mNew, lNew, corr] =
       buildSoftmaxColumns(bb, loc, logitsT, castTo(bb, loc, m, {tq}),
-                          castTo(bb, loc, l, {tq}), tq, tk, wq);
+                          castTo(bb, loc, l, {tq}), tq, tk, wq, dot);
+  Value v = castTo(bb, loc, kt.v, {tk, dd});
+  if (dot)
+    v = packRowPairs(bb, loc, v, tk, dd);
   Value accNew =
-      buildPVKernel(bb, loc, probsT, castTo(bb, loc, kt.v, {tk, dd}),
-                    castTo(bb, loc, acc, {tq, dd}), corr, tq, tk, dd, w);
+      buildPVKernel(bb, loc, probsT, v, castTo(bb, loc, acc, {tq, dd}), corr,
+                    tq, tk, dd, w, dot);
   return {mNew, lNew, accNew};
 }
 
@@ -821,10 +925,17 @@ std::pair<QueryTile, KeyTile> AttentionTiler::subTile(const QueryTile &qt,
   sq.qPosLast = ix.add(sq.qPos0, ix.c(rows - 1));
   sq.q = slice2D(b, loc, op.getQuery(), {qt.batch, qt.head}, sq.q0,
                  b.getIndexAttr(rows), b.getIndexAttr(0), d);
+  auto qTy = cast<RankedTensorType>(qt.qT.getType());
+  int64_t per = dot ? 2 : 1;
   sq.qT = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({*dStatic, rows}, b.getF32Type()), qt.qT,
-      ArrayRef<OpFoldResult>{b.getIndexAttr(0), r0},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(*dStatic), b.getIndexAttr(rows)},
+      b, loc,
+      RankedTensorType::get({qTy.getDimSize(0), per * rows},
+                            qTy.getElementType()),
+      qt.qT,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(0),
+                             dot ? ix.mul(r0, ix.c(per)) : r0},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(qTy.getDimSize(0)),
+                             b.getIndexAttr(per * rows)},
       ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
   KeyTile sk = kt;
   // The part prefetches the same part of the next tiles.
@@ -1077,9 +1188,9 @@ Value AttentionTiler::build() {
 
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk,
-                       bool printCounts, int64_t vectorWidth)
+                       bool printCounts, int64_t vectorWidth, bool bf16Dot)
       : OpRewritePattern(ctx), tileQ(tq), tileKV(tk), printCounts(printCounts),
-        vectorWidth(vectorWidth) {}
+        vectorWidth(vectorWidth), bf16Dot(bf16Dot) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -1096,7 +1207,7 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
     for (AttentionOp part : parts) {
       rewriter.setInsertionPoint(part);
       AttentionTiler tiler(part, rewriter, tileQ, tileKV, printCounts,
-                           vectorWidth);
+                           vectorWidth, bf16Dot);
       rewriter.replaceOp(part, tiler.build());
     }
     return success();
@@ -1105,6 +1216,7 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   int64_t tileQ, tileKV;
   bool printCounts;
   int64_t vectorWidth;
+  bool bf16Dot;
 };
 
 struct TileAttentionPass final
@@ -1130,6 +1242,7 @@ struct TileAttentionPass final
     options.tileQ = tileQ;
     options.tileKV = tileKV;
     options.vectorWidth = vectorWidth;
+    options.bf16Dot = bf16Dot;
     populateTileAttentionPatterns(patterns, options);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
@@ -1141,5 +1254,5 @@ void mlir::masformer::populateTileAttentionPatterns(
     RewritePatternSet &patterns, const TileAttentionPatternOptions &options) {
   patterns.add<TileAttentionPattern>(
       patterns.getContext(), options.tileQ, options.tileKV,
-      options.printTileCountsForTesting, options.vectorWidth);
+      options.printTileCountsForTesting, options.vectorWidth, options.bf16Dot);
 }

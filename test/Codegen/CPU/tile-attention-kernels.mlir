@@ -121,10 +121,10 @@
 // rows x 2 vectors of the head dimension of 32; P's element (query i,
 // key k) broadcast from the transposed probabilities at [k, i].
 // CHECK:       scf.for %[[I0:.+]] = %c0{{.*}} to %c16{{.*}} step %c8
+// CHECK:         %[[ROW:.+]] = arith.addi %[[I0]], %c0{{.*}} : index
 // CHECK:         arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:         scf.for %[[KK:.+]] = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
-// CHECK:           %[[ROW:.+]] = arith.addi %[[I0]], %c0{{.*}} : index
-// CHECK-NEXT:      %[[PS:.+]] = tensor.extract %{{.+}}[%[[KK]], %[[ROW]]] : tensor<32x16xf32>
+// CHECK:           %[[PS:.+]] = tensor.extract %{{.+}}[%[[KK]], %[[ROW]]] : tensor<32x16xf32>
 // CHECK-NEXT:      vector.broadcast %[[PS]] : f32 to vector<16xf32>
 // CHECK-COUNT-16:  vector.fma
 // A tile on the span's edge (here the causal diagonal): two halves of 8

@@ -137,7 +137,7 @@ DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
 
 # Tolerances on |got - want|: f32 accumulates in f32; f16/bf16 round the
 # output to their own precision (values are O(1)).
-ATOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
+ATOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}  # bf16: see main()
 
 
 def make_mask(kind, b, hq, sq, skv, rng):
@@ -305,6 +305,9 @@ def main():
                     help="masformer-opt flags lowering to the LLVM dialect")
     ap.add_argument("--lib-dir", required=True,
                     help="directory of libmlir_runner_utils.so")
+    ap.add_argument("--dtype", choices=sorted(ATOL),
+                    help="run the case in this element type instead of its "
+                         "own")
     ap.add_argument("--dump", help="write the generated module here")
     ap.add_argument("--expect-tiles", metavar="TQ,TK",
                     help="the pipeline prints the key tiles each query tile "
@@ -314,6 +317,8 @@ def main():
 
     c = dict(DEFAULTS)
     c.update(CASES[a.case])
+    if a.dtype:
+        c["dtype"] = a.dtype
     rng = np.random.default_rng(sum(map(ord, a.case)))
     q = ref.round_to(rng.standard_normal((c["b"], c["hq"], c["sq"], c["d"])),
                      c["dtype"])
@@ -348,10 +353,22 @@ def main():
     if a.expect_tiles:
         check_tiles(c, run.stdout, a.expect_tiles)
 
-    want = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"],
-                         c["softcap"])
-    want = ref.round_to(want, c["dtype"])
+    exact = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"],
+                          c["softcap"])
+    want = ref.round_to(exact, c["dtype"])
     tol = ATOL[c["dtype"]]
+    limit = tol
+    if c["dtype"] == "bf16":
+        # Per output: its rounding to bf16 (an ulp, for margin), and what
+        # rounding the probabilities to bf16 may add (the bf16 dot,
+        # docs/cpu.md): each weight within 2^-8 of itself, so after the
+        # normalization within 2^-7 of sum_k p_k |v_k|.
+        mag = ref.attention(q, k, np.abs(v), mask, c["span"], c["causal"],
+                            c["scale"], c["softcap"])
+        e = np.floor(np.log2(np.maximum(np.abs(np.nan_to_num(exact)),
+                                        2.0 ** -100)))
+        limit = 2.0 ** (e - 7) + 2.0 ** -7 * np.nan_to_num(mag)
+        want = exact
     nan = np.isnan(want)
     if c["nan"]:
         # The NaN reaches whole rows, and only the rows that see it.
@@ -361,9 +378,10 @@ def main():
                      f"expected {nan.sum()}")
         got, want = np.where(nan, 0.0, got), np.where(nan, 0.0, want)
     err = np.abs(got - want)
-    worst = np.unravel_index(np.argmax(err), err.shape)
-    if not np.all(np.isfinite(got)) or err.max() > tol:
-        sys.exit(f"{a.case}: max |got - want| = {err.max():.3g} > {tol} at "
+    worst = np.unravel_index(np.argmax(err / limit), err.shape)
+    if not np.all(np.isfinite(got)) or np.any(err > limit):
+        sys.exit(f"{a.case}: |got - want| = {err[worst]:.3g} > "
+                 f"{np.broadcast_to(limit, err.shape)[worst]:.3g} at "
                  f"{worst}: got {got[worst]}, want {want[worst]}")
     # The case must exercise its span: the result must differ from what full
     # attention would give, or the test could not catch an ignored span.
@@ -381,8 +399,12 @@ def main():
             c["dtype"])
         assert np.abs(uncapped - want).max() > 10 * tol, \
             "softcap has no effect"
-    print(f"{a.case}: OK, max |got - want| = {err.max():.3g} "
-          f"(tolerance {tol}, {got.size} values)")
+    if c["dtype"] == "bf16":
+        print(f"{a.case}: OK, max |got - want| = {err.max():.3g}, at most "
+              f"{(err / limit).max():.2f} of its bound ({got.size} values)")
+    else:
+        print(f"{a.case}: OK, max |got - want| = {err.max():.3g} "
+              f"(tolerance {tol}, {got.size} values)")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ struct TileAttentionPatternOptions {
   int64_t tileQ = 64, tileKV = 64;
   /// f32 lanes of the micro-kernels' vectors; 0: linalg contractions only.
   int64_t vectorWidth = 0;
+  /// bf16 attention's full tiles on AVX512-BF16's vdpbf16ps (vector width
+  /// 16): both products on pairs of bf16, P rounded to bf16.
+  bool bf16Dot = false;
   /// Testing only (--masformer-test-tile-counts): each query tile prints how
   /// many key tiles it visits, through the runner utils' printI64 and
   /// printNewline, which the module must declare.

@@ -41,6 +41,14 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     only the half of the keys it sees when that is all it sees, so a band
     of W keys costs W + tile-q / 2 keys per query instead of W + tile-q.
 
+    With `bf16-dot` (and `vector-width=16`), full tiles of bf16 attention
+    run both products on AVX512-BF16's `vdpbf16ps` (`x86vector.avx512.dot`,
+    32 multiply-adds an instruction where an f32 FMA does 16): the query
+    tile is packed as pairs of the head dimension, the probabilities are
+    written as bf16 pairs of keys by the softmax (and summed as rounded),
+    and each key tile's values are packed as pairs of keys. Accumulation,
+    the softmax and its state stay f32.
+
     ```mlir
     %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
            : tensor<1x4x256x32xf32>, ... -> tensor<1x4x256x32xf32>
@@ -57,7 +65,12 @@ def TileAttention : Pass<"masformer-tile-attention"> {
            "f32 lanes of the host's vector registers (16: AVX-512, 8: AVX2). "
            "When set, full tiles compute K Q^T and P V with register-blocked "
            "vector-dialect micro-kernels (4 rows x 4 vectors of "
-           "accumulators); 0 keeps linalg contractions everywhere">
+           "accumulators); 0 keeps linalg contractions everywhere">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "With vector-width=16, bf16 attention's micro-kernels run on "
+           "AVX512-BF16's vdpbf16ps: K Q^T on pairs of the head dimension, "
+           "P V on pairs of keys (P rounded to bf16, V's pairs packed per "
+           "key tile); accumulation stays f32">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -68,7 +81,8 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect",
+    "::mlir::x86vector::X86VectorDialect"
   ];
 }
 
