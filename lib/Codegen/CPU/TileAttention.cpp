@@ -164,8 +164,11 @@ Value packRowPairs(OpBuilder &b, Location loc, Value x, int64_t rows,
     };
     Value lo = read(even);
     Value hi = read(odd);
-    out = writeVec(b, loc, vector::InterleaveOp::create(b, loc, lo, hi), out, p,
-                   px.c(2 * c));
+    // (Operands built in order: the IR does not depend on the compiler's
+    // argument evaluation order.)
+    Value pair = vector::InterleaveOp::create(b, loc, lo, hi);
+    Value col = px.c(2 * c);
+    out = writeVec(b, loc, pair, out, p, col);
   }
   scf::YieldOp::create(b, loc, out);
   return loop.getResult(0);
@@ -271,9 +274,9 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
           pLow = low;
         } else {
           Value pair = vector::InterleaveOp::create(b, loc, pLow, low);
-          pt = writeVec(b, loc, pair, pt,
-                        jx.add(jx.fdiv(j, jx.c(2)), jx.c(r / 2)),
-                        jx.mul(c, jx.c(2)));
+          Value pairRow = jx.add(jx.fdiv(j, jx.c(2)), jx.c(r / 2));
+          Value pairCol = jx.mul(c, jx.c(2));
+          pt = writeVec(b, loc, pair, pt, pairRow, pairCol);
         }
       } else {
         pt = writeVec(b, loc, p, pt, row, c);
@@ -532,11 +535,13 @@ Value AttentionTiler::packQueries(const QueryTile &qt) {
   Value out = colLoop.getRegionIterArg(0);
   for (int64_t j = 0; j < t; ++j) {
     Value row = vector::ExtractOp::create(b, loc, blockT, ArrayRef<int64_t>{j});
-    if (dot)
-      out = writeVec(b, loc, vector::BitCastOp::create(b, loc, pairsTy, row),
-                     out, ix.add(c0, ix.c(j)), ix.mul(r0, ix.c(2)));
-    else
+    if (dot) {
+      Value pairs = vector::BitCastOp::create(b, loc, pairsTy, row);
+      Value at = ix.add(c0, ix.c(j));
+      out = writeVec(b, loc, pairs, out, at, ix.mul(r0, ix.c(2)));
+    } else {
       out = writeVec(b, loc, row, out, ix.add(c0, ix.c(j)), r0);
+    }
   }
   scf::YieldOp::create(b, loc, out);
   b.setInsertionPointAfter(colLoop);
