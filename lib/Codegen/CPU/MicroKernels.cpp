@@ -43,9 +43,9 @@ Value mlir::masformer::writeVec(OpBuilder &b, Location loc, Value v, Value t,
 /// buildBlockedDotBF16: rows of the [tq, n] result in blocks, columns in
 /// blocks of up to kVecs vectors of W, each block's accumulators carried
 /// through `steps` steps of the reduction, then `finish`ed (when given) and
-/// stored. `step(b, k, rows, cols, acc)`
-/// returns the accumulators after step k of the block whose rows and
-/// vectors' first columns are `rows` and `cols`.
+/// stored. `step(b, k, rows, cols, acc)` returns the accumulators after
+/// step k of the block whose rows and vectors' first columns are `rows` and
+/// `cols`.
 using BlockStep = llvm::function_ref<SmallVector<Value>(
     OpBuilder &, Value, ArrayRef<Value>, ArrayRef<Value>, ValueRange)>;
 static Value buildRegisterBlocks(
