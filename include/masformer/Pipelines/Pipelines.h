@@ -58,8 +58,9 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::init(false)};
   PassOptions::Option<bool> avx512BF16{
       *this, "avx512-bf16",
-      llvm::cl::desc("With precision=bf16: the other bf16 products on "
-                     "AVX512-BF16's vdpbf16ps (the CPU has AVX512-BF16)"),
+      llvm::cl::desc("With precision=bf16: the bf16 products AMX does not "
+                     "take, and bf16 attention, on AVX512-BF16's vdpbf16ps "
+                     "(the CPU has AVX512-BF16)"),
       llvm::cl::init(false)};
 };
 
