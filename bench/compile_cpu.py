@@ -27,7 +27,11 @@ full time next to two ideal whole-model FLOP ratios:
     layers).
 
 Median of --reps runs after one warm-up, both sides; both use every core
-(OpenMP and onnxruntime's intra-op threads). Prints a markdown table.
+(OpenMP and onnxruntime's intra-op threads). With --rounds N > 1 every
+time printed is the best of N such medians, and "ours rewritten / full"
+is the median over rounds 2..N of each round's own ratio, our two
+libraries timed back to back in alternating order (round 1 also checks the
+logits against onnxruntime's). Prints a markdown table.
 Needs a build (build/bin), numpy, onnx, onnxruntime.
 """
 
@@ -128,9 +132,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1,
                     help="time every library and model this many times (each "
-                         "the median of --reps) and keep the best: a "
-                         "transient slowdown of a shared machine then does "
-                         "not decide a ratio")
+                         "the median of --reps) and keep the best; the "
+                         "rewritten / full ratio is the median of the "
+                         "ratios of rounds 2..N, each from our two "
+                         "libraries timed back to back")
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--work", default="/tmp/masformer-bench")
@@ -184,20 +189,29 @@ def main():
                 theirs[name], diff[name] = ort_median(onnx_model, ids, a.reps,
                                                       got)
                 del got
-            # Later rounds time our two libraries back to back, then
-            # onnxruntime's two models: the rewritten / full ratio then
-            # comes from neighbouring runs, not from runs minutes apart
-            # with onnxruntime's multi-GB runs of the other model between.
-            for _ in range(a.rounds - 1):
-                for name, lib, _ in variants:
-                    ours[name] = min(ours[name], ours_median(
-                        lib, ids_path, a.reps, tmp, load=False)[0])
+            # Later rounds time our two libraries back to back, in
+            # alternating order, then onnxruntime's two models. The
+            # rewritten / full ratio is the median of these rounds' own
+            # ratios: each from neighbouring runs, not from runs minutes
+            # apart with onnxruntime's multi-GB runs of the other model
+            # between, and not from two bests that a transient slowdown
+            # of a shared machine can split between rounds.
+            paired = []
+            for r in range(a.rounds - 1):
+                this = {}
+                for name, lib, _ in (variants if r % 2 else variants[::-1]):
+                    this[name] = ours_median(lib, ids_path, a.reps, tmp,
+                                             load=False)[0]
+                    ours[name] = min(ours[name], this[name])
+                paired.append(this[a.spans] / this["full"])
                 for name, _, onnx_model in variants:
                     theirs[name] = min(theirs[name],
                                        ort_median(onnx_model, ids, a.reps)[0])
+            rewrite_ratio = (statistics.median(paired) if paired else
+                             ours[a.spans] / ours["full"])
             for name, _, _ in variants:
                 ratio = ("1" if name == "full" else
-                         f"{ours[name] / ours['full']:.3f} ({ideal})")
+                         f"{rewrite_ratio:.3f} ({ideal})")
                 print(f"| {s} | {name} | {ours[name] * 1e3:.0f} | "
                       f"{theirs[name] * 1e3:.0f} | "
                       f"{ours[name] / theirs[name]:.2f} | "
