@@ -17,7 +17,10 @@ With --precision bf16, ours runs on bf16 Q, K and V (bf16 result): on
 AVX512-BF16's vdpbf16ps where the CPU has it (docs/cpu.md), next to our
 f32 full attention; onnxruntime stays f32 (its CPU attention has no bf16).
 
-Reports GFLOP/s counting only computed (query, key) pairs (4 * heads *
+Each timing is the median of --reps calls after a warm-up call; a span
+variant makes --reps times its ideal speed-up calls (at most 400), so that
+its median covers about as long as full attention's. Reports GFLOP/s
+counting only computed (query, key) pairs (4 * heads *
 head_dim FLOP each), the fraction of this machine's measured FMA peak
 (the best of numpy's sgemm and onnxruntime's MatMul), and the block speed-up over our full against the ideal
 (1 / density).
@@ -311,6 +314,14 @@ def span_pairs(s, span):
         / len(heads)
 
 
+def span_reps(reps, s, pairs):
+    """Calls to time a span of `pairs` computed pairs over: --reps times the
+    span's speed-up, so that its median is taken over about the time of
+    full attention's (a block of 256 at S = 2048 takes 4-5 ms a call, where
+    a stall of a shared VM's core moves one call by a tenth)."""
+    return min(reps * max(1, round(s * s / pairs)), 400)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqs", type=int, nargs="+", default=[1024, 2048])
@@ -320,7 +331,10 @@ def main():
                          '"window 256", "window 256, sink 64"; per-head '
                          'spans as the span report writes them: "full x2; '
                          'window 256, sink 64 x10" (12 heads)')
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=2,
+                    help="calls per timing of full attention, each timing "
+                         "their median; a span runs --reps times its "
+                         "ideal speed-up (at most 400)")
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                     help="bf16: ours on bf16 operands (vdpbf16ps where the "
                          "CPU has AVX512-BF16), next to our f32 full "
@@ -345,13 +359,15 @@ def main():
                      lambda: time_ours(s, span_attr("full"), a.reps, p))]
         for b in a.blocks:
             nb, r = divmod(s, b)
-            variants.append((f"{ours} block {b}", nb * b * b + r * r,
-                             lambda b=b: time_ours(
-                                 s, span_attr(f"block {b}"), a.reps, p)))
+            pairs = nb * b * b + r * r
+            variants.append((f"{ours} block {b}", pairs,
+                             lambda b=b, n=span_reps(a.reps, s, pairs):
+                             time_ours(s, span_attr(f"block {b}"), n, p)))
         for span in a.spans:
-            variants.append((f"{ours} {span}", span_pairs(s, span),
-                             lambda span=span: time_ours(
-                                 s, span_attr(span), a.reps, p)))
+            pairs = span_pairs(s, span)
+            variants.append((f"{ours} {span}", pairs,
+                             lambda span=span, n=span_reps(a.reps, s, pairs):
+                             time_ours(s, span_attr(span), n, p)))
         if p != "f32":
             variants.append(("ours f32 full", pairs_full,
                              lambda: time_ours(s, span_attr("full"),

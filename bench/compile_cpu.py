@@ -9,7 +9,8 @@
     MASFormer rewrite (ours vs onnxruntime on its ONNX export), in one run.
 
   python3 bench/compile_cpu.py [--seqs 2048 8192] [--reps 3] [--rounds 1]
-      [--spans "span=block:512 policy=top num-full=3"] [--precision f32]
+      [--pairs 0] [--spans "span=block:512 policy=top num-full=3"]
+      [--precision f32]
       [--work /tmp/masformer-bench]
 
 --precision=bf16 compiles ours with bf16 products and attention (f32
@@ -27,11 +28,13 @@ full time next to two ideal whole-model FLOP ratios:
     layers).
 
 Median of --reps runs after one warm-up, both sides; both use every core
-(OpenMP and onnxruntime's intra-op threads). With --rounds N > 1 every
-time printed is the best of N such medians, and "ours rewritten / full"
-is the median over rounds 2..N of each round's own ratio, our two
-libraries timed back to back in alternating order (round 1 also checks the
-logits against onnxruntime's). Prints a markdown table.
+(OpenMP and onnxruntime's intra-op threads). With --rounds N every
+time printed is the best of N such medians (round 1 also checks our
+logits against onnxruntime's). "ours rewritten / full" is the median of
+the ratios of max(N - 1, --pairs) pairs of our two libraries timed back to
+back, in alternating order: on a shared VM whose speed moves by 10-25% in
+bursts, the best of each library's rounds can fall in different bursts.
+Prints a markdown table.
 Needs a build (build/bin), numpy, onnx, onnxruntime.
 """
 
@@ -132,10 +135,11 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1,
                     help="time every library and model this many times (each "
-                         "the median of --reps) and keep the best; the "
-                         "rewritten / full ratio is the median of the "
-                         "ratios of rounds 2..N, each from our two "
-                         "libraries timed back to back")
+                         "the median of --reps) and keep the best")
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="time our two libraries back to back this many "
+                         "times (at least rounds - 1) for the rewritten / "
+                         "full ratio, the median of the pairs' ratios")
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--work", default="/tmp/masformer-bench")
@@ -166,6 +170,7 @@ def main():
           "ours rewritten / full (ideal: ort; ours) | max abs diff |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     rng = np.random.default_rng(0)
+    spread = []
     with tempfile.TemporaryDirectory() as tmp:
         for s in a.seqs:
             ids = rng.integers(0, 50257, (1, s)).astype(np.int64)
@@ -189,24 +194,30 @@ def main():
                 theirs[name], diff[name] = ort_median(onnx_model, ids, a.reps,
                                                       got)
                 del got
-            # Later rounds time our two libraries back to back, in
-            # alternating order, then onnxruntime's two models. The
-            # rewritten / full ratio is the median of these rounds' own
-            # ratios: each from neighbouring runs, not from runs minutes
-            # apart with onnxruntime's multi-GB runs of the other model
-            # between, and not from two bests that a transient slowdown
-            # of a shared machine can split between rounds.
+            # Then our two libraries back to back, in alternating order, in
+            # each of max(rounds - 1, pairs) steps, and onnxruntime's two
+            # models in the first rounds - 1 of them. The rewritten / full
+            # ratio is the median of the steps' own ratios: each from
+            # neighbouring runs, not from runs minutes apart with
+            # onnxruntime's multi-GB runs of the other model between, and
+            # not from two bests that a burst of a shared machine's noise
+            # can split between rounds.
             paired = []
-            for r in range(a.rounds - 1):
+            for r in range(max(a.rounds - 1, a.pairs)):
                 this = {}
                 for name, lib, _ in (variants if r % 2 else variants[::-1]):
                     this[name] = ours_median(lib, ids_path, a.reps, tmp,
                                              load=False)[0]
                     ours[name] = min(ours[name], this[name])
                 paired.append(this[a.spans] / this["full"])
+                if r >= a.rounds - 1:
+                    continue
                 for name, _, onnx_model in variants:
                     theirs[name] = min(theirs[name],
                                        ort_median(onnx_model, ids, a.reps)[0])
+            if paired:
+                spread.append(f"S = {s}: " + " ".join(
+                    f"{x:.3f}" for x in paired))
             rewrite_ratio = (statistics.median(paired) if paired else
                              ours[a.spans] / ours["full"])
             for name, _, _ in variants:
@@ -217,6 +228,10 @@ def main():
                       f"{ours[name] / theirs[name]:.2f} | "
                       f"{theirs[name] / ours[name]:.2f}x | {ratio} | "
                       f"{diff[name]:.1e} |", flush=True)
+    if spread:
+        print("\nrewritten / full of each back-to-back pair: " +
+              "; ".join(spread))
+
 
 if __name__ == "__main__":
     main()
