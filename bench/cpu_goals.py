@@ -181,7 +181,11 @@ def judge(outputs, amx):
                 continue
             v.missing(name)
             continue
-        judge_fn(found[0], v)
+        try:
+            judge_fn(found[0], v)
+        except (KeyError, ValueError) as e:
+            v.missing(name, f"its table is not as the benchmark prints it "
+                            f"(no {e})")
     return v
 
 
