@@ -183,9 +183,12 @@ def judge(outputs, amx):
             continue
         try:
             judge_fn(found[0], v)
-        except (KeyError, ValueError) as e:
+        except KeyError as e:
             v.missing(name, f"its table is not as the benchmark prints it "
                             f"(no {e})")
+        except ValueError as e:
+            v.missing(name, f"its table is not as the benchmark prints it "
+                            f"({e})")
     return v
 
 
@@ -211,7 +214,8 @@ def main():
     a = ap.parse_args()
     if a.from_log:
         try:
-            text = open(a.from_log).read()
+            with open(a.from_log, errors="replace") as f:
+                text = f.read()
         except OSError as e:
             sys.exit(f"cpu_goals.py: cannot read {a.from_log}: {e.strerror}")
         outputs = split_log(text)
@@ -221,14 +225,21 @@ def main():
         machine = text.splitlines()[0]
     else:
         machine = describe()
+        # The log is opened before 45 minutes of benchmarks, and each
+        # command's output goes into it as soon as the command ends.
+        try:
+            log = open(a.log, "w")
+        except OSError as e:
+            sys.exit(f"cpu_goals.py: cannot write {a.log}: {e.strerror}")
         print(machine, flush=True)
-        bf16 = "avx512_bf16" in isa_extensions().split() or \
-            "amx_bf16" in isa_extensions().split()
-        outputs, log = {}, [machine]
+        log.write(machine + "\n")
+        have = isa_extensions().split()
+        bf16 = "avx512_bf16" in have or "amx_bf16" in have
+        outputs = {}
         for name, argv in COMMANDS:
             if name in BF16 and not bf16:
-                log.append(f"(skipped {' '.join(argv)}: no AVX512-BF16 "
-                           f"or AMX-BF16)")
+                log.write(f"(skipped {' '.join(argv)}: no AVX512-BF16 or "
+                          f"AMX-BF16)\n")
                 continue
             line = MARK + " ".join(argv)
             print(f"\n{line}", flush=True)
@@ -240,12 +251,14 @@ def main():
                 sys.stdout.flush()
                 out.append(chunk)
             if p.wait():
+                log.close()
                 sys.exit(f"cpu_goals.py: {' '.join(argv)} failed "
-                         f"(exit {p.returncode})")
+                         f"(exit {p.returncode}); the output of the commands "
+                         f"before it is in {a.log}")
             outputs[name] = "".join(out)
-            log.append(f"{line}\n{outputs[name]}")
-        with open(a.log, "w") as f:
-            f.write("\n".join(log) + "\n")
+            log.write(f"{line}\n{outputs[name]}")
+            log.flush()
+        log.close()
         print(f"\nevery command's output: {a.log}")
     amx = (a.amx == "yes" if a.amx != "auto" else "amx_bf16" in machine)
     v = judge(outputs, amx)
