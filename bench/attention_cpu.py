@@ -23,7 +23,10 @@ its median covers about as long as full attention's. Reports GFLOP/s
 counting only computed (query, key) pairs (4 * heads *
 head_dim FLOP each), the fraction of this machine's measured FMA peak
 (the best of numpy's sgemm and onnxruntime's MatMul), and the block speed-up over our full against the ideal
-(1 / density).
+(1 / density). Times are each variant's best round; a span's speed-up is
+the median over the rounds of our full's time over the span's in the same
+round (the two run back to back; each round's ratio is printed), so that a
+slowdown of a shared machine lasting a minute does not decide it.
 
   python3 bench/attention_cpu.py [--seqs 1024 2048] [--reps 2] [--rounds 2]
       [--spans "window 256, sink 64" "full x2; window 256, sink 64 x10" ...]
@@ -322,6 +325,15 @@ def span_reps(reps, s, pairs):
     return min(reps * max(1, round(s * s / pairs)), 400)
 
 
+def paired_speedups(full, span):
+    """Our full attention's time over a span's, one ratio per round in which
+    both ran: the two are timed back to back within a round (seconds
+    apart), so that a slowdown of this shared machine lasting a minute
+    moves both, where the ratio of each one's best round could pair a
+    quiet round of one with a slow round of the other."""
+    return [f / t for f, t in zip(full, span) if f is not None and t is not None]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqs", type=int, nargs="+", default=[1024, 2048])
@@ -341,9 +353,11 @@ def main():
                          "attention; onnxruntime stays f32")
     ap.add_argument("--rounds", type=int, default=2,
                     help="every variant is timed once per round (each time "
-                         "the median of --reps calls); the best round "
-                         "counts, so that a transient slowdown of this "
-                         "shared machine does not decide a ratio")
+                         "the median of --reps calls); a time is its best "
+                         "round, a span's speed-up the median of its rounds' "
+                         "ratios to our full in the same round, so that a "
+                         "transient slowdown of this shared machine does not "
+                         "decide a ratio")
     a = ap.parse_args()
     peak = fma_peak()
     print(f"CPU: {describe()}")
@@ -376,23 +390,28 @@ def main():
                          lambda: time_ort(s, False, a.reps)))
         variants.append(("onnxruntime MultiHeadAttention (fused)", pairs_full,
                          lambda: time_ort(s, True, a.reps)))
-        best = {}
+        rounds = {name: [] for name, _, _ in variants}
         for _ in range(a.rounds):
             for name, _, fn in variants:
                 try:
                     t = fn()
                 except Exception as e:  # noqa: BLE001 - report and go on
                     print(f"{name} unavailable: {e}")
-                    continue
-                best[name] = min(best.get(name, t), t)
-        t_full = best[f"{ours} full"]
+                    t = None
+                rounds[name].append(t)
+        full = rounds[f"{ours} full"]
         for name, pairs, _ in variants:
-            if name not in best:
+            done = [t for t in rounds[name] if t is not None]
+            if not done:
                 continue
             sp = None
             if name.startswith(f"{ours} ") and name != f"{ours} full":
-                sp = (t_full / best[name], s * s / pairs)
-            rows.append((s, name, best[name], pairs, sp))
+                ratios = paired_speedups(full, rounds[name])
+                if ratios:
+                    sp = (statistics.median(ratios), s * s / pairs)
+                    print(f"S={s} {name}: speed-up over our full per round: "
+                          + " ".join(f"{r:.2f}" for r in ratios))
+            rows.append((s, name, min(done), pairs, sp))
         print(f"S={s} done", flush=True)
     print()
     print("| S | variant | time (ms) | GFLOP/s (computed pairs) | of peak | "
