@@ -419,7 +419,7 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for s, name, t, pairs, sp in rows:
         gf = 4 * H * D * pairs / t / 1e9
-        extra = (f"{sp[0]:.2f} | {sp[1]:.2f} | {sp[0] / sp[1]:.2f}" if sp
+        extra = (f"{sp[0]:.2f} | {sp[1]:.2f} | {sp[0] / sp[1]:.3f}" if sp
                  else " | | ")
         print(f"| {s} | {name} | {1e3 * t:.1f} | {gf:.1f} | "
               f"{gf / peak:.3f} | {extra} |")
