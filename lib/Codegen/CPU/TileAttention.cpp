@@ -823,25 +823,33 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
       };
   AffineMap m2 = dimsMap(ctx, 2, {0, 1}), row2 = dimsMap(ctx, 2, {0}),
             id1 = dimsMap(ctx, 1, {0});
-  Value mNew = generic(
-      m.getType(), {logits}, m, {m2, row2}, {kPar, kRed},
-      [](OpBuilder &nb, Location nl, ValueRange a) {
-        return arith::MaximumFOp::create(nb, nl, a[0], a[1]).getResult();
+  // The tile's row maxima into a buffer of their own, the rescaling from
+  // the old maxima, and only then the new maxima over m in place: with m
+  // written before the rescaling read it, bufferization copied it to a
+  // new buffer per key tile, and every query tile's loop paid run-time
+  // ownership checks for the state it carries.
+  auto maxOf = [](OpBuilder &nb, Location nl, ValueRange a) {
+    return arith::MaximumFOp::create(nb, nl, a[0], a[1]).getResult();
+  };
+  Value tileMax0 = filledF32(bb, loc, {qs}, kNegInf);
+  Value tileMax = generic(tileMax0.getType(), {logits}, tileMax0, {m2, row2},
+                          {kPar, kRed}, maxOf);
+  Value corrInit = tensor::EmptyOp::create(bb, loc, ArrayRef<OpFoldResult>{qs},
+                                           bb.getF32Type());
+  Value corr = generic(
+      corrInit.getType(), {m, tileMax}, corrInit, {id1, id1, id1}, {kPar},
+      [&](OpBuilder &nb, Location nl, ValueRange a) {
+        Value mNew = arith::MaximumFOp::create(nb, nl, a[0], a[1]);
+        return math::ExpOp::create(
+                   nb, nl,
+                   arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, mNew)))
+            .getResult();
       });
+  Value mNew = generic(m.getType(), {tileMax}, m, {id1, id1}, {kPar}, maxOf);
   Value pInit = tensor::EmptyOp::create(bb, loc, ArrayRef<OpFoldResult>{qs, ks},
                                         bb.getF32Type());
   Value probs = generic(
       pInit.getType(), {logits, mNew}, pInit, {m2, row2, m2}, {kPar, kPar},
-      [&](OpBuilder &nb, Location nl, ValueRange a) {
-        return math::ExpOp::create(
-                   nb, nl,
-                   arith::SubFOp::create(nb, nl, a[0], safe(nb, nl, a[1])))
-            .getResult();
-      });
-  Value corrInit = tensor::EmptyOp::create(bb, loc, ArrayRef<OpFoldResult>{qs},
-                                           bb.getF32Type());
-  Value corr = generic(
-      corrInit.getType(), {m, mNew}, corrInit, {id1, id1, id1}, {kPar},
       [&](OpBuilder &nb, Location nl, ValueRange a) {
         return math::ExpOp::create(
                    nb, nl,
