@@ -1109,7 +1109,8 @@ SmallVector<Value> AttentionTiler::step(const QueryTile &qt, const KeyTile &kt,
 /// 64 rows instead of 256 (a 512-bit vdivps issues at a tenth or less of
 /// vmulps's rate), work that a span with few key tiles per query tile
 /// (blocks of 256: two) pays at every tile. The result may differ from
-/// acc / l in the last bit.
+/// acc / l in the last bit; 1 / l cannot overflow, since l is 0 or at
+/// least 1 (the running maximum's own term, exp(0)).
 Value AttentionTiler::normalize(Value outputs, const QueryTile &qt, Value acc,
                                 Value l) {
   Value oInit = slice2D(b, loc, outputs, {qt.batch, qt.head}, qt.q0, qt.rows,
