@@ -1106,8 +1106,9 @@ SmallVector<Value> AttentionTiler::step(const QueryTile &qt, const KeyTile &kt,
 /// O = acc / l (zero for rows with no allowed key) in the element type,
 /// written in place into the output's own tile. Each row's 1 / l is
 /// computed once and the row multiplied by it: 4 vdivps per query tile of
-/// 64 rows instead of 256 (a 512-bit vdivps issues at a tenth or less of
-/// vmulps's rate), work that a span with few key tiles per query tile
+/// 64 rows instead of 256 (by published instruction tables, a 512-bit
+/// vdivps issues at a tenth or less of vmulps's rate; not measured here),
+/// work that a span with few key tiles per query tile
 /// (blocks of 256: two) pays at every tile. The result may differ from
 /// acc / l in the last bit; 1 / l cannot overflow, since l is 0 or at
 /// least 1 (the running maximum's own term, exp(0)).
