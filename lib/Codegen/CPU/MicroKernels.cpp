@@ -52,7 +52,7 @@ static Value buildRegisterBlocks(
     OpBuilder &b, Location loc, Value out, int64_t tq, int64_t n, int64_t w,
     int64_t steps,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish,
+    llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows,
     BlockStep step) {
   Idx ix{b, loc};
@@ -94,7 +94,8 @@ static Value buildRegisterBlocks(
     for (int64_t r = 0; r < blockRows; ++r)
       for (int64_t c = 0; c < nv; ++c) {
         Value x = red.getResult(r * nv + c);
-        o = writeVec(b, loc, finish ? finish(b, x) : x, o, rows[r], cols[c]);
+        o = writeVec(b, loc, finish ? finish(b, x, rows[r]) : x, o, rows[r],
+                     cols[c]);
       }
     return o;
   };
@@ -120,7 +121,8 @@ Value mlir::masformer::buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
     int64_t n, int64_t kLen, int64_t w,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish, bool transposedA,
+    llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
+    bool transposedA,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
   auto step = [&](OpBuilder &sb, Value k, ArrayRef<Value> rows,
                   ArrayRef<Value> cols, ValueRange acc) {
@@ -145,7 +147,8 @@ Value mlir::masformer::buildBlockedDotBF16(
     OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
     int64_t n, int64_t kLen,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish, bool transposedA,
+    llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
+    bool transposedA,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
   constexpr int64_t w = 16;
   Type bf16 = b.getBF16Type(), i32 = b.getI32Type();

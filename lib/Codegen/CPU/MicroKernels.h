@@ -40,16 +40,17 @@ Value splatF32(OpBuilder &b, Location loc, Value t, Value r, Value c,
 /// Writes the vector `v` into the 2-D tensor `t` at (r, c).
 Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
 
-/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bm[k, j]) over a static
-/// [tq, n] tile, register-blocked: each step of the (row block, column
-/// block) loops keeps R x vecs vectors of W results in registers while
-/// it runs over k (per k: vecs vector loads of bm, R broadcasts of a,
-/// R * vecs FMAs), then stores them into `out`; columns left over past
-/// the last whole block of vecs = min(kVecs, n / w) vectors take one
+/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bm[k, j], i) (no
+/// `finish`: the sum itself) over a static [tq, n] tile, register-blocked: each
+/// step of the (row block, column block) loops keeps R x vecs vectors of W
+/// results in registers while it runs over k (per k: vecs vector loads of bm, R
+/// broadcasts of a, R * vecs FMAs), then stores them into `out`; columns left
+/// over past the last whole block of vecs = min(kVecs, n / w) vectors take one
 /// narrower block. R is kRows, or kRows * kVecs / vecs when n holds fewer
 /// than kVecs vectors and tq allows. `init(out, row, col)` and
-/// `finish(acc)` work on one vector of W results. tq must be a multiple of
-/// kRows, n of w (blockedFits). With `transposedA`, `a` holds A
+/// `finish(acc, row)` work on one vector of W results; `finish` may return
+/// `out`'s element type (a narrower one than the f32 results). tq must be a
+/// multiple of kRows, n of w (blockedFits). With `transposedA`, `a` holds A
 /// transposed, [kLen, tq] (each broadcast reads a[k, i]). `atRows(i0, R)`,
 /// when given, builds side work at the start of each block of R rows from
 /// i0 (prefetches spread over the product).
@@ -57,11 +58,12 @@ Value buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
     int64_t n, int64_t kLen, int64_t w,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish,
+    llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
     bool transposedA = false,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows = nullptr);
 
-/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bp[k / 2, 2 j + k % 2])
+/// out[i, j] = finish(init(i, j) + sum_k a[i, k] * bp[k / 2, 2 j + k % 2],
+/// i)
 /// (no `finish`: the sum itself)
 /// over a static [tq, n] tile with AVX512-BF16's vdpbf16ps: `a` [tq, kLen]
 /// bf16, `bp` the VNNI panel [kLen / 2, 2 n] bf16 (pairs of k side by
@@ -76,7 +78,7 @@ Value buildBlockedDotBF16(
     OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
     int64_t n, int64_t kLen,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
-    llvm::function_ref<Value(OpBuilder &, Value)> finish = nullptr,
+    llvm::function_ref<Value(OpBuilder &, Value, Value)> finish = nullptr,
     bool transposedA = false,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows = nullptr);
 

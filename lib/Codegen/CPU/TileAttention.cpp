@@ -99,7 +99,7 @@ Value buildScoresKernel(
   Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
   Value s0 = tensor::EmptyOp::create(b, loc, {tk, tq}, b.getF32Type());
   auto init = [&](OpBuilder &, Value, Value, Value) { return zero; };
-  auto finish = [&](OpBuilder &nb, Value acc) {
+  auto finish = [&](OpBuilder &nb, Value acc, Value) {
     return AttentionOp::applySoftcap(
         nb, loc, arith::MulFOp::create(nb, loc, acc, scaleVec), softcap);
   };
@@ -115,24 +115,28 @@ Value buildScoresKernel(
 /// output rows stay in registers across all tk keys. With `dot` (W = 16),
 /// pT holds P's pairs of keys, [tk / 2, 2 tq] bf16 (buildSoftmaxColumns),
 /// and v V's, [tk / 2, 2 d] bf16 (packRowPairs): each step is a vdpbf16ps
-/// over two keys.
-Value buildPVKernel(OpBuilder &b, Location loc, Value pT, Value v, Value acc,
-                    Value corr, int64_t tq, int64_t tk, int64_t d, int64_t w,
-                    bool dot) {
+/// over two keys. With `out`, each vector of results goes through
+/// `finish(x, row)` into `out` [tq, d] (of finish's element type) instead
+/// of back into acc: the last key tile's normalized output, stored
+/// straight from the registers.
+Value buildPVKernel(
+    OpBuilder &b, Location loc, Value pT, Value v, Value acc, Value corr,
+    int64_t tq, int64_t tk, int64_t d, int64_t w, bool dot, Value out = {},
+    llvm::function_ref<Value(OpBuilder &, Value, Value)> finish = nullptr) {
   auto vt = VectorType::get({w}, b.getF32Type());
-  auto init = [&](OpBuilder &nb, Value out, Value row, Value col) {
+  auto init = [&](OpBuilder &nb, Value o, Value row, Value col) {
     Value cr = vector::BroadcastOp::create(
         nb, loc, vt, tensor::ExtractOp::create(nb, loc, corr, ValueRange{row}));
-    return arith::MulFOp::create(nb, loc, readF32(nb, loc, out, row, col, w),
-                                 cr)
+    return arith::MulFOp::create(
+               nb, loc, readF32(nb, loc, out ? acc : o, row, col, w), cr)
         .getResult();
   };
+  Value dst = out ? out : acc;
   if (dot)
-    return buildBlockedDotBF16(b, loc, pT, v, acc, tq, d, tk, init,
-                               /*finish=*/nullptr, /*transposedA=*/true);
-  return buildBlockedMatmul(
-      b, loc, pT, v, acc, tq, d, tk, w, init,
-      [](OpBuilder &, Value x) { return x; }, /*transposedA=*/true);
+    return buildBlockedDotBF16(b, loc, pT, v, dst, tq, d, tk, init, finish,
+                               /*transposedA=*/true);
+  return buildBlockedMatmul(b, loc, pT, v, dst, tq, d, tk, w, init, finish,
+                            /*transposedA=*/true);
 }
 
 /// The pairs of rows of a static [rows, n] bf16 tile side by side, [rows /
@@ -433,15 +437,19 @@ private:
                                 const KeyTile &kt, ValueRange state);
   SmallVector<Value> stepKernels(OpBuilder &bb, const QueryTile &qt,
                                  const KeyTile &kt, ValueRange state,
-                                 int64_t tq, int64_t tk);
+                                 int64_t tq, int64_t tk,
+                                 Value outTile = Value());
   std::pair<QueryTile, KeyTile> subTile(const QueryTile &qt, const KeyTile &kt,
                                         Value r0, int64_t rows, Value c0,
                                         int64_t cols);
   SmallVector<Value> stepEdge(const QueryTile &qt, const KeyTile &kt,
                               ValueRange state);
   SmallVector<Value> step(const QueryTile &qt, const KeyTile &kt,
-                          ValueRange state);
-  Value normalize(Value outputs, const QueryTile &qt, Value acc, Value l);
+                          ValueRange state, Value outTile = Value());
+  Value reciprocals(OpBuilder &bb, Value l);
+  Value normalize(Value outTile, Value acc, Value l);
+  Value lastStep(const QueryTile &qt, const TileLoop &tiles, ValueRange state,
+                 Value outTile, Value nextFirstK0);
 
   AttentionOp op;
   OpBuilder &b;
@@ -889,12 +897,14 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
 /// keys as stored and the packed queries, logits as above (transposed), the
 /// softmax update W queries at a time down the columns, and
 /// acc * corr + P V with acc in registers. `qt` and `kt` describe exactly
-/// that part.
+/// that part. With `outTile` (the query tile's [tq, head_dim] part of the
+/// result), the tile is the query tile's last: the result is the output
+/// tile, normalized as P V's registers are stored, and nothing else.
 SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
                                                const QueryTile &qt,
                                                const KeyTile &kt,
                                                ValueRange state, int64_t tq,
-                                               int64_t tk) {
+                                               int64_t tk, Value outTile) {
   Value m = state[0], l = state[1], acc = state[2];
   int64_t dd = *dStatic, w = vectorWidth, wq = queryWidth(tq, w);
   auto prefetch = [&](OpBuilder &pb, Value i0, int64_t rows) {
@@ -919,10 +929,32 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
   Value v = castTo(bb, loc, kt.v, {tk, dd});
   if (dot)
     v = packRowPairs(bb, loc, v, tk, dd);
-  Value accNew =
-      buildPVKernel(bb, loc, probsT, v, castTo(bb, loc, acc, {tq, dd}), corr,
-                    tq, tk, dd, w, dot);
-  return {mNew, lNew, accNew};
+  Value accIn = castTo(bb, loc, acc, {tq, dd});
+  if (!outTile)
+    return {mNew, lNew,
+            buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w, dot)};
+  // The last key tile: each vector of P V's results times its row's 1 / l
+  // (zero for a row with no allowed key), in the element type, into the
+  // output tile (as normalize computes it).
+  Value inv = reciprocals(bb, lNew);
+  auto normalized = [&](OpBuilder &nb, Value x, Value row) -> Value {
+    auto vt = cast<VectorType>(x.getType());
+    Value zero = f32Const(nb, loc, 0.0f);
+    Value lRow = tensor::ExtractOp::create(nb, loc, lNew, ValueRange{row});
+    Value empty =
+        arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OEQ, lRow, zero);
+    Value invRow = vector::BroadcastOp::create(
+        nb, loc, vt, tensor::ExtractOp::create(nb, loc, inv, ValueRange{row}));
+    Value y = arith::SelectOp::create(
+        nb, loc, empty, arith::ConstantOp::create(nb, loc, nb.getZeroAttr(vt)),
+        arith::MulFOp::create(nb, loc, x, invRow));
+    if (elemTy.isF32())
+      return y;
+    return arith::TruncFOp::create(nb, loc,
+                                   VectorType::get(vt.getShape(), elemTy), y);
+  };
+  return {buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w, dot,
+                        castTo(bb, loc, outTile, {tq, dd}), normalized)};
 }
 
 /// The part of a full tile made of the query rows [r0, r0 + rows) and the
@@ -1063,76 +1095,86 @@ SmallVector<Value> AttentionTiler::stepEdge(const QueryTile &qt,
 
 /// One key tile: the micro-kernels when the tile is full (in halves on the
 /// span's edge, see stepEdge), the linalg step otherwise (or always,
-/// without micro-kernels).
+/// without micro-kernels). With `outTile`, the query tile's last key tile:
+/// the result is the normalized output tile (a whole interior tile stores
+/// it from P V's registers, the other paths normalize their state).
 SmallVector<Value> AttentionTiler::step(const QueryTile &qt, const KeyTile &kt,
-                                        ValueRange state) {
+                                        ValueRange state, Value outTile) {
+  // The state a path computed, or with `outTile` the output from it.
+  auto finish = [&](SmallVector<Value> st) -> SmallVector<Value> {
+    if (!outTile)
+      return st;
+    return {normalize(outTile, st[2], st[1])};
+  };
   if (!kernels)
-    return stepLinalg(b, qt, kt, state);
+    return finish(stepLinalg(b, qt, kt, state));
   using P = arith::CmpIPredicate;
   Value fullQ = ix.cmp(P::eq, qt.rows, ix.c(tileQ));
   Value fullK = ix.cmp(P::eq, kt.keys, ix.c(tileKV));
   Value full = ix.andI(fullQ, fullK);
+  SmallVector<Type> types = outTile
+                                ? SmallVector<Type>{outTile.getType()}
+                                : llvm::to_vector(TypeRange(state.getTypes()));
   auto fit = [&](SmallVector<Value> r) {
     for (size_t i = 0; i < r.size(); ++i)
-      r[i] = castTo(b, loc, r[i],
-                    cast<RankedTensorType>(state[i].getType()).getShape());
+      r[i] = castTo(b, loc, r[i], cast<RankedTensorType>(types[i]).getShape());
     return r;
   };
   auto whole = [&](const KeyTile &k) {
-    return fit(stepKernels(b, qt, k, state, tileQ, tileKV));
+    return fit(stepKernels(b, qt, k, state, tileQ, tileKV, outTile));
   };
-  auto ifOp = scf::IfOp::create(b, loc, state.getTypes(), full, true, true);
+  auto ifOp = scf::IfOp::create(b, loc, types, full, true, true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, stepLinalg(b, qt, kt, state));
+  scf::YieldOp::create(b, loc, finish(stepLinalg(b, qt, kt, state)));
   b.setInsertionPointToStart(ifOp.thenBlock());
   if (!kt.interior || !splitEdges) {
     scf::YieldOp::create(b, loc, whole(kt));
     return SmallVector<Value>(ifOp.getResults());
   }
   // Interior tiles run whole without a position mask; edge tiles in halves.
-  auto edge =
-      scf::IfOp::create(b, loc, state.getTypes(), kt.interior, true, true);
+  auto edge = scf::IfOp::create(b, loc, types, kt.interior, true, true);
   scf::YieldOp::create(b, loc, edge.getResults());
   b.setInsertionPointToStart(edge.thenBlock());
   KeyTile inside = kt;
   inside.interior = Value();
   scf::YieldOp::create(b, loc, whole(inside));
   b.setInsertionPointToStart(edge.elseBlock());
-  scf::YieldOp::create(b, loc, stepEdge(qt, kt, state));
+  scf::YieldOp::create(b, loc, finish(stepEdge(qt, kt, state)));
   return SmallVector<Value>(ifOp.getResults());
 }
 
-/// O = acc / l (zero for rows with no allowed key) in the element type,
-/// written in place into the output's own tile. Each row's 1 / l is
-/// computed once and the row multiplied by it: 4 vdivps per query tile of
-/// 64 rows instead of 256 (by published instruction tables, a 512-bit
-/// vdivps issues at a tenth or less of vmulps's rate; not measured here),
-/// work that a span with few key tiles per query tile
-/// (blocks of 256: two) pays at every tile. The result may differ from
-/// acc / l in the last bit; 1 / l cannot overflow, since l is 0 or at
-/// least 1 (the running maximum's own term, exp(0)).
-Value AttentionTiler::normalize(Value outputs, const QueryTile &qt, Value acc,
-                                Value l) {
-  Value oInit = slice2D(b, loc, outputs, {qt.batch, qt.head}, qt.q0, qt.rows,
-                        b.getIndexAttr(0), d);
+/// Each row's 1 / l, [rows] f32: computed once per row, so that the
+/// output is a multiplication per element (4 vdivps per query tile of 64
+/// rows instead of 256; by published instruction tables, a 512-bit vdivps
+/// issues at a tenth or less of vmulps's rate, not measured here), work
+/// that a span with few key tiles per query tile (blocks of 256: two) pays
+/// at every tile. 1 / l cannot overflow, since l is 0 or at least 1 (the
+/// running maximum's own term, exp(0)).
+Value AttentionTiler::reciprocals(OpBuilder &bb, Value l) {
   AffineMap id1 = dimsMap(ctx, 1, {0});
-  Value invInit = tensor::EmptyOp::create(
-      b, loc, ArrayRef<OpFoldResult>{qt.rows}, b.getF32Type());
-  Value inv =
-      linalg::GenericOp::create(
-          b, loc, invInit.getType(), ValueRange{l}, ValueRange{invInit},
-          ArrayRef<AffineMap>{id1, id1}, ArrayRef<IteratorType>{kPar},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, nl,
-                arith::DivFOp::create(nb, nl, f32Const(nb, nl, 1.0f), a[0])
-                    .getResult());
-          })
-          .getResult(0);
+  Value init = tensor::EmptyOp::create(
+      bb, loc, tensor::getMixedSizes(bb, loc, l), bb.getF32Type());
   return linalg::GenericOp::create(
-             b, loc, oInit.getType(), ValueRange{acc, l, inv},
-             ValueRange{oInit},
+             bb, loc, init.getType(), ValueRange{l}, ValueRange{init},
+             ArrayRef<AffineMap>{id1, id1}, ArrayRef<IteratorType>{kPar},
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               linalg::YieldOp::create(
+                   nb, nl,
+                   arith::DivFOp::create(nb, nl, f32Const(nb, nl, 1.0f), a[0])
+                       .getResult());
+             })
+      .getResult(0);
+}
+
+/// O = acc * (1 / l) (zero for rows with no allowed key) in the element
+/// type, written in place into `outTile`, the query tile's part of the
+/// output. The result may differ from acc / l in the last bit.
+Value AttentionTiler::normalize(Value outTile, Value acc, Value l) {
+  Value inv = reciprocals(b, l);
+  return linalg::GenericOp::create(
+             b, loc, outTile.getType(), ValueRange{acc, l, inv},
+             ValueRange{outTile},
              ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
                                  dimsMap(ctx, 2, {0}), dimsMap(ctx, 2, {0, 1})},
              ArrayRef<IteratorType>{kPar, kPar},
@@ -1148,6 +1190,33 @@ Value AttentionTiler::normalize(Value outputs, const QueryTile &qt, Value acc,
                linalg::YieldOp::create(nb, nl, x);
              })
       .getResult(0);
+}
+
+/// The query tile's last key tile (with the micro-kernels, peeled off the
+/// key-tile loop), which writes the normalized output tile: a whole
+/// interior tile stores it straight from P V's registers, so that the
+/// accumulator is neither stored nor read again for it. A query tile with
+/// no key tile (every key outside its span) gets zeros.
+Value AttentionTiler::lastStep(const QueryTile &qt, const TileLoop &tiles,
+                               ValueRange state, Value outTile,
+                               Value nextFirstK0) {
+  Value any = ix.cmp(arith::CmpIPredicate::sgt, tiles.ub, tiles.lb);
+  auto ifAny =
+      scf::IfOp::create(b, loc, TypeRange{outTile.getType()}, any, true, true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifAny.elseBlock());
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elemTy));
+  scf::YieldOp::create(
+      b, loc, linalg::FillOp::create(b, loc, zero, outTile).getResult(0));
+  b.setInsertionPointToStart(ifAny.thenBlock());
+  KeyTile kt = beginKeyTile(qt, tileIndex(ix.sub(tiles.ub, ix.c(1)), tiles));
+  // What this thread reads next: the first key tile of the next query
+  // tile (its neighbor in the parallel loop's static schedule), and that
+  // tile's queries.
+  kt.nextK0 = nextFirstK0;
+  kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
+  scf::YieldOp::create(b, loc, step(qt, kt, state, outTile));
+  return ifAny.getResult(0);
 }
 
 Value AttentionTiler::build() {
@@ -1184,34 +1253,39 @@ Value AttentionTiler::build() {
   Value m0 = filledF32(b, loc, {qt.rows}, kNegInf);
   Value l0 = filledF32(b, loc, {qt.rows}, 0.0f);
   Value acc0 = filledF32(b, loc, {qt.rows, d}, 0.0f);
-  Value nextFirstK0;
-  if (kernels) {
+  Value oTile;
+  Value outTile =
+      slice2D(b, loc, forall.getRegionIterArgs()[0], {qt.batch, qt.head}, qt.q0,
+              qt.rows, b.getIndexAttr(0), d);
+  if (!kernels) {
+    auto kLoop = scf::ForOp::create(b, loc, tiles.lb, tiles.ub, ix.c(1),
+                                    ValueRange{m0, l0, acc0});
+    b.setInsertionPointToStart(kLoop.getBody());
+    KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
+    scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
+    b.setInsertionPointAfter(kLoop);
+    oTile = normalize(outTile, kLoop.getResult(2), kLoop.getResult(1));
+  } else {
+    // Every key tile but the last in the loop, the last after it (lastStep).
     QueryTile next = qt;
     next.qPos0 = ix.add(qt.qPos0, ix.c(tileQ));
     next.qPosLast = ix.add(qt.qPosLast, ix.c(tileQ));
     TileLoop nextTiles = keyTileRange(next);
-    nextFirstK0 = ix.mul(tileIndex(nextTiles.lb, nextTiles), ix.c(tileKV));
-  }
-  auto kLoop = scf::ForOp::create(b, loc, tiles.lb, tiles.ub, ix.c(1),
-                                  ValueRange{m0, l0, acc0});
-  b.setInsertionPointToStart(kLoop.getBody());
-  KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
-  if (kernels) {
-    // What this thread reads next: the next step's key tile, or after the
-    // last step the first of the next query tile's (its neighbor in the
-    // parallel loop's static schedule), and that tile's queries.
+    Value nextFirstK0 =
+        ix.mul(tileIndex(nextTiles.lb, nextTiles), ix.c(tileKV));
+    auto kLoop = scf::ForOp::create(b, loc, tiles.lb, ix.sub(tiles.ub, ix.c(1)),
+                                    ix.c(1), ValueRange{m0, l0, acc0});
+    b.setInsertionPointToStart(kLoop.getBody());
+    KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
+    // What this thread reads next: the next step's key tile (lastStep's
+    // after the loop's last), and the next query tile's queries.
     Value nextStep = ix.add(kLoop.getInductionVar(), ix.c(1));
-    Value last = ix.cmp(arith::CmpIPredicate::sge, nextStep, tiles.ub);
-    kt.nextK0 = arith::SelectOp::create(
-        b, loc, last, nextFirstK0,
-        ix.mul(tileIndex(nextStep, tiles), ix.c(tileKV)));
+    kt.nextK0 = ix.mul(tileIndex(nextStep, tiles), ix.c(tileKV));
     kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
+    scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
+    b.setInsertionPointAfter(kLoop);
+    oTile = lastStep(qt, tiles, kLoop.getResults(), outTile, nextFirstK0);
   }
-  scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
-
-  b.setInsertionPointAfter(kLoop);
-  Value oTile = normalize(forall.getRegionIterArgs()[0], qt, kLoop.getResult(2),
-                          kLoop.getResult(1));
   b.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(
       b, loc, oTile, forall.getRegionIterArgs()[0],

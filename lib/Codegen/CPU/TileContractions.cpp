@@ -376,8 +376,7 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
   }
   return buildBlockedMatmul(kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
                             kPanel(kb, loc, bt, true, k0, k0v, len), c, rows,
-                            tileN, len, width, init,
-                            [](OpBuilder &, Value x) { return x; });
+                            tileN, len, width, init, /*finish=*/nullptr);
 }
 
 Value ContractionTiler::buildFullTile(OpBuilder &tb) {
