@@ -721,8 +721,12 @@ KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
 Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
                                   const KeyTile &kt, Value scores, bool masked,
                                   bool scaled, bool transposed) {
-  SmallVector<Value> ins = {scores};
-  SmallVector<AffineMap> maps = {dimsMap(ctx, 2, {0, 1})};
+  // In place over the scores (the step's own tile): a new tensor would
+  // make the edge tiles' masked branch yield another buffer than the
+  // unmasked one, and bufferization would check the tile's ownership at run
+  // time.
+  SmallVector<Value> ins;
+  SmallVector<AffineMap> maps;
   if (kt.mask) {
     ins.push_back(kt.mask);
     // The mask's map reads (query, key) loop dimensions.
@@ -731,19 +735,17 @@ Value AttentionTiler::buildLogits(OpBuilder &bb, const QueryTile &qt,
   }
   int64_t queryDim = transposed ? 1 : 0;
   maps.push_back(dimsMap(ctx, 2, {0, 1}));
-  Value init = tensor::EmptyOp::create(
-      bb, loc, tensor::getMixedSizes(bb, loc, scores), bb.getF32Type());
   return linalg::GenericOp::create(
-             bb, loc, init.getType(), ins, ValueRange{init}, maps,
+             bb, loc, scores.getType(), ins, ValueRange{scores}, maps,
              ArrayRef<IteratorType>{kPar, kPar},
              [&](OpBuilder &nb, Location nl, ValueRange a) {
-               Value x = a[0];
+               Value x = a.back();
                if (!scaled)
                  x = AttentionOp::applySoftcap(
                      nb, nl, arith::MulFOp::create(nb, nl, x, scaleAt(nb, nl)),
                      op.getSoftcapValue());
                if (kt.mask)
-                 x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[1]));
+                 x = arith::AddFOp::create(nb, nl, x, toF32(nb, nl, a[0]));
                if (masked) {
                  Idx nx{nb, nl};
                  Value qp = nx.add(qt.qPos0,
