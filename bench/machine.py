@@ -29,6 +29,44 @@ def cpu_model():
             or platform.machine())
 
 
+# x86 (vendor, family, model range) -> microarchitecture, for the server
+# CPUs a cloud VM is likely to be: its model name is often just "AMD EPYC"
+# or "Intel Xeon Processor", and Zen 4 and Zen 5 differ in what matters
+# here (Zen 4 runs 512-bit vector ops as two halves, and lacks AVX-VNNI).
+_MICROARCHITECTURES = [
+    ("AuthenticAMD", 0x17, range(0x00, 0x30), "Zen/Zen 2"),
+    ("AuthenticAMD", 0x17, range(0x30, 0x100), "Zen 2"),
+    ("AuthenticAMD", 0x19, range(0x00, 0x10), "Zen 3"),
+    ("AuthenticAMD", 0x19, range(0x10, 0x20), "Zen 4"),
+    ("AuthenticAMD", 0x19, range(0x20, 0x60), "Zen 3"),
+    ("AuthenticAMD", 0x19, range(0x60, 0x80), "Zen 4"),
+    ("AuthenticAMD", 0x19, range(0xa0, 0xb0), "Zen 4c"),
+    ("AuthenticAMD", 0x1a, range(0x00, 0x100), "Zen 5"),
+    ("GenuineIntel", 6, range(0x55, 0x56), "Skylake/Cascade Lake"),
+    ("GenuineIntel", 6, range(0x6a, 0x6d), "Ice Lake"),
+    ("GenuineIntel", 6, range(0x8f, 0x90), "Sapphire Rapids"),
+    ("GenuineIntel", 6, range(0xad, 0xaf), "Granite Rapids"),
+    ("GenuineIntel", 6, range(0xcf, 0xd0), "Emerald Rapids"),
+]
+
+
+def microarchitecture():
+    """"Zen 4 (family 25, model 17)" from /proc/cpuinfo's vendor, family
+    and model; the numbers alone for a CPU not in the table; None off
+    x86 Linux."""
+    vendor = _cpuinfo_field("vendor_id")
+    try:
+        family = int(_cpuinfo_field("cpu family"))
+        model = int(_cpuinfo_field("model"))
+    except (TypeError, ValueError):
+        return None
+    ids = f"family {family}, model {model}"
+    for v, f, models, name in _MICROARCHITECTURES:
+        if v == vendor and f == family and model in models:
+            return f"{name} ({ids})"
+    return ids
+
+
 def isa_extensions():
     """The extensions of _EXTENSIONS that the CPU has, space-separated
     ("unknown" when /proc/cpuinfo has no flags)."""
@@ -40,10 +78,11 @@ def isa_extensions():
 
 
 def describe():
-    """"<CPU model>, <n> cores, ISA: <extensions>": the line every
-    benchmark prints with its tables."""
-    return (f"{cpu_model()}, {os.cpu_count()} cores, ISA: "
-            f"{isa_extensions()}")
+    """"<CPU model> [<microarchitecture>], <n> cores, ISA: <extensions>":
+    the line every benchmark prints with its tables."""
+    arch = microarchitecture()
+    model = f"{cpu_model()} [{arch}]" if arch else cpu_model()
+    return f"{model}, {os.cpu_count()} cores, ISA: {isa_extensions()}"
 
 
 if __name__ == "__main__":
