@@ -947,9 +947,11 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
         arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OEQ, lRow, zero);
     Value invRow = vector::BroadcastOp::create(
         nb, loc, vt, tensor::ExtractOp::create(nb, loc, inv, ValueRange{row}));
-    Value y = arith::SelectOp::create(
-        nb, loc, empty, arith::ConstantOp::create(nb, loc, nb.getZeroAttr(vt)),
-        arith::MulFOp::create(nb, loc, x, invRow));
+    // (Operands built in order: the IR does not depend on the compiler's
+    // argument evaluation order.)
+    Value scaled = arith::MulFOp::create(nb, loc, x, invRow);
+    Value zeros = arith::ConstantOp::create(nb, loc, nb.getZeroAttr(vt));
+    Value y = arith::SelectOp::create(nb, loc, empty, zeros, scaled);
     if (elemTy.isF32())
       return y;
     return arith::TruncFOp::create(nb, loc,
@@ -1273,16 +1275,18 @@ Value AttentionTiler::build() {
     next.qPos0 = ix.add(qt.qPos0, ix.c(tileQ));
     next.qPosLast = ix.add(qt.qPosLast, ix.c(tileQ));
     TileLoop nextTiles = keyTileRange(next);
-    Value nextFirstK0 =
-        ix.mul(tileIndex(nextTiles.lb, nextTiles), ix.c(tileKV));
-    auto kLoop = scf::ForOp::create(b, loc, tiles.lb, ix.sub(tiles.ub, ix.c(1)),
-                                    ix.c(1), ValueRange{m0, l0, acc0});
+    Value nextFirst = tileIndex(nextTiles.lb, nextTiles);
+    Value nextFirstK0 = ix.mul(nextFirst, ix.c(tileKV));
+    Value kEnd = ix.sub(tiles.ub, ix.c(1));
+    auto kLoop = scf::ForOp::create(b, loc, tiles.lb, kEnd, ix.c(1),
+                                    ValueRange{m0, l0, acc0});
     b.setInsertionPointToStart(kLoop.getBody());
     KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
     // What this thread reads next: the next step's key tile (lastStep's
     // after the loop's last), and the next query tile's queries.
     Value nextStep = ix.add(kLoop.getInductionVar(), ix.c(1));
-    kt.nextK0 = ix.mul(tileIndex(nextStep, tiles), ix.c(tileKV));
+    Value nextIndex = tileIndex(nextStep, tiles);
+    kt.nextK0 = ix.mul(nextIndex, ix.c(tileKV));
     kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
     scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
     b.setInsertionPointAfter(kLoop);
