@@ -83,14 +83,17 @@ Value buildBlockedDotBF16(
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows = nullptr);
 
 /// exp(x) for a vector of f32 with x <= 0 (a softmax's logits minus their
-/// row maximum), in 13 vector operations instead of the ~25 of math.exp's
-/// polynomial approximation, which handles the whole f32 range: 2^t with
-/// t = x log2(e), split as 2^k 2^f (k = roundeven(t) by a magic-number add,
-/// |f| <= 1/2), 2^f a degree-6 polynomial (relative error below 1e-7, 1.6
-/// ulp, in f32), 2^k built in the exponent bits. x < -125.5 ln(2) (and
-/// -inf) gives 0, never a subnormal; a NaN gives NaN; x above 88 is outside
-/// its domain.
+/// row maximum): buildExp2NonPositive(x log2(e)).
 Value buildExpNonPositive(OpBuilder &b, Location loc, Value x);
+/// 2^t for a vector of f32 with t <= 0, in 11 vector operations instead of
+/// the ~25 of math.exp's polynomial approximation, which handles the whole
+/// f32 range: 2^k 2^f (k = roundeven(t) by a magic-number add, |f| <= 1/2),
+/// 2^f a degree-5 polynomial (relative error 1.7e-7, 1.4 ulp, as evaluated
+/// in f32), 2^k built in the exponent bits. t < -125.5 (and -inf) gives 0,
+/// never a subnormal; a NaN gives NaN; t above 127 is outside its domain.
+/// The caller folds log2(e) into its own arithmetic (a softmax: one FMA
+/// for scale * log2(e) * s - m log2(e)).
+Value buildExp2NonPositive(OpBuilder &b, Location loc, Value t);
 
 /// `x > y ? x : y`, elementwise: one vmaxps (arith.maxnumf costs four x86
 /// ops, for its NaN rule). Where x or y is NaN the result is y.

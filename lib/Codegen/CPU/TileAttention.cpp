@@ -89,20 +89,28 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 /// K, which for block spans cost a pass over K through memory per call.
 /// With `dot` (bf16 operands, W = 16), qt holds the queries' pairs of the
 /// head dimension, [d / 2, 2 tq] bf16, and each step is a vdpbf16ps over
-/// two of the head dimension.
+/// two of the head dimension. Without `scale` (and then without
+/// `softcap`), the scores are stored as summed, for a softmax that applies
+/// the scale itself (buildSoftmaxColumns' scoreScale).
 Value buildScoresKernel(
     OpBuilder &b, Location loc, Value k, Value qt, Value scale,
     std::optional<float> softcap, int64_t tk, int64_t tq, int64_t d, int64_t w,
     bool dot, llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
+  assert((scale || !softcap) && "a softcap applies to scaled scores");
   auto vt = VectorType::get({w}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
-  Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
+  Value scaleVec =
+      scale ? vector::BroadcastOp::create(b, loc, vt, scale).getResult()
+            : Value();
   Value s0 = tensor::EmptyOp::create(b, loc, {tk, tq}, b.getF32Type());
   auto init = [&](OpBuilder &, Value, Value, Value) { return zero; };
-  auto finish = [&](OpBuilder &nb, Value acc, Value) {
+  auto scaled = [&](OpBuilder &nb, Value acc, Value) {
     return AttentionOp::applySoftcap(
         nb, loc, arith::MulFOp::create(nb, loc, acc, scaleVec), softcap);
   };
+  llvm::function_ref<Value(OpBuilder &, Value, Value)> finish = nullptr;
+  if (scale)
+    finish = scaled;
   if (dot)
     return buildBlockedDotBF16(b, loc, k, qt, s0, tk, tq, d, init, finish,
                                /*transposedA=*/false, atRows);
@@ -204,17 +212,28 @@ Value write1D(OpBuilder &b, Location loc, Value v, Value t, Value i) {
 /// 2 tq] (the keys 2 p and 2 p + 1 of query i side by side at (p, 2 i)),
 /// the layout of buildPVKernel's vdpbf16ps, and l sums P as rounded to
 /// bf16, so that the weights the output is divided by are those it was
-/// summed with.
+/// summed with. With `scoreScale` (a positive constant), logitsT holds the
+/// scores before their scale, and the scale joins the exponent's own
+/// factor: P = 2^(s c - m' log2(e)) with c = scale log2(e), one FMA where
+/// the scaled logits cost a multiplication in the scores kernel and a
+/// subtraction and a multiplication here (the maximum of the unscaled
+/// scores, times the scale, is the scaled maximum since the scale is
+/// positive); m and l stay those of the scaled logits.
 struct SoftmaxColumns {
   Value probsT, m, l, corr;
 };
 static_assert(kRows % 2 == 0, "the pairs of keys lie in one step");
 SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
                                    Value m, Value l, int64_t tq, int64_t tk,
-                                   int64_t w, bool pairs) {
+                                   int64_t w, bool pairs,
+                                   std::optional<float> scoreScale) {
   Idx ix{b, loc};
   Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
   auto vt = VectorType::get({w}, f32);
+  auto splat = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
+  };
+  constexpr double kLog2e = 1.44269504088896341;
   float negInf = -std::numeric_limits<float>::infinity();
   Value probs0 = pairs ? tensor::EmptyOp::create(b, loc, {tk / 2, 2 * tq}, bf16)
                        : tensor::EmptyOp::create(b, loc, {tk, tq}, f32);
@@ -245,12 +264,23 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
   Value vmax = maxLoop.getResult(0);
   for (int64_t r = 1; r < kRows; ++r)
     vmax = buildGreater(b, loc, maxLoop.getResult(r), vmax);
+  if (scoreScale)
+    vmax = arith::MulFOp::create(b, loc, vmax, splat(*scoreScale));
   Value mOld = read1D(b, loc, mT, c, w);
   Value mNew = buildGreater(b, loc, vmax, mOld);
   Value isInf =
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, negInfV);
   Value zeroV = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
   Value sub = arith::SelectOp::create(b, loc, isInf, zeroV, mNew);
+  // The exponent in base 2: t = (x - sub) log2(e), or with the scale
+  // folded in, t = x c - sub log2(e) as one FMA.
+  Value factor =
+      splat(static_cast<float>(scoreScale ? *scoreScale * kLog2e : kLog2e));
+  Value offset;
+  if (scoreScale) {
+    Value subLog2 = arith::MulFOp::create(b, loc, sub, splat(kLog2e));
+    offset = arith::NegFOp::create(b, loc, subLog2);
+  }
   SmallVector<Value> expInit = {probs};
   expInit.append(kRows, zeroV);
   auto expLoop =
@@ -265,10 +295,13 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
     Value pLow;
     for (int64_t r = 0; r < kRows; ++r) {
       Value row = jx.add(j, jx.c(r));
-      Value p = buildExpNonPositive(
-          b, loc,
-          arith::SubFOp::create(b, loc, readF32(b, loc, logitsT, row, c, w),
-                                sub));
+      Value x = readF32(b, loc, logitsT, row, c, w);
+      Value t = scoreScale
+                    ? math::FmaOp::create(b, loc, x, factor, offset).getResult()
+                    : arith::MulFOp::create(
+                          b, loc, arith::SubFOp::create(b, loc, x, sub), factor)
+                          .getResult();
+      Value p = buildExp2NonPositive(b, loc, t);
       if (pairs) {
         // The pair (j + r - 1, j + r) is complete at odd r.
         Value low =
@@ -380,6 +413,12 @@ public:
     std::optional<float> staticScale = op.getStaticScale();
     scale = staticScale.value_or(0.0f);
     scaleV = staticScale ? Value() : op.buildScale(b, loc);
+    // The micro-kernels' softmax applies a positive static scale itself
+    // when nothing else stands between the scores and the exponent (a
+    // softcap acts on scaled scores, an additive mask adds to them).
+    if (staticScale && *staticScale > 0.0f && !op.getSoftcapValue() &&
+        !op.getMask())
+      softmaxScale = *staticScale;
     // Full tiles use the micro-kernels when the head dimension is static
     // and fits their vectors (P V's columns), and both tile sizes are
     // multiples of their rows (kRows keys of S^T, kRows queries of P V);
@@ -465,6 +504,9 @@ private:
   OpFoldResult batchF, headsF, sqF, d, skvF, kvHeadsF;
   float scale = 0.0f;
   Value scaleV;
+  /// The scale the micro-kernels' softmax applies (their scores then
+  /// stored unscaled), or none (the scores kernel applies it).
+  std::optional<float> softmaxScale;
   std::optional<int64_t> dStatic;
   bool kernels = false;
   bool splitEdges = false;
@@ -896,7 +938,8 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
 
 /// A full tile's part [tq, tk] (the whole tile, or a half of its rows
 /// against a half or all of its keys) with the micro-kernels: S^T from the
-/// keys as stored and the packed queries, logits as above (transposed), the
+/// keys as stored and the packed queries, logits as above (transposed; left
+/// unscaled when the softmax applies the scale, softmaxScale), the
 /// softmax update W queries at a time down the columns, and
 /// acc * corr + P V with acc in registers. `qt` and `kt` describe exactly
 /// that part. With `outTile` (the query tile's [tq, head_dim] part of the
@@ -917,7 +960,8 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
       castTo(bb, loc, qt.qT,
              dot ? ArrayRef<int64_t>{dd / 2, 2 * tq}
                  : ArrayRef<int64_t>{dd, tq}),
-      scaleAt(bb, loc), op.getSoftcapValue(), tk, tq, dd, wq, dot,
+      softmaxScale ? Value() : scaleAt(bb, loc), op.getSoftcapValue(), tk, tq,
+      dd, wq, dot,
       kt.nextK0
           ? llvm::function_ref<void(OpBuilder &, Value, int64_t)>(prefetch)
           : nullptr);
@@ -925,9 +969,9 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
       bb, loc,
       logitsOf(bb, qt, kt, scoresT, /*scaled=*/true, /*transposed=*/true),
       {tk, tq});
-  auto [probsT, mNew, lNew, corr] =
-      buildSoftmaxColumns(bb, loc, logitsT, castTo(bb, loc, m, {tq}),
-                          castTo(bb, loc, l, {tq}), tq, tk, wq, dot);
+  auto [probsT, mNew, lNew, corr] = buildSoftmaxColumns(
+      bb, loc, logitsT, castTo(bb, loc, m, {tq}), castTo(bb, loc, l, {tq}), tq,
+      tk, wq, dot, softmaxScale);
   Value v = castTo(bb, loc, kt.v, {tk, dd});
   if (dot)
     v = packRowPairs(bb, loc, v, tk, dd);

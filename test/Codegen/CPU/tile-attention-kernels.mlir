@@ -62,8 +62,8 @@
 // CHECK:           %[[KV:.+]] = vector.broadcast %[[KS]] : f32 to vector<16xf32>
 // CHECK:           vector.fma %[[KV]], %[[QV]], %{{.+}} : vector<16xf32>
 // CHECK-COUNT-3:   vector.fma
-// The scale is applied as the scores are stored.
-// CHECK:         arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// The scores are stored as summed: the softmax applies the scale.
+// CHECK-NOT:     arith.mulf
 // CHECK:         vector.transfer_write
 // The softmax update, 16 queries at a time, one per lane: the maxima down
 // the 32 keys in 4 chains of x > y ? x : y (one vmaxps each; a NaN logit
@@ -76,21 +76,31 @@
 // CHECK-NOT:     vector.reduction
 // CHECK-NOT:     vector.shuffle
 // CHECK-NOT:     arith.maxnumf
+// The maximum of the unscaled scores, times the (positive) scale 1/sqrt(32),
+// is the maximum of the logits.
+// CHECK:         %[[SCALEV:.+]] = arith.constant dense<0.176776692> : vector<16xf32>
+// CHECK-NEXT:    %[[VMAX:.+]] = arith.mulf %{{.+}}, %[[SCALEV]] : vector<16xf32>
 // CHECK:         %[[MOLD:.+]] = vector.transfer_read %{{.+}}[%[[COLS]]]{{.+}} : tensor<16xf32>, vector<16xf32>
-// CHECK-NEXT:    %[[NEWGT:.+]] = arith.cmpf ogt, %[[VMAX:.+]], %[[MOLD]] : vector<16xf32>
+// CHECK-NEXT:    %[[NEWGT:.+]] = arith.cmpf ogt, %[[VMAX]], %[[MOLD]] : vector<16xf32>
 // CHECK-NEXT:    %[[MNEW:.+]] = arith.select %[[NEWGT]], %[[VMAX]], %[[MOLD]]
 // A query with no allowed key yet subtracts 0.
 // CHECK-NEXT:    %[[EMPTY:.+]] = arith.cmpf oeq, %[[MNEW]], %{{.+}} : vector<16xf32>
 // CHECK:         %[[SUB:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[MNEW]]
+// The exponent in base 2 from the unscaled score s: t = s c - m' log2(e),
+// c = log2(e) / sqrt(32), one FMA; m' log2(e) once per 16 queries.
+// CHECK:         %[[C:.+]] = arith.constant dense<0.255034864> : vector<16xf32>
+// CHECK-NEXT:    %[[LOG2E:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
+// CHECK-NEXT:    %[[SUBL:.+]] = arith.mulf %[[SUB]], %[[LOG2E]] : vector<16xf32>
+// CHECK-NEXT:    %[[OFF:.+]] = arith.negf %[[SUBL]] : vector<16xf32>
 // Down the keys again, 4 at a time: exp(logit - max), stored, and summed
-// in 4 chains. exp as 2^k 2^f in 13 operations: t = x log2(e) clamped at
-// -126 (a vmaxps that keeps a NaN), k rounded by adding and subtracting
-// 1.5 * 2^23 + 126 (0x4B40007E), 2 * 2^f by Horner's rule, 2^(k-1) from
-// the sum's low bits shifted into the exponent field; no select.
+// in 4 chains. 2^t as 2^k 2^f in 11 operations: t clamped at -126 (a
+// vmaxps that keeps a NaN), k rounded by adding and subtracting
+// 1.5 * 2^23 + 126 (0x4B40007E), 2 * 2^f by Horner's rule (degree 5),
+// 2^(k-1) from the sum's low bits shifted into the exponent field; no
+// select.
 // CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c4{{.*}} iter_args({{.+}}) -> (tensor<32x16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// CHECK:           arith.subf %{{.+}}, %[[SUB]] : vector<16xf32>
-// CHECK-NEXT:      %[[LOG2E:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
-// CHECK-NEXT:      %[[T:.+]] = arith.mulf %{{.+}}, %[[LOG2E]] : vector<16xf32>
+// CHECK:           %[[S:.+]] = vector.transfer_read
+// CHECK-NEXT:      %[[T:.+]] = math.fma %[[S]], %[[C]], %[[OFF]] : vector<16xf32>
 // CHECK-NEXT:      %[[LOW:.+]] = arith.constant dense<-1.260000e+02> : vector<16xf32>
 // CHECK-NEXT:      %[[CLAMP:.+]] = arith.cmpf ogt, %[[LOW]], %[[T]] : vector<16xf32>
 // CHECK-NEXT:      %[[TC:.+]] = arith.select %[[CLAMP]], %[[LOW]], %[[T]]
@@ -98,7 +108,8 @@
 // CHECK-NEXT:      %[[Y:.+]] = arith.addf %[[TC]], %[[MAGIC]] : vector<16xf32>
 // CHECK-NEXT:      %[[K:.+]] = arith.subf %[[Y]], %[[MAGIC]] : vector<16xf32>
 // CHECK-NEXT:      %[[F:.+]] = arith.subf %[[TC]], %[[K]] : vector<16xf32>
-// CHECK-COUNT-6:   math.fma {{.+}}, %[[F]], {{.+}} : vector<16xf32>
+// CHECK-COUNT-5:   math.fma {{.+}}, %[[F]], {{.+}} : vector<16xf32>
+// CHECK-NOT:       math.fma
 // CHECK:           %[[YBITS:.+]] = arith.bitcast %[[Y]] : vector<16xf32> to vector<16xi32>
 // CHECK:           %[[SBITS:.+]] = arith.shli %[[YBITS]], %{{.+}} : vector<16xi32>
 // CHECK-NEXT:      %[[SCALE:.+]] = arith.bitcast %[[SBITS]] : vector<16xi32> to vector<16xf32>
@@ -110,7 +121,9 @@
 // CHECK-NOT:     vector.reduction
 // corr = exp(m - m') by the same exp, then l' = l * corr + the sums, and
 // the new state written back 16 queries at a time.
-// CHECK:         arith.subf %[[MOLD]], %[[SUB]] : vector<16xf32>
+// CHECK:         %[[DM:.+]] = arith.subf %[[MOLD]], %[[SUB]] : vector<16xf32>
+// CHECK-NEXT:    arith.constant dense<1.44269502>
+// CHECK-NEXT:    arith.mulf %[[DM]], %{{.+}} : vector<16xf32>
 // CHECK:         arith.shli
 // CHECK-NEXT:    %[[CS:.+]] = arith.bitcast %{{.+}} : vector<16xi32> to vector<16xf32>
 // CHECK-NEXT:    %[[CORR:.+]] = arith.mulf %{{.+}}, %[[CS]] : vector<16xf32>
@@ -206,6 +219,23 @@
 // CHECK:     linalg.fill ins(%{{.+}} : f32) outs(%[[OTILE]] : tensor<?x32xf32>)
 // CHECK:   tensor.parallel_insert_slice %[[RESULT]] into %[[OUTS]]
 
+// A softcap acts on the scaled scores: the scores kernel applies the scale
+// (and the cap) as it stores them, and the exponent is (x - m') log2(e).
+// CHECK-LABEL: func @softcapped
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-16:  vector.fma
+// CHECK:         %[[SC:.+]] = arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:         arith.mulf %[[SC]], %{{.+}} : vector<16xf32>
+// CHECK-NEXT:    math.tanh
+// CHECK:         vector.transfer_write
+// CHECK:       arith.cmpf oeq, %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:       %[[SSUB:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<16xi1>, vector<16xf32>
+// CHECK-NEXT:  %[[SLOG2E:.+]] = arith.constant dense<1.44269502> : vector<16xf32>
+// CHECK:       scf.for %{{.+}} = %c0{{.*}} to %c32{{.*}} step %c4{{.*}} iter_args({{.+}}) -> (tensor<32x16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:         %[[SX:.+]] = arith.subf %{{.+}}, %[[SSUB]] : vector<16xf32>
+// CHECK-NEXT:    arith.mulf %[[SX]], %[[SLOG2E]] : vector<16xf32>
+// CHECK-NOT:     math.fma %{{.+}}, %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK:         arith.constant dense<0x4B40007E>
 // AVX2-LABEL: func @block_causal
 // Vectors of 8: S^T keeps 8 keys x 2 vectors of 8 queries, P V 4 rows x 4
 // vectors of 8 of the head dimension.
@@ -225,5 +255,10 @@
 // BADWIDTH: vector-width must be 0 or a power of two, got 12
 func.func @block_causal(%q: tensor<1x2x80x32xf32>) -> tensor<1x2x80x32xf32> {
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<block 32>, causal = true} : tensor<1x2x80x32xf32>, tensor<1x2x80x32xf32>, tensor<1x2x80x32xf32> -> tensor<1x2x80x32xf32>
+  return %0 : tensor<1x2x80x32xf32>
+}
+
+func.func @softcapped(%q: tensor<1x2x80x32xf32>) -> tensor<1x2x80x32xf32> {
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, softcap = 30.0 : f32} : tensor<1x2x80x32xf32>, tensor<1x2x80x32xf32>, tensor<1x2x80x32xf32> -> tensor<1x2x80x32xf32>
   return %0 : tensor<1x2x80x32xf32>
 }
