@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 
@@ -36,6 +37,19 @@ struct Idx {
     return arith::CmpIOp::create(b, loc, p, x, y);
   }
   Value andI(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  /// scf.for from `lb` to `ub` by `step`, its bounds' constants built in
+  /// that order (nested in the create call, their order would be the C++
+  /// compiler's argument evaluation order: GCC's IR and Clang's differ).
+  scf::ForOp loop(int64_t lb, int64_t ub, int64_t step,
+                  ValueRange iterArgs = {}) {
+    return loop(lb, c(ub), step, iterArgs);
+  }
+  scf::ForOp loop(int64_t lb, Value ub, int64_t step,
+                  ValueRange iterArgs = {}) {
+    Value l = c(lb);
+    Value s = c(step);
+    return scf::ForOp::create(b, loc, l, ub, s, iterArgs);
+  }
 };
 
 using utils::IteratorType;

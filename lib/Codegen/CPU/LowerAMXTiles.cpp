@@ -120,8 +120,12 @@ void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
   int64_t perChunk = kMaxSteps;
   while (steps % perChunk)
     --perChunk;
-  auto chunks =
-      scf::ForOp::create(rw, loc, c(0), c(t.k), c(perChunk * kDepth));
+  // (Bounds built in order: the IR does not depend on the compiler's
+  // argument evaluation order.)
+  Value lb = c(0);
+  Value ub = c(t.k);
+  Value chunkStep = c(perChunk * kDepth);
+  auto chunks = scf::ForOp::create(rw, loc, lb, ub, chunkStep);
   OpBuilder::InsertionGuard g(rw);
   rw.setInsertionPoint(chunks.getBody()->getTerminator());
   Value k0 = chunks.getInductionVar();

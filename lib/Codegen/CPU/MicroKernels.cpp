@@ -65,8 +65,7 @@ static Value buildRegisterBlocks(
   int64_t blockRows = kRows;
   if (vecs < kVecs && tq % (kRows * (kVecs / vecs)) == 0)
     blockRows = kRows * (kVecs / vecs);
-  auto rowLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(blockRows),
-                                    ValueRange{out});
+  auto rowLoop = ix.loop(0, tq, blockRows, ValueRange{out});
   b.setInsertionPointToStart(rowLoop.getBody());
   Value i0 = rowLoop.getInductionVar();
   if (atRows)
@@ -83,7 +82,7 @@ static Value buildRegisterBlocks(
     for (Value row : rows)
       for (Value col : cols)
         acc0.push_back(init(b, o, row, col));
-    auto red = scf::ForOp::create(b, loc, ix.c(0), ix.c(steps), ix.c(1), acc0);
+    auto red = ix.loop(0, steps, 1, acc0);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(red.getBody());
@@ -100,8 +99,7 @@ static Value buildRegisterBlocks(
     return o;
   };
   auto colLoop =
-      scf::ForOp::create(b, loc, ix.c(0), ix.c(mainCols), ix.c(blockCols),
-                         ValueRange{rowLoop.getRegionIterArg(0)});
+      ix.loop(0, mainCols, blockCols, ValueRange{rowLoop.getRegionIterArg(0)});
   b.setInsertionPointToStart(colLoop.getBody());
   scf::YieldOp::create(
       b, loc,

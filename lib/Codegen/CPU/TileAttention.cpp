@@ -159,8 +159,7 @@ Value packRowPairs(OpBuilder &b, Location loc, Value x, int64_t rows,
   auto halfTy = VectorType::get({16}, bf16);
   Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(bf16));
   Value init = tensor::EmptyOp::create(b, loc, {rows / 2, 2 * n}, bf16);
-  auto loop = scf::ForOp::create(b, loc, ix.c(0), ix.c(rows / 2), ix.c(1),
-                                 ValueRange{init});
+  auto loop = ix.loop(0, rows / 2, 1, ValueRange{init});
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   Idx px{b, loc};
@@ -238,8 +237,7 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
   Value probs0 = pairs ? tensor::EmptyOp::create(b, loc, {tk / 2, 2 * tq}, bf16)
                        : tensor::EmptyOp::create(b, loc, {tk, tq}, f32);
   Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
-  auto cols = scf::ForOp::create(b, loc, ix.c(0), ix.c(tq), ix.c(w),
-                                 ValueRange{probs0, m, l, corr0});
+  auto cols = ix.loop(0, tq, w, ValueRange{probs0, m, l, corr0});
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(cols.getBody());
   Value c = cols.getInductionVar();
@@ -247,8 +245,7 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
         lT = cols.getRegionIterArg(2), corrT = cols.getRegionIterArg(3);
   Value negInfV = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(vt, b.getF32FloatAttr(negInf)));
-  auto maxLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(kRows),
-                                    SmallVector<Value>(kRows, negInfV));
+  auto maxLoop = ix.loop(0, tk, kRows, SmallVector<Value>(kRows, negInfV));
   {
     OpBuilder::InsertionGuard gm(b);
     b.setInsertionPointToStart(maxLoop.getBody());
@@ -283,8 +280,7 @@ SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
   }
   SmallVector<Value> expInit = {probs};
   expInit.append(kRows, zeroV);
-  auto expLoop =
-      scf::ForOp::create(b, loc, ix.c(0), ix.c(tk), ix.c(kRows), expInit);
+  auto expLoop = ix.loop(0, tk, kRows, expInit);
   {
     OpBuilder::InsertionGuard ge(b);
     b.setInsertionPointToStart(expLoop.getBody());
@@ -557,11 +553,9 @@ Value AttentionTiler::packQueries(const QueryTile &qt) {
   Value q = castTo(b, loc, qt.q, {tileQ, dd});
   Value init =
       tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType());
-  auto rowLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(tileQ), ix.c(t),
-                                    ValueRange{init});
+  auto rowLoop = ix.loop(0, tileQ, t, ValueRange{init});
   b.setInsertionPointToStart(rowLoop.getBody());
-  auto colLoop = scf::ForOp::create(b, loc, ix.c(0), ix.c(cols), ix.c(t),
-                                    ValueRange{rowLoop.getRegionIterArg(0)});
+  auto colLoop = ix.loop(0, cols, t, ValueRange{rowLoop.getRegionIterArg(0)});
   b.setInsertionPointToStart(colLoop.getBody());
   Value r0 = rowLoop.getInductionVar(), c0 = colLoop.getInductionVar();
   auto pairsTy = VectorType::get({2 * t}, b.getBF16Type());
@@ -1064,8 +1058,7 @@ SmallVector<Value> AttentionTiler::stepEdge(const QueryTile &qt,
                                             ValueRange state) {
   int64_t hq = tileQ / 2, hk = tileKV / 2;
   using P = arith::CmpIPredicate;
-  auto halves = scf::ForOp::create(b, loc, ix.c(0), ix.c(tileQ), ix.c(hq),
-                                   SmallVector<Value>(state));
+  auto halves = ix.loop(0, tileQ, hq, SmallVector<Value>(state));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(halves.getBody());
   Value r0 = halves.getInductionVar();
@@ -1301,41 +1294,40 @@ Value AttentionTiler::build() {
   Value m0 = filledF32(b, loc, {qt.rows}, kNegInf);
   Value l0 = filledF32(b, loc, {qt.rows}, 0.0f);
   Value acc0 = filledF32(b, loc, {qt.rows, d}, 0.0f);
-  Value oTile;
   Value outTile =
       slice2D(b, loc, forall.getRegionIterArgs()[0], {qt.batch, qt.head}, qt.q0,
               qt.rows, b.getIndexAttr(0), d);
-  if (!kernels) {
-    auto kLoop = scf::ForOp::create(b, loc, tiles.lb, tiles.ub, ix.c(1),
-                                    ValueRange{m0, l0, acc0});
-    b.setInsertionPointToStart(kLoop.getBody());
-    KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
-    scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
-    b.setInsertionPointAfter(kLoop);
-    oTile = normalize(outTile, kLoop.getResult(2), kLoop.getResult(1));
-  } else {
-    // Every key tile but the last in the loop, the last after it (lastStep).
+  // The loop over the key tiles, then the output tile. With the
+  // micro-kernels, the loop runs over every key tile but the last, which
+  // lastStep takes after it and which writes the output tile; each step
+  // prefetches what this thread reads next.
+  Value kEnd = tiles.ub, nextFirstK0;
+  if (kernels) {
     QueryTile next = qt;
     next.qPos0 = ix.add(qt.qPos0, ix.c(tileQ));
     next.qPosLast = ix.add(qt.qPosLast, ix.c(tileQ));
     TileLoop nextTiles = keyTileRange(next);
     Value nextFirst = tileIndex(nextTiles.lb, nextTiles);
-    Value nextFirstK0 = ix.mul(nextFirst, ix.c(tileKV));
-    Value kEnd = ix.sub(tiles.ub, ix.c(1));
-    auto kLoop = scf::ForOp::create(b, loc, tiles.lb, kEnd, ix.c(1),
-                                    ValueRange{m0, l0, acc0});
-    b.setInsertionPointToStart(kLoop.getBody());
-    KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
-    // What this thread reads next: the next step's key tile (lastStep's
-    // after the loop's last), and the next query tile's queries.
+    nextFirstK0 = ix.mul(nextFirst, ix.c(tileKV));
+    kEnd = ix.sub(tiles.ub, ix.c(1));
+  }
+  auto kLoop = scf::ForOp::create(b, loc, tiles.lb, kEnd, ix.c(1),
+                                  ValueRange{m0, l0, acc0});
+  b.setInsertionPointToStart(kLoop.getBody());
+  KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
+  if (kernels) {
+    // The next step's key tile (lastStep's after the loop's last), and the
+    // next query tile's queries.
     Value nextStep = ix.add(kLoop.getInductionVar(), ix.c(1));
     Value nextIndex = tileIndex(nextStep, tiles);
     kt.nextK0 = ix.mul(nextIndex, ix.c(tileKV));
     kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
-    scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
-    b.setInsertionPointAfter(kLoop);
-    oTile = lastStep(qt, tiles, kLoop.getResults(), outTile, nextFirstK0);
   }
+  scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
+  b.setInsertionPointAfter(kLoop);
+  Value oTile =
+      kernels ? lastStep(qt, tiles, kLoop.getResults(), outTile, nextFirstK0)
+              : normalize(outTile, kLoop.getResult(2), kLoop.getResult(1));
   b.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(
       b, loc, oTile, forall.getRegionIterArgs()[0],

@@ -320,8 +320,7 @@ Value ContractionTiler::packB(OpBuilder &tb) {
     Type et = cast<RankedTensorType>(bk.getType()).getElementType();
     Value init = tensor::EmptyOp::create(tb, loc, {kLen, tileN}, et);
     Idx tix{tb, loc};
-    auto rowsLoop = scf::ForOp::create(tb, loc, tix.c(0), tix.c(kLen), tix.c(1),
-                                       ValueRange{init});
+    auto rowsLoop = tix.loop(0, kLen, 1, ValueRange{init});
     OpBuilder::InsertionGuard g(tb);
     tb.setInsertionPointToStart(rowsLoop.getBody());
     Value k = rowsLoop.getInductionVar(), acc = rowsLoop.getRegionIterArg(0);
@@ -391,14 +390,13 @@ Value ContractionTiler::buildRowDots(OpBuilder &tb, Value at, Value cg) {
   Value bn = castTo2D(tb, loc, bTile, tileN, kLen);
   auto vt = VectorType::get({width}, tb.getF32Type());
   Value zero = arith::ConstantOp::create(tb, loc, tb.getZeroAttr(vt));
-  auto cols = scf::ForOp::create(tb, loc, ix0.c(0), ix0.c(tileN), ix0.c(1),
-                                 ValueRange{cg});
+  auto cols = ix0.loop(0, tileN, 1, ValueRange{cg});
   OpBuilder::InsertionGuard g(tb);
   tb.setInsertionPointToStart(cols.getBody());
   Idx ix{tb, loc};
   Value n = cols.getInductionVar();
-  auto red = scf::ForOp::create(tb, loc, ix.c(0), ix.c(kLen - kLen % width),
-                                ix.c(width), SmallVector<Value>(kRows, zero));
+  auto red =
+      ix.loop(0, kLen - kLen % width, width, SmallVector<Value>(kRows, zero));
   {
     OpBuilder::InsertionGuard rg(tb);
     tb.setInsertionPointToStart(red.getBody());
@@ -449,8 +447,7 @@ Value ContractionTiler::buildShortTile(OpBuilder &tb) {
     Value z = arith::ConstantOp::create(zb, loc, zb.getZeroAttr(t));
     return linalg::FillOp::create(zb, loc, z, e).getResult(0);
   };
-  auto loop = scf::ForOp::create(tb, loc, tix.c(0), ms, tix.c(kRows),
-                                 ValueRange{cTile});
+  auto loop = tix.loop(0, ms, kRows, ValueRange{cTile});
   OpBuilder::InsertionGuard g(tb);
   tb.setInsertionPointToStart(loop.getBody());
   Idx lix{tb, loc};
@@ -506,9 +503,7 @@ Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
     r = buildKernelChunk(tb, at, bt, r, first, Value(), kChunk, rows);
   } else if (chunks > 1) {
     Idx tix{tb, loc};
-    auto loop = scf::ForOp::create(tb, loc, tix.c(first),
-                                   tix.c(first + chunks * kChunk),
-                                   tix.c(kChunk), ValueRange{r});
+    auto loop = tix.loop(first, first + chunks * kChunk, kChunk, ValueRange{r});
     OpBuilder::InsertionGuard g(tb);
     tb.setInsertionPointToStart(loop.getBody());
     scf::YieldOp::create(tb, loc,
