@@ -42,7 +42,10 @@ struct Idx {
   /// compiler's argument evaluation order: GCC's IR and Clang's differ).
   scf::ForOp loop(int64_t lb, int64_t ub, int64_t step,
                   ValueRange iterArgs = {}) {
-    return loop(lb, c(ub), step, iterArgs);
+    Value l = c(lb);
+    Value u = c(ub);
+    Value s = c(step);
+    return scf::ForOp::create(b, loc, l, u, s, iterArgs);
   }
   scf::ForOp loop(int64_t lb, Value ub, int64_t step,
                   ValueRange iterArgs = {}) {
