@@ -17,6 +17,9 @@ config.test_exec_root = os.path.join(config.masformer_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%cmake", config.cmake_command))
+# The compiler that built the project (test/gpu/fake_cuda.c is built with
+# it, as C).
+config.substitutions.append(("%cxx", config.cxx_compiler))
 config.substitutions.append(("%fixtures", os.path.join(config.masformer_src_root, "test", "fixtures")))
 config.substitutions.append(("%mlir_lib_dir", config.llvm_lib_dir))
 config.substitutions.append(("%masformer_src_root", config.masformer_src_root))

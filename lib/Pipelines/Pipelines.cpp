@@ -218,11 +218,16 @@ static void addNVVMTail(OpPassManager &pm, const Options &options,
       "gpu-module-to-binary{format=" +
       options.format + " toolkit=" + options.toolkit + "}";
   if (options.hostToLLVM) {
+    // The host's memref ops before gpu-to-llvm: that pass converts the
+    // memref.allocs left to it with its own patterns, always to malloc,
+    // where the runtime frees a model's results through the allocator of
+    // use-generic-functions (lib/Runtime/Allocator.c), which reads a header
+    // that malloc never wrote.
     lowering += ",expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-                "gpu-to-llvm,finalize-memref-to-llvm";
+                "finalize-memref-to-llvm";
     if (options.genericAllocation)
       lowering += "{use-generic-functions}";
-    lowering += ",convert-arith-to-llvm,convert-index-to-llvm,"
+    lowering += ",gpu-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
                 "convert-cf-to-llvm,convert-func-to-llvm,"
                 "reconcile-unrealized-casts";
   }
