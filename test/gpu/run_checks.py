@@ -3,7 +3,8 @@
 matrix product against torch, then timings against torch's SDPA (flash),
 FlexAttention and torch.matmul.
 
-    run_checks.py DIR [--out RESULTS.md] [--skip-timing] [--skip-flex]
+    run_checks.py DIR [--out RESULTS.md] [--skip-numerics] [--skip-timing]
+                      [--skip-flex] [--only REGEX]
                       [--seqs 4096 8192 16384] [--flex-seqs 16384] [--reps 20]
 
 FlexAttention is compiled (torch.compile) once per shape, which takes tens
@@ -17,6 +18,7 @@ import argparse
 import datetime
 import math
 import os
+import re
 import sys
 
 import torch
@@ -69,8 +71,9 @@ def reference(q, k, v, span, causal, scale, mask=None):
     return torch.einsum('bhqk,bhkd->bhqd', p, v)
 
 
-def numerics(kernels, log):
-    """Every configuration at shapes with ragged ends, grouped heads and
+def numerics(kernels, log, only=None):
+    """Every configuration (those whose name `only` matches, a regular
+    expression, when given) at shapes with ragged ends, grouped heads and
     fewer queries than keys; returns the number of failures."""
     shapes = [  # (B, H, Hkv, Sq, Skv)
         (1, 2, 2, 200, 200), (2, 4, 2, 130, 130), (1, 3, 1, 64, 64),
@@ -82,6 +85,8 @@ def numerics(kernels, log):
     log('| --- | --- | --- | --- | --- |')
     gen = torch.Generator(device='cuda').manual_seed(0)
     for name, c in kernels.configs.items():
+        if only and not re.search(only, name):
+            continue
         if c.get('kind') == 'matmul':
             failures += check_matmul(kernels, name, c, gen, log)
             continue
@@ -262,6 +267,10 @@ def main():
     ap.add_argument('dir')
     ap.add_argument('--out', default='gpu-results.md')
     ap.add_argument('--skip-timing', action='store_true')
+    ap.add_argument('--skip-numerics', action='store_true')
+    ap.add_argument('--only', help='check only the functions whose name '
+                    'this regular expression matches (under '
+                    'compute-sanitizer, say)')
     ap.add_argument('--skip-flex', action='store_true')
     ap.add_argument('--seqs', type=int, nargs='+', default=[4096, 8192, 16384])
     ap.add_argument('--flex-seqs', type=int, nargs='*', default=[16384])
@@ -279,9 +288,11 @@ def main():
     log('')
     log('GPU: %s; torch %s' % (kernels.device, torch.__version__))
     log('')
-    log('## Numerics against float64 torch')
-    log('')
-    failures = numerics(kernels, log)
+    failures = 0
+    if not args.skip_numerics:
+        log('## Numerics against float64 torch')
+        log('')
+        failures = numerics(kernels, log, args.only)
     if not args.skip_timing:
         log('')
         log('## Timings: bf16, causal, batch 1, 16 heads; median of %d calls '
