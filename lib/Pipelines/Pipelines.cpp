@@ -272,8 +272,14 @@ void mlir::masformer::buildModelToNVVMPipeline(
     return addPipelineError(
         pm, "--masformer-model-to-nvvm: precision=" + options.precision +
                 ": expected f32 or bf16");
-  // As on the CPU: tied weights transposed once, the products first.
-  pm.addPass(createFoldConstantTransposes());
+  // As on the CPU, no transpose of a weight at run time; but a tied
+  // embedding is read by the product kernel as it is stored ([vocab, d],
+  // B transposed), not as a transposed copy, whose rows of the
+  // vocabulary's length the kernel's 16-byte copies cannot take (GPT-2's
+  // 50257: the LM head ran one thread per logit, 0.6 s of a 0.64 s
+  // forward pass at S = 2048 on an H200).
+  pm.addPass(createFoldConstantTransposes(
+      FoldConstantTransposesOptions{/*minElements=*/1, /*intoProducts=*/true}));
   if (options.precision == "bf16")
     pm.addPass(createMixedPrecision());
   pm.addPass(createContractionsToGPU());

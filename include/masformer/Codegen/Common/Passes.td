@@ -43,10 +43,22 @@ def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
     An ONNX `Transpose` of a weight (a tied LM head multiplies by the
     transposed token embedding) then costs nothing at run time. Constants
     of fewer than `min-elements` elements are left to the other folders.
+
+    With `into-products`, a transpose of the last two dimensions whose
+    every use is the second operand (B) of a matrix product is not
+    materialized: the products read the constant as it is, with B's
+    indexing map transposed (B stored [n, k]). The GPU's product kernel
+    reads such a B by rows of k, where the transposed copy of a tied
+    embedding has rows of the vocabulary's length (50257 for GPT-2: no
+    multiple of 16 bytes, which its asynchronous copies need), and no
+    second copy of the weight is stored.
   }];
   let options = [
     Option<"minElements", "min-elements", "int64_t", /*default=*/"1",
            "Smallest constant to transpose">,
+    Option<"intoProducts", "into-products", "bool", /*default=*/"false",
+           "Fold a transpose that only feeds matrix products' B operands "
+           "into their indexing maps instead">,
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
