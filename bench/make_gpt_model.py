@@ -39,6 +39,13 @@ def main():
     ap.add_argument("--external-data", action="store_true",
                     help="store the weights in <out>.data beside the model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat-rows", type=int, default=0, metavar="N",
+                    help="each matrix's rows repeat with period N (random "
+                    "N-row blocks, tiled): the weights compress by lzma to "
+                    "a few MB, so that a model the size of GPT-2 small can "
+                    "travel to a GPU machine for timing (bench/gpu_model.py)"
+                    "; the model computes the same amount, with rank-N "
+                    "weights")
     ap.add_argument("--encoder", action="store_true",
                     help="no causal mask: bidirectional attention")
     a = ap.parse_args()
@@ -49,7 +56,12 @@ def main():
     inits, nodes = [], []
 
     def weight(name, shape, std=0.02):
-        w = (rng.standard_normal(shape, dtype=np.float32) * std)
+        n = a.repeat_rows
+        if n and len(shape) == 2 and shape[0] > n:
+            block = rng.standard_normal((n, shape[1]), dtype=np.float32)
+            w = np.tile(block, (-(-shape[0] // n), 1))[:shape[0]] * std
+        else:
+            w = (rng.standard_normal(shape, dtype=np.float32) * std)
         inits.append(nh.from_array(w.astype(np.float32), name))
         return name
 

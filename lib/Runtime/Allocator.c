@@ -8,8 +8,10 @@
  * freed and reused for a request of up to their size, so that a model's
  * activations, freed and allocated again in every run, do not go back to the
  * kernel (an mmap, page faults and zeroed pages per buffer and per run), even
- * when they grow a little per run as a decode step's keys do. masformer_free frees the results the runtime
- * receives; masformer_release_memory empties the cache.
+ * when they grow a little per run as a decode step's keys do. In a GPU
+ * library such blocks are also page-locked (the device copies results into
+ * them). masformer_free frees the results the runtime receives;
+ * masformer_release_memory empties the cache.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -22,6 +24,23 @@
 #define MF_HEADER 64
 #define MF_BIG ((size_t)1 << 20)
 #define MF_SLOTS 64
+
+#ifdef MF_CUDA
+/* A GPU library's host buffers are its results, which the device copies
+   into: blocks of MF_BIG or more are page-locked when first allocated
+   (the flag in the header's second word) and stay so while cached, so
+   that the copies run at the bus's rate; unpinned before they are freed. */
+int masformer_cuda_pin(void *ptr, uint64_t size);
+void masformer_cuda_unpin(void *ptr);
+#define MF_PINNED(base) (((size_t *)(base))[1])
+static void mf_release(char *base) {
+  if (MF_PINNED(base))
+    masformer_cuda_unpin(base);
+  free(base);
+}
+#else
+static void mf_release(char *base) { free(base); }
+#endif
 
 typedef struct { char *base; size_t size; } mf_block;
 static mf_block mf_cache[MF_SLOTS];
@@ -62,6 +81,9 @@ _mlir_memref_to_llvm_alloc(uint64_t size) {
   if (!base)
     return NULL;
   *(size_t *)base = total;
+#ifdef MF_CUDA
+  MF_PINNED(base) = total >= MF_BIG && masformer_cuda_pin(base, total);
+#endif
   return base + MF_HEADER;
 }
 
@@ -95,7 +117,7 @@ _mlir_memref_to_llvm_free(void *ptr) {
     if (!base)
       return;
   }
-  free(base);
+  mf_release(base);
 }
 
 void MF_ABI_ID_FREE(void *ptr) { _mlir_memref_to_llvm_free(ptr); }
@@ -117,7 +139,7 @@ __attribute__((destructor)) static void mf_free_device_constants(void) {
 void MF_ABI_ID_RELEASE(void) {
   pthread_mutex_lock(&mf_lock);
   for (int i = 0; i < mf_cached; ++i)
-    free(mf_cache[i].base);
+    mf_release(mf_cache[i].base);
   mf_cached = 0;
   pthread_mutex_unlock(&mf_lock);
 #ifdef MF_CUDA

@@ -663,6 +663,33 @@ MASFORMER_CUDA_EXPORT void mgpuMemset16(void *dst, unsigned short value,
         "cuMemsetD16Async");
 }
 
+/// Page-locks a host buffer of a compiled model (its results, which the
+/// device copies into): a copy to pinned memory runs at the bus's rate,
+/// where a copy to pageable memory goes through the driver's staging
+/// buffers (9 GB/s for GPT-2's logits on an H200, 45 ms of a 58 ms run at
+/// S = 2048). Returns 1 when pinned; 0, with no error recorded, when the
+/// driver is not ready or refuses (a memory-lock limit): the buffer then
+/// stays pageable, which is slower and as correct.
+MASFORMER_CUDA_EXPORT int masformer_cuda_pin(void *ptr, uint64_t size) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.ready || !s.error.empty())
+    return 0;
+  s.d.cuCtxSetCurrent(s.ctx);
+  return s.d.cuMemHostRegister(ptr, size, 0) == kSuccess ? 1 : 0;
+}
+
+/// Undoes masformer_cuda_pin before the buffer is freed (no error
+/// recorded: a driver already gone at exit has unpinned it).
+MASFORMER_CUDA_EXPORT void masformer_cuda_unpin(void *ptr) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.ready)
+    return;
+  s.d.cuCtxSetCurrent(s.ctx);
+  s.d.cuMemHostUnregister(ptr);
+}
+
 MASFORMER_CUDA_EXPORT void mgpuMemHostRegister(void *ptr, uint64_t size) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

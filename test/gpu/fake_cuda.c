@@ -9,11 +9,13 @@
  * host memory, copies are memcpy, and launches run nothing (the results are
  * whatever the buffers held, not checked). At exit it prints what it saw:
  *
- *   fake libcuda: L launches, A allocations, F frees, N live (B bytes)
+ *   fake libcuda: L launches, A allocations, F frees, N live (B bytes),
+ *                 R host ranges pinned, P still pinned
  *
  * and it fails the process (exit status 3, with the reason on stderr) on a
- * free of a pointer it did not allocate, a double free, or a copy that
- * reaches outside an allocation: what the host code must never do.
+ * free of a pointer it did not allocate, a double free, a copy that
+ * reaches outside an allocation, or a host range pinned twice or unpinned
+ * without being pinned: what the host code must never do.
  * FAKE_CUDA_SM (default 90) is the device's compute capability.
  *
  *===----------------------------------------------------------------------===*/
@@ -36,7 +38,8 @@ typedef struct {
 } Block;
 static Block *blocks;
 static size_t numBlocks, capBlocks;
-static unsigned long long launches, allocs, frees;
+static unsigned long long launches, allocs, frees, registrations;
+static size_t numPinned;
 
 static void fail(const char *what, const void *p) {
   fprintf(stderr, "fake libcuda: %s (%p)\n", what, p);
@@ -58,8 +61,8 @@ static void __attribute__((destructor)) report(void) {
     bytes += blocks[i].size;
   fprintf(stderr,
           "fake libcuda: %llu launches, %llu allocations, %llu frees, %zu "
-          "live (%zu bytes)\n",
-          launches, allocs, frees, numBlocks, bytes);
+          "live (%zu bytes), %llu host ranges pinned, %zu still pinned\n",
+          launches, allocs, frees, numBlocks, bytes, registrations, numPinned);
 }
 
 CUresult cuInit(unsigned flags) {
@@ -244,13 +247,30 @@ CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n,
     p[i] = v;
   return kSuccess;
 }
+/* Page-locked host ranges: each must be unregistered (before its memory
+   is freed), exactly once. */
+static void *pinned[1024];
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
-  (void)p, (void)n, (void)flags;
+  (void)flags;
+  if (!p || !n)
+    return kInvalidValue;
+  for (size_t i = 0; i < numPinned; ++i)
+    if (pinned[i] == p)
+      fail("cuMemHostRegister of a range already registered", p);
+  if (numPinned == sizeof(pinned) / sizeof(pinned[0]))
+    return 2;
+  pinned[numPinned++] = p;
+  ++registrations;
   return kSuccess;
 }
 CUresult cuMemHostUnregister(void *p) {
-  (void)p;
-  return kSuccess;
+  for (size_t i = 0; i < numPinned; ++i)
+    if (pinned[i] == p) {
+      pinned[i] = pinned[--numPinned];
+      return kSuccess;
+    }
+  fail("cuMemHostUnregister of a range not registered", p);
+  return kInvalidValue;
 }
 CUresult cuGetErrorName(CUresult r, const char **s) {
   *s = r == kSuccess ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
