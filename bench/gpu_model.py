@@ -165,11 +165,10 @@ def run(a):
 def profile(models, s, rng):
     """Where a run's time goes, at length s: the device time of each kernel
     and copy (torch's profiler: CUPTI sees the driver-API launches of our
-    shim), against the wall time of the run alone and with the logits read
-    back into numpy."""
+    shim, through test/gpu/kernel_times.py), against the wall time of the
+    run alone."""
     import torch
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
+    from kernel_times import device_events
     from timing import median_time
     torch.cuda.init()
     feeds = {"input_ids": rng.integers(0, 50257, (1, s), dtype=np.int64)}
@@ -177,14 +176,7 @@ def profile(models, s, rng):
         m = models[n]
         m.run(feeds)
         run_only = median_time(lambda: m.rt.mf_model_run(m.m), 3, warmups=1)
-        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-            m.rt.mf_model_run(m.m)
-            torch.cuda.synchronize()
-        per = {}
-        for e in prof.events():
-            if e.device_type == torch.autograd.DeviceType.CUDA:
-                c, t = per.get(e.name, (0, 0.0))
-                per[e.name] = (c + 1, t + e.device_time)
+        per = device_events(lambda: m.rt.mf_model_run(m.m), 1)
         total = sum(t for _, t in per.values())
         print(f"\n{n}, S = {s}: mf_model_run alone {run_only * 1e3:.1f} ms "
               f"wall; device {total / 1e3:.1f} ms in {len(per)} kernels "
@@ -192,7 +184,7 @@ def profile(models, s, rng):
         print("| kernel or copy | calls | device ms |")
         print("| --- | --- | --- |")
         for name, (c, t) in sorted(per.items(), key=lambda x: -x[1][1])[:12]:
-            print(f"| {name[:70]} | {c} | {t / 1e3:.2f} |", flush=True)
+            print(f"| {name[:70]} | {c:.0f} | {t / 1e3:.2f} |", flush=True)
 
 
 def main():

@@ -22,19 +22,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from masformer_gpu import Kernels  # noqa: E402
 
 
-def device_times(fn, reps):
-    """{kernel name: mean device microseconds per call} of fn."""
+def device_events(fn, reps):
+    """{kernel or copy name: (launches, device microseconds)} per call of
+    fn, after one call of warm-up."""
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             fn()
         torch.cuda.synchronize()
-    times = defaultdict(float)
+    per = defaultdict(lambda: [0, 0.0])
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
-            times[e.name] += e.device_time / reps
-    return times
+            per[e.name][0] += 1
+            per[e.name][1] += e.device_time
+    return {n: (c / reps, t / reps) for n, (c, t) in per.items()}
+
+
+def device_times(fn, reps):
+    """{kernel name: mean device microseconds per call} of fn."""
+    return {n: t for n, (_, t) in device_events(fn, reps).items()}
 
 
 def main():

@@ -16,6 +16,7 @@ MLIR. Exit status 1 when a numerics check fails.
 """
 import argparse
 import datetime
+import json
 import math
 import os
 import re
@@ -276,6 +277,16 @@ def main():
     ap.add_argument('--flex-seqs', type=int, nargs='*', default=[16384])
     ap.add_argument('--reps', type=int, default=20)
     args = ap.parse_args()
+    if args.only is not None:
+        try:
+            only = re.compile(args.only)
+        except re.error as e:
+            ap.error('--only %r: %s' % (args.only, e))
+        with open(os.path.join(args.dir, 'kernels.json')) as f:
+            names = [c['name'] for c in json.load(f)]
+        if not any(only.search(n) for n in names):
+            ap.error('--only %r matches no function of %s' % (
+                args.only, args.dir))
     out = open(args.out, 'w')
 
     def log(line):
