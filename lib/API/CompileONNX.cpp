@@ -77,6 +77,10 @@ mlir::masformer::checkCompileTarget(const CompileONNXOptions &options,
     error = ("--precision=" + precision + ": expected f32 or bf16").str();
     return failure();
   }
+  if (options.emulateAMX && (target != "cpu" || precision != "bf16")) {
+    error = "--emulate-amx needs --target=cpu and --precision=bf16";
+    return failure();
+  }
   if (target == "cuda") {
     std::string chipError;
     if (failed(checkNVVMChip(options.gpuChip(), chipError))) {
@@ -144,7 +148,7 @@ checkOptionsAndFindTools(StringRef dst, const CompileONNXOptions &options,
     return failure();
   tools.host = std::move(*host);
   if (options.target == "cpu" && options.precision == "bf16" &&
-      !tools.host.amxBF16 && !tools.host.avx512BF16)
+      !options.emulateAMX && !tools.host.amxBF16 && !tools.host.avx512BF16)
     return emitError(loc)
                << "--precision=bf16 on the CPU needs AMX-BF16 or AVX512-BF16, "
                   "and --cpu="
@@ -222,7 +226,8 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
   bool cuda = options.target == "cuda";
   // The instructions the runtime must check (and, for AMX, ask the kernel
   // for) before it runs the library.
-  if (!cuda && options.precision == "bf16" && tools.host.amxBF16) {
+  if (!cuda && options.precision == "bf16" && tools.host.amxBF16 &&
+      !options.emulateAMX) {
     entry.signature += "isa\tamx-bf16\n";
     if (!entry.decodeSignature.empty() &&
         !StringRef(entry.decodeSignature).starts_with(MF_ABI_DECODE_UNAVAILABLE))
@@ -250,7 +255,9 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
     lowering.tileKV = options.tileKV;
     lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
     lowering.precision = options.precision;
-    lowering.amx = options.precision == "bf16" && tools.host.amxBF16;
+    lowering.amx = options.precision == "bf16" &&
+                   (tools.host.amxBF16 || options.emulateAMX);
+    lowering.emulateAMX = options.emulateAMX;
     lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
     lowering.genericAllocation = true;
     buildLowerToCPUPipeline(pm, lowering);

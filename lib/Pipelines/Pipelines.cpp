@@ -89,6 +89,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
   if ((options.amx || options.avx512BF16) && options.precision != "bf16")
     return addPipelineError(pm, "--masformer-lower-to-cpu: amx and "
                                 "avx512-bf16 need precision=bf16");
+  if (options.emulateAMX && !options.amx)
+    return addPipelineError(pm, "--masformer-lower-to-cpu: emulate-amx needs "
+                                "amx");
   // Weights that the model transposes (a tied LM head) are transposed once,
   // here, not in every run.
   pm.addPass(createFoldConstantTransposes());
@@ -146,7 +149,12 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // A result the model returns from a buffer it does not own (a
       // constant output) is a bufferization.clone: an allocation and a
       // copy.
-      "convert-bufferization-to-memref,"
+      "convert-bufferization-to-memref,";
+  // AMX emulated: its register files are allocas in the parallel loops'
+  // bodies, which buffer hoisting must not have seen.
+  if (options.emulateAMX)
+    lowering += "masformer-emulate-amx,";
+  lowering +=
       "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first
@@ -161,7 +169,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "vector-transpose-lowering=shuffle16x16";
   // The AMX tile ops (with the vector ops: LLVM's conversion of control
   // flow has no tile type, so no tile value crosses a block).
-  if (options.amx)
+  if (options.amx && !options.emulateAMX)
     lowering += " enable-amx";
   if (options.avx512BF16)
     lowering += " enable-x86vector";

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """One matrix product compiled with --precision=bf16 against its definition:
 
-    bf16_product_check.py DIR K N M [--transposed] [--cpu=NAME]
+    bf16_product_check.py DIR K N M [--transposed] [--cpu=NAME] [--emulate-amx]
 
 writes DIR/p.onnx (y = MatMul(x[m, K], W) with constant weights W [K, N],
 or MatMul(x, Transpose(W)) with W stored [N, K] when --transposed),
-compiles it with masformer-compile --precision=bf16 (and --cpu), runs it on
+compiles it with masformer-compile --precision=bf16 (and --cpu,
+--emulate-amx: the AMX path in its emulator on any CPU), runs it on
 M random rows, and compares y with numpy: x and W rounded to bf16 (to
 nearest, ties to even), multiplied in float64. The only error left is the
 f32 accumulation: y must be within 1e-6 of the largest |y|.
@@ -35,6 +36,7 @@ def main():
     out, k, n, m = args[0], int(args[1]), int(args[2]), int(args[3])
     transposed = "--transposed" in flags
     cpu = [f for f in flags if f.startswith("--cpu=")]
+    cpu += [f for f in flags if f == "--emulate-amx"]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(k * 1000 + n + m)
     w = rng.standard_normal((n, k) if transposed else (k, n)).astype(
@@ -62,7 +64,7 @@ def main():
     want = to_bf16(x).astype(np.float64) @ to_bf16(weights).astype(np.float64)
     err = float(np.abs(y - want).max() / np.abs(want).max())
     what = (f"[{m} x {k}] x [{k} x {n}]{' (transposed)' if transposed else ''}"
-            f"{' ' + cpu[0] if cpu else ''}")
+            f"{' ' + ' '.join(cpu) if cpu else ''}")
     if not np.isfinite(y).all() or err > 1e-6:
         sys.exit(f"{what}: the bf16 product is {err:.3g} (relative to the "
                  "largest result) from its definition")

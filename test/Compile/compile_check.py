@@ -38,6 +38,9 @@ def main():
     ap.add_argument("--precision", default="",
                     help="masformer-compile --precision (bf16: compare with "
                          "onnxruntime's f32 within --atol/--rtol)")
+    ap.add_argument("--emulate-amx", action="store_true",
+                    help="masformer-compile --emulate-amx (the AMX path in "
+                         "its emulator, on any CPU)")
     ap.add_argument("--compile", default="masformer-compile")
     ap.add_argument("--run", default="masformer-run")
     ap.add_argument("--argmax-agree", type=float, default=None,
@@ -65,6 +68,8 @@ def main():
                 cmd.append(f"--precision={a.precision}")
             if a.cpu:
                 cmd.append(f"--cpu={a.cpu}")
+            if a.emulate_amx:
+                cmd.append("--emulate-amx")
             for spec in a.shape if a.static else []:
                 cmd += ["--input-shape", spec]
             r = subprocess.run(cmd, capture_output=True, text=True)

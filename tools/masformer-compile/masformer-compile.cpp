@@ -59,6 +59,13 @@ int main(int argc, char **argv) {
       cl::desc("LLVM CPU to generate code for (default: native, this "
                "machine's CPU and features)"),
       cl::init("native"), cl::cat(category));
+  cl::opt<bool> emulateAMX(
+      "emulate-amx",
+      cl::desc("With --precision=bf16 on the CPU: compile the products AMX "
+               "takes for AMX whatever the CPU has, and run them in a checked "
+               "scalar emulation of AMX's tile instructions (a test of the "
+               "AMX path on a CPU without AMX; slow)"),
+      cl::init(false), cl::cat(category));
   cl::list<std::string> inputShapes(
       "input-shape",
       cl::desc("Static shape of a graph input: name=d0xd1x... (repeatable; "
@@ -118,6 +125,7 @@ int main(int argc, char **argv) {
   options.cudaToolkit = cudaToolkit;
   options.precision = precision;
   options.cpu = cpu;
+  options.emulateAMX = emulateAMX;
   options.output = emit;
   options.embedWeights = embedWeights;
   options.decode = decode;

@@ -47,6 +47,11 @@ struct CompileONNXOptions {
   /// The LLVM CPU to generate code for ("native": this machine's CPU and
   /// features).
   std::string cpu = "native";
+  /// For target "cpu" with precision "bf16": the products AMX takes are
+  /// compiled for AMX whatever the CPU has, and run in a checked scalar
+  /// emulation of its tile instructions (--masformer-emulate-amx): a test
+  /// of the AMX path on any CPU, slow.
+  bool emulateAMX = false;
   /// Query rows and keys per attention tile.
   int64_t tileQ = 64, tileKV = 128;
   CompileOutput output = CompileOutput::Library;

@@ -56,6 +56,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("With precision=bf16: products with constant weights "
                      "on AMX tiles (the CPU has AMX-BF16)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> emulateAMX{
+      *this, "emulate-amx",
+      llvm::cl::desc("With amx: the AMX tile operations as checked scalar "
+                     "loops (--masformer-emulate-amx), which run on any CPU: "
+                     "a test of the AMX path where there is no AMX"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> avx512BF16{
       *this, "avx512-bf16",
       llvm::cl::desc("With precision=bf16: the bf16 products AMX does not "

@@ -199,6 +199,40 @@ def LowerAMXTiles : Pass<"masformer-lower-amx-tiles"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def EmulateAMX : Pass<"masformer-emulate-amx", "::mlir::ModuleOp"> {
+  let summary = "AMX tile operations as checked scalar loops, for CPUs "
+                "without AMX";
+  let description = [{
+    A test of the AMX path where the CPU has no AMX: every `amx.tile_zero`,
+    `amx.tile_load`, `amx.tile_mulf` (bf16 or f16 tiles, f32 accumulator)
+    and `amx.tile_store` becomes scalar loops over an emulated file of 8
+    tile registers of 16 rows of 64 bytes (`memref.alloca`s at the start of
+    the closest enclosing parallel loop or function, one per element type),
+    computing what Intel's ISA reference defines for TILEZERO, TILELOADD,
+    TDPBF16PS / TDPFP16PS and TILESTORED (each product a call of a private
+    function `__masformer_amx_emulator_tdp<type>ps_<M>x<K/2>x<N>`, kept
+    out of line: inlined, a model's hundreds of products compile slowly):
+
+    ```
+    dst[m][n] += f32(a[m][2 k]) * f32(b[k][2 n])
+               + f32(a[m][2 k + 1]) * f32(b[k][2 n + 1])   for k < K / 2
+    ```
+
+    It is stricter than the hardware: each load and store checks that its
+    tile lies inside its buffer's dimensions, and otherwise writes a message
+    naming the operation and its location to stderr and aborts; a block with more
+    than 8 tile values live at once, a tile value used outside its block,
+    a tile larger than 16 rows of 64 bytes, an explicit stride or an
+    integer product is an error. Registers are assigned by a linear scan;
+    a product accumulates in place when its accumulator dies there.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def FreeBuffersEarly : Pass<"masformer-free-buffers-early"> {
   let summary = "Free each buffer right after its last use, not at the end "
                 "of its block";

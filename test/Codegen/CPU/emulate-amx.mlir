@@ -1,0 +1,184 @@
+// RUN: masformer-opt %s --split-input-file --masformer-emulate-amx --canonicalize --cse --verify-diagnostics | FileCheck %s
+
+// One block of tile operations: registers by a linear scan (C in 0, A in
+// 1, B in 2; the first product accumulates in place, the zeroed tile takes
+// register 3), each load and store checked against its buffer's dimensions,
+// each copy and product a call of a function written once per type.
+// A message per load and store, written to stderr before an abort:
+// CHECK-DAG: llvm.mlir.global private constant @[[MSG:__masformer_amx_emulator_message_0]]("masformer AMX emulator: amx.tile_load of 16 x 16 outside its buffer at loc(\22{{.*}}emulate-amx.mlir\22:{{[0-9]+}}:10)\0A")
+// CHECK-DAG: llvm.mlir.global private constant @__masformer_amx_emulator_message_1("masformer AMX emulator: amx.tile_load of 16 x 32 outside
+// CHECK-DAG: llvm.mlir.global private constant @__masformer_amx_emulator_message_4("masformer AMX emulator: amx.tile_store of 16 x 16 outside
+// CHECK-DAG: llvm.func @abort()
+// CHECK-DAG: llvm.func @write(i32, !llvm.ptr, i64) -> i64
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: (%[[A:.*]]: memref<?x?xbf16>, %[[B:.*]]: memref<?x32xbf16, strided<[64, 1], offset: ?>>, %[[C:.*]]: memref<?x?xf32>, %[[I:.*]]: index)
+// CHECK-DAG: %[[TEXT:.*]] = llvm.mlir.addressof @[[MSG]]
+// CHECK-DAG: %[[FD:.*]] = llvm.mlir.constant(2 : i32)
+// CHECK-DAG: %[[TRUE:.*]] = arith.constant true
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG: %[[BF:.*]] = memref.alloca() : memref<8x16x32xbf16>
+// CHECK-DAG: %[[FF:.*]] = memref.alloca() : memref<8x16x16xf32>
+// The load of C at rows [i, i + 16), columns [0, 16):
+// CHECK:     %[[ROWS:.*]] = memref.dim %[[C]], %[[C0]]
+// CHECK:     %[[END:.*]] = arith.addi %[[I]], %[[C16]]
+// CHECK:     %[[IN:.*]] = arith.cmpi ule, %[[END]], %[[ROWS]]
+// CHECK:     %[[COLS:.*]] = memref.dim %[[C]], %[[C1]]
+// CHECK:     %[[IN2:.*]] = arith.cmpi uge, %[[COLS]], %[[C16]]
+// CHECK:     %[[OK:.*]] = arith.andi %[[IN]], %[[IN2]]
+// CHECK:     %[[BAD:.*]] = arith.xori %[[OK]], %[[TRUE]]
+// CHECK:     scf.if %[[BAD]] {
+// CHECK-NEXT:  llvm.call @write(%[[FD]], %[[TEXT]], %{{.*}})
+// CHECK-NEXT:  llvm.call @abort()
+// CHECK-NEXT: }
+// CHECK:     call @[[LOADC:.*]](%[[C]], %[[FF]], %[[C0]], %[[I]], %[[C0]])
+// CHECK:     scf.if
+// CHECK:     call @[[LOADA:.*]](%[[A]], %[[BF]], %[[C1]], %[[I]], %[[C16]])
+// CHECK:     scf.if
+// CHECK:     call @[[LOADB:.*]](%[[B]], %[[BF]], %[[C2]], %[[C16]], %[[C0]])
+// CHECK:     call @[[DP:__masformer_amx_emulator_tdpbf16ps_16x16x16]](%[[BF]], %[[FF]], %[[C1]], %[[C2]], %[[C0]], %[[C0]])
+// CHECK:     scf.for
+// CHECK:       scf.for
+// CHECK:         memref.store %{{.*}}, %[[FF]][%[[C3]],
+// CHECK:     call @[[DP]](%[[BF]], %[[FF]], %[[C1]], %[[C2]], %[[C3]], %[[C3]])
+// CHECK:     scf.if
+// CHECK:     call @[[STORE:.*]](%[[C]], %[[FF]], %[[C0]], %[[I]], %[[C0]])
+// CHECK:     scf.if
+// CHECK:     call @[[STORE]](%[[C]], %[[FF]], %[[C3]], %[[I]], %[[C16]])
+// CHECK-NOT: amx.
+// The product, as Intel's reference defines tdpbf16ps:
+// CHECK-LABEL: func.func private @__masformer_amx_emulator_tdpbf16ps_16x16x16
+// CHECK-SAME:    (%[[AR:.*]]: memref<8x16x32xbf16>, %[[CR:.*]]: memref<8x16x16xf32>, %[[RA:.*]]: index, %[[RB:.*]]: index, %[[RC:.*]]: index, %[[RO:.*]]: index)
+// CHECK-SAME:    passthrough = ["noinline"]
+// CHECK:       scf.for %[[M:.*]] = %{{.*}} to %[[N16:.*]] step
+// CHECK:         scf.for %[[N:.*]] = %{{.*}} to %[[N16]] step
+// CHECK:           %[[INIT:.*]] = memref.load %[[CR]][%[[RC]], %[[M]], %[[N]]]
+// CHECK:           %[[SUM:.*]] = scf.for %[[K:.*]] = %{{.*}} to %[[N16]] step %{{.*}} iter_args(%[[S:.*]] = %[[INIT]])
+// CHECK:             %[[K2:.*]] = arith.muli %[[K]], %[[TWO:.*]] : index
+// CHECK:             %[[N2:.*]] = arith.muli %[[N]], %[[TWO]] : index
+// CHECK:             %[[X0:.*]] = memref.load %[[AR]][%[[RA]], %[[M]], %[[K2]]]
+// CHECK:             %[[Y0:.*]] = memref.load %[[AR]][%[[RB]], %[[K]], %[[N2]]]
+// CHECK:             arith.extf
+// CHECK:             arith.extf
+// CHECK:             arith.mulf
+// CHECK:             %[[S1:.*]] = arith.addf %[[S]],
+// CHECK:             %[[K21:.*]] = arith.addi %[[K2]], %{{.*}}
+// CHECK:             %[[N21:.*]] = arith.addi %[[N2]], %{{.*}}
+// CHECK:             memref.load %[[AR]][%[[RA]], %[[M]], %[[K21]]]
+// CHECK:             memref.load %[[AR]][%[[RB]], %[[K]], %[[N21]]]
+// CHECK:             %[[S2:.*]] = arith.addf %[[S1]],
+// CHECK:             scf.yield %[[S2]]
+// CHECK:           memref.store %[[SUM]], %[[CR]][%[[RO]], %[[M]], %[[N]]]
+func.func @block(%a: memref<?x?xbf16>, %b: memref<?x32xbf16, strided<[64, 1], offset: ?>>, %c: memref<?x?xf32>, %i: index) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %acc = amx.tile_load %c[%i, %c0] : memref<?x?xf32> into !amx.tile<16x16xf32>
+  %x = amx.tile_load %a[%i, %c16] : memref<?x?xbf16> into !amx.tile<16x32xbf16>
+  %y = amx.tile_load %b[%c16, %c0] : memref<?x32xbf16, strided<[64, 1], offset: ?>> into !amx.tile<16x32xbf16>
+  %p = amx.tile_mulf %x, %y, %acc : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
+  %z = amx.tile_zero : !amx.tile<16x16xf32>
+  %q = amx.tile_mulf %x, %y, %z : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
+  amx.tile_store %c[%i, %c0], %p : memref<?x?xf32>, !amx.tile<16x16xf32>
+  amx.tile_store %c[%i, %c16], %q : memref<?x?xf32>, !amx.tile<16x16xf32>
+  return
+}
+
+// -----
+
+// Tile operations in the body of a parallel loop: each iteration (each
+// thread, once it is an OpenMP loop) has its own register files.
+// CHECK-LABEL: func.func @parallel
+// CHECK-NOT:   memref.alloca
+// CHECK:       scf.forall
+// CHECK-NEXT:    memref.alloca() : memref<8x16x16xf32>
+// CHECK:         scf.for
+// CHECK-NOT:       memref.alloca
+// CHECK:           call @__masformer_amx_emulator_tileloadd_16x16_0
+func.func @parallel(%c: memref<64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.forall (%i) in (4) {
+    %r = arith.muli %i, %c4 : index
+    scf.for %j = %c0 to %c4 step %c1 {
+      %col = arith.muli %j, %c4 : index
+      %t = amx.tile_load %c[%r, %col] : memref<64x64xf32> into !amx.tile<16x16xf32>
+      amx.tile_store %c[%r, %col], %t : memref<64x64xf32>, !amx.tile<16x16xf32>
+    }
+  }
+  return
+}
+
+// -----
+
+// AMX has 8 tile registers: a block with 9 tiles live is not AMX code.
+func.func @nine_live(%a: memref<16x512xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %c96 = arith.constant 96 : index
+  %c128 = arith.constant 128 : index
+  %c160 = arith.constant 160 : index
+  %c192 = arith.constant 192 : index
+  %c224 = arith.constant 224 : index
+  %c256 = arith.constant 256 : index
+  %t0 = amx.tile_load %a[%c0, %c0] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t1 = amx.tile_load %a[%c0, %c32] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t2 = amx.tile_load %a[%c0, %c64] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t3 = amx.tile_load %a[%c0, %c96] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t4 = amx.tile_load %a[%c0, %c128] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t5 = amx.tile_load %a[%c0, %c160] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t6 = amx.tile_load %a[%c0, %c192] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  %t7 = amx.tile_load %a[%c0, %c224] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  // expected-error @+1 {{--masformer-emulate-amx: more than 8 tile values live at once (AMX has 8 tile registers)}}
+  %t8 = amx.tile_load %a[%c0, %c256] : memref<16x512xbf16> into !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c0], %t0 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c32], %t1 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c64], %t2 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c96], %t3 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c128], %t4 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c160], %t5 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c192], %t6 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c224], %t7 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  amx.tile_store %a[%c0, %c256], %t8 : memref<16x512xbf16>, !amx.tile<16x32xbf16>
+  return
+}
+
+// -----
+
+// A tile value that crosses a block: the hardware path cannot lower it.
+func.func @crosses(%c: memref<16x16xf32>, %flag: i1) {
+  %c0 = arith.constant 0 : index
+  %t = amx.tile_load %c[%c0, %c0] : memref<16x16xf32> into !amx.tile<16x16xf32>
+  scf.if %flag {
+    // expected-error @+1 {{--masformer-emulate-amx: a tile value used outside the block of tile operations that defines it}}
+    amx.tile_store %c[%c0, %c0], %t : memref<16x16xf32>, !amx.tile<16x16xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @stride(%c: memref<256xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  // expected-error @+1 {{--masformer-emulate-amx: loads with an explicit stride are not emulated}}
+  %t = amx.tile_load %c[%c0], %c16 : memref<256xf32> into !amx.tile<16x16xf32>
+  amx.tile_store %c[%c0], %t, %c16 : memref<256xf32>, !amx.tile<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @integer(%a: memref<16x64xi8>, %c: memref<16x16xi32>) {
+  %c0 = arith.constant 0 : index
+  %x = amx.tile_load %a[%c0, %c0] : memref<16x64xi8> into !amx.tile<16x64xi8>
+  %acc = amx.tile_load %c[%c0, %c0] : memref<16x16xi32> into !amx.tile<16x16xi32>
+  // expected-error @+1 {{--masformer-emulate-amx: amx.tile_muli is not emulated}}
+  %p = amx.tile_muli %x, %x, %acc : !amx.tile<16x64xi8>, !amx.tile<16x64xi8>, !amx.tile<16x16xi32>
+  amx.tile_store %c[%c0, %c0], %p : memref<16x16xi32>, !amx.tile<16x16xi32>
+  return
+}
