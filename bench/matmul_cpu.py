@@ -3,7 +3,14 @@
 machine's sgemm (numpy's BLAS) and onnxruntime's MatMul, in one run:
 
   python3 bench/matmul_cpu.py [--seq 2048] [--reps 5] [--shapes gpt2]
-      [--precision f32] [--work /tmp/masformer-matmul]
+      [--precision f32] [--cpu native] [--work /tmp/masformer-matmul]
+
+--cpu NAME compiles for another CPU (masformer-compile --cpu), which must
+run on this one: code for an AVX2 server (znver3, haswell) measured on an
+AVX-512 machine. numpy's sgemm then should use the same instructions:
+OPENBLAS_CORETYPE=Haswell in the environment makes OpenBLAS run its AVX2
+kernel (the header prints the core it ran). onnxruntime's MLAS picks its
+kernels from the CPU it runs on, whatever --cpu says.
 
 The shapes are GPT-2 small's products at --seq rows: the QKV projection
 (768 -> 2304), the attention output (768 -> 768), the MLP (768 -> 3072 and
@@ -89,13 +96,17 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--shapes", default="gpt2", choices=sorted(SHAPES))
     ap.add_argument("--precision", default="f32")
+    ap.add_argument("--cpu", default="native",
+                    help="masformer-compile --cpu: code for this LLVM CPU")
     ap.add_argument("--work", default="/tmp/masformer-matmul")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     rng = np.random.default_rng(0)
     print(describe())
+    core = os.environ.get("OPENBLAS_CORETYPE", "chosen by OpenBLAS")
     print(f"\nproducts at {a.seq} rows, masformer-compile "
-          f"--precision={a.precision}, median of {a.reps}\n")
+          f"--precision={a.precision} --cpu={a.cpu}, numpy's OpenBLAS core: "
+          f"{core}, median of {a.reps}\n")
     print("| product | m x k x n | sgemm GFLOP/s | onnxruntime GFLOP/s | "
           "ours GFLOP/s | ours / sgemm | ours / onnxruntime | max rel err |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -105,9 +116,9 @@ def main():
         path = os.path.join(a.work, f"{name}.onnx")
         w = make_model(path, k, n, transposed, rng)
         x = rng.standard_normal((a.seq, k)).astype(np.float32)
-        lib = os.path.join(a.work, f"{name}-{a.precision}.so")
+        lib = os.path.join(a.work, f"{name}-{a.precision}-{a.cpu}.so")
         run([os.path.join(BIN, "masformer-compile"), path, "-o", lib,
-             f"--precision={a.precision}"])
+             f"--precision={a.precision}", f"--cpu={a.cpu}"])
         xp = os.path.join(a.work, f"{name}-x.npy")
         np.save(xp, x)
         out_dir = os.path.join(a.work, f"{name}-out")

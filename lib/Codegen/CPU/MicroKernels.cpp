@@ -41,7 +41,7 @@ Value mlir::masformer::writeVec(OpBuilder &b, Location loc, Value v, Value t,
 
 /// The register-blocked loop nest of buildBlockedMatmul and
 /// buildBlockedDotBF16: rows of the [tq, n] result in blocks, columns in
-/// blocks of up to kVecs vectors of W, each block's accumulators carried
+/// blocks of up to blockVectors(targetWidth) vectors of W, each block's accumulators carried
 /// through `steps` steps of the reduction, then `finish`ed (when given) and
 /// stored. `step(b, k, rows, cols, acc)` returns the accumulators after
 /// step k of the block whose rows and vectors' first columns are `rows` and
@@ -50,21 +50,22 @@ using BlockStep = llvm::function_ref<SmallVector<Value>(
     OpBuilder &, Value, ArrayRef<Value>, ArrayRef<Value>, ValueRange)>;
 static Value buildRegisterBlocks(
     OpBuilder &b, Location loc, Value out, int64_t tq, int64_t n, int64_t w,
-    int64_t steps,
+    int64_t targetWidth, int64_t steps,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
     llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows,
     BlockStep step) {
   Idx ix{b, loc};
-  int64_t vecs = std::min(kVecs, n / w);
+  int64_t maxVecs = blockVectors(targetWidth);
+  int64_t vecs = std::min(maxVecs, n / w);
   int64_t blockCols = vecs * w, mainCols = n - n % blockCols;
-  // Fewer than kVecs vectors of columns: more rows, so that the block still
-  // holds kRows * kVecs accumulators (32 columns in vectors of 16: 8 rows x
-  // 2 vectors, 2 loads and 8 broadcasts per 16 FMAs, where 4 x 2 had 2
-  // loads and 4 broadcasts per 8 FMAs).
+  // Fewer than maxVecs vectors of columns: more rows, so that the block
+  // still holds kRows * maxVecs accumulators (32 columns in vectors of 16:
+  // 8 rows x 2 vectors, 2 loads and 8 broadcasts per 16 FMAs, where 4 x 2
+  // had 2 loads and 4 broadcasts per 8 FMAs).
   int64_t blockRows = kRows;
-  if (vecs < kVecs && tq % (kRows * (kVecs / vecs)) == 0)
-    blockRows = kRows * (kVecs / vecs);
+  if (vecs < maxVecs && tq % (kRows * (maxVecs / vecs)) == 0)
+    blockRows = kRows * (maxVecs / vecs);
   auto rowLoop = ix.loop(0, tq, blockRows, ValueRange{out});
   b.setInsertionPointToStart(rowLoop.getBody());
   Value i0 = rowLoop.getInductionVar();
@@ -117,7 +118,7 @@ static Value buildRegisterBlocks(
 
 Value mlir::masformer::buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
-    int64_t n, int64_t kLen, int64_t w,
+    int64_t n, int64_t kLen, int64_t w, int64_t targetWidth,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
     llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
     bool transposedA,
@@ -137,8 +138,8 @@ Value mlir::masformer::buildBlockedMatmul(
     }
     return next;
   };
-  return buildRegisterBlocks(b, loc, out, tq, n, w, kLen, init, finish, atRows,
-                             step);
+  return buildRegisterBlocks(b, loc, out, tq, n, w, targetWidth, kLen, init,
+                             finish, atRows, step);
 }
 
 Value mlir::masformer::buildBlockedDotBF16(
@@ -184,7 +185,8 @@ Value mlir::masformer::buildBlockedDotBF16(
     }
     return next;
   };
-  return buildRegisterBlocks(b, loc, out, tq, n, w, kLen / 2, init, finish,
+  return buildRegisterBlocks(b, loc, out, tq, n, w, /*targetWidth=*/16,
+                             kLen / 2, init, finish,
                              atRows, step);
 }
 

@@ -17,12 +17,19 @@
 
 namespace mlir::masformer {
 
-/// Rows and vectors of accumulators of a micro-kernel step: 16 vector
-/// registers of accumulators, the operand vectors and a broadcast fit the 32
-/// registers of AVX-512 (with W = 8, the 16 of AVX2 hold 8 accumulators in
-/// halves of the same shape).
+/// Rows of accumulators of a micro-kernel step.
 constexpr int64_t kRows = 4;
-constexpr int64_t kVecs = 4;
+/// Vectors of accumulators per row at most, on a target whose widest f32
+/// vectors have `targetWidth` lanes: the accumulators, one row of operand
+/// vectors and a broadcast must fit its vector registers, 32 with AVX-512
+/// (16 lanes: 4 x 4 + 4 + 1 = 21) and 16 with AVX2 (8 lanes: 4 x 2 + 2 +
+/// 1 = 11; 4 x 4 spilled accumulators to the stack at every step and ran
+/// GPT-2's products at 0.45 of the 4 x 2 kernel's speed, on a Zen 4 as
+/// code for Zen 3). Narrower vectors on a wide target (a query tile's
+/// halves) keep the wide target's budget.
+inline int64_t blockVectors(int64_t targetWidth) {
+  return targetWidth >= 16 ? 4 : 2;
+}
 
 /// Whether buildBlockedMatmul covers `n` columns with vectors of `w`.
 inline bool blockedFits(int64_t n, int64_t w) {
@@ -45,9 +52,10 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
 /// step of the (row block, column block) loops keeps R x vecs vectors of W
 /// results in registers while it runs over k (per k: vecs vector loads of bm, R
 /// broadcasts of a, R * vecs FMAs), then stores them into `out`; columns left
-/// over past the last whole block of vecs = min(kVecs, n / w) vectors take one
-/// narrower block. R is kRows, or kRows * kVecs / vecs when n holds fewer
-/// than kVecs vectors and tq allows. `init(out, row, col)` and
+/// over past the last whole block of vecs = min(blockVectors(targetWidth),
+/// n / w) vectors take one narrower block. R is kRows, or kRows *
+/// blockVectors(targetWidth) / vecs when n holds fewer vectors and tq
+/// allows. `init(out, row, col)` and
 /// `finish(acc, row)` work on one vector of W results; `finish` may return
 /// `out`'s element type (a narrower one than the f32 results). tq must be a
 /// multiple of kRows, n of w (blockedFits). With `transposedA`, `a` holds A
@@ -56,7 +64,7 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
 /// i0 (prefetches spread over the product).
 Value buildBlockedMatmul(
     OpBuilder &b, Location loc, Value a, Value bm, Value out, int64_t tq,
-    int64_t n, int64_t kLen, int64_t w,
+    int64_t n, int64_t kLen, int64_t w, int64_t targetWidth,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init,
     llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
     bool transposedA = false,
@@ -68,8 +76,8 @@ Value buildBlockedMatmul(
 /// over a static [tq, n] tile with AVX512-BF16's vdpbf16ps: `a` [tq, kLen]
 /// bf16, `bp` the VNNI panel [kLen / 2, 2 n] bf16 (pairs of k side by
 /// side), 16 f32 results a vector. Each step of the register block (rows
-/// as buildBlockedMatmul chooses them x up to kVecs vectors) loads the
-/// block's vectors of 32 bf16 of bp and broadcasts the pair (a[i, k],
+/// as buildBlockedMatmul chooses them x up to blockVectors(16) vectors)
+/// loads the block's vectors of 32 bf16 of bp and broadcasts the pair (a[i, k],
 /// a[i, k + 1]) of each row as one 32-bit value. With `transposedA`, `a`
 /// holds A's pairs by k, [kLen / 2, 2 tq] (the pair of row i at [k / 2,
 /// 2 i]). tq must be a multiple of kRows, n of 16, kLen even. `atRows` as

@@ -83,7 +83,7 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 /// S^T = scale * K Q^T (softcapped with `softcap`) for a full tile: k is
 /// the key tile [tk, d] as stored, qt the query tile transposed [d, tq]
 /// (packed once per query tile); a register block holds 16 accumulators,
-/// kRows keys x kVecs vectors of W queries (more keys when tq makes fewer
+/// kRows keys x blockVectors(target) vectors of W queries (more keys when tq makes fewer
 /// vectors), and runs over the head dimension. Computing
 /// the transposed scores reads the keys as they are: no transposed copy of
 /// K, which for block spans cost a pass over K through memory per call.
@@ -95,7 +95,8 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 Value buildScoresKernel(
     OpBuilder &b, Location loc, Value k, Value qt, Value scale,
     std::optional<float> softcap, int64_t tk, int64_t tq, int64_t d, int64_t w,
-    bool dot, llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
+    int64_t targetWidth, bool dot,
+    llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
   assert((scale || !softcap) && "a softcap applies to scaled scores");
   auto vt = VectorType::get({w}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt));
@@ -114,8 +115,8 @@ Value buildScoresKernel(
   if (dot)
     return buildBlockedDotBF16(b, loc, k, qt, s0, tk, tq, d, init, finish,
                                /*transposedA=*/false, atRows);
-  return buildBlockedMatmul(b, loc, k, qt, s0, tk, tq, d, w, init, finish,
-                            /*transposedA=*/false, atRows);
+  return buildBlockedMatmul(b, loc, k, qt, s0, tk, tq, d, w, targetWidth,
+                            init, finish, /*transposedA=*/false, atRows);
 }
 
 /// acc * corr + P V for a full tile: pT is P transposed [tk, tq] f32, v
@@ -129,7 +130,8 @@ Value buildScoresKernel(
 /// straight from the registers.
 Value buildPVKernel(
     OpBuilder &b, Location loc, Value pT, Value v, Value acc, Value corr,
-    int64_t tq, int64_t tk, int64_t d, int64_t w, bool dot, Value out = {},
+    int64_t tq, int64_t tk, int64_t d, int64_t w, int64_t targetWidth,
+    bool dot, Value out = {},
     llvm::function_ref<Value(OpBuilder &, Value, Value)> finish = nullptr) {
   auto vt = VectorType::get({w}, b.getF32Type());
   auto init = [&](OpBuilder &nb, Value o, Value row, Value col) {
@@ -143,8 +145,8 @@ Value buildPVKernel(
   if (dot)
     return buildBlockedDotBF16(b, loc, pT, v, dst, tq, d, tk, init, finish,
                                /*transposedA=*/true);
-  return buildBlockedMatmul(b, loc, pT, v, dst, tq, d, tk, w, init, finish,
-                            /*transposedA=*/true);
+  return buildBlockedMatmul(b, loc, pT, v, dst, tq, d, tk, w, targetWidth,
+                            init, finish, /*transposedA=*/true);
 }
 
 /// The pairs of rows of a static [rows, n] bf16 tile side by side, [rows /
@@ -955,7 +957,7 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
              dot ? ArrayRef<int64_t>{dd / 2, 2 * tq}
                  : ArrayRef<int64_t>{dd, tq}),
       softmaxScale ? Value() : scaleAt(bb, loc), op.getSoftcapValue(), tk, tq,
-      dd, wq, dot,
+      dd, wq, vectorWidth, dot,
       kt.nextK0
           ? llvm::function_ref<void(OpBuilder &, Value, int64_t)>(prefetch)
           : nullptr);
@@ -972,7 +974,8 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
   Value accIn = castTo(bb, loc, acc, {tq, dd});
   if (!outTile)
     return {mNew, lNew,
-            buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w, dot)};
+            buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w,
+                          vectorWidth, dot)};
   // The last key tile: each vector of P V's results times its row's 1 / l
   // (zero for a row with no allowed key), in the element type, into the
   // output tile (as normalize computes it).
@@ -995,8 +998,9 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
     return arith::TruncFOp::create(nb, loc,
                                    VectorType::get(vt.getShape(), elemTy), y);
   };
-  return {buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w, dot,
-                        castTo(bb, loc, outTile, {tq, dd}), normalized)};
+  return {buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w,
+                        vectorWidth, dot, castTo(bb, loc, outTile, {tq, dd}),
+                        normalized)};
 }
 
 /// The part of a full tile made of the query rows [r0, r0 + rows) and the

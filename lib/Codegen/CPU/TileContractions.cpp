@@ -375,7 +375,8 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
   }
   return buildBlockedMatmul(kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),
                             kPanel(kb, loc, bt, true, k0, k0v, len), c, rows,
-                            tileN, len, width, init, /*finish=*/nullptr);
+                            tileN, len, width, width, init,
+                            /*finish=*/nullptr);
 }
 
 Value ContractionTiler::buildFullTile(OpBuilder &tb) {
@@ -773,8 +774,9 @@ struct TileContractionsPass final
           << w;
       return signalPassFailure();
     }
-    int64_t step = std::min<int64_t>(kVecs, std::max<int64_t>(1, tileN / w)) *
-                   w;
+    int64_t step =
+        std::min<int64_t>(blockVectors(w), std::max<int64_t>(1, tileN / w)) *
+        w;
     if (tileM <= 0 || tileM % kRows || tileN <= 0 || tileN % step) {
       emitError(getOperation()->getLoc())
           << "--masformer-tile-contractions: tile-m must be a positive "

@@ -237,13 +237,14 @@
 // CHECK-NOT:     math.fma %{{.+}}, %{{.+}}, %{{.+}} : vector<16xf32>
 // CHECK:         arith.constant dense<0x4B40007E>
 // AVX2-LABEL: func @block_causal
-// Vectors of 8: S^T keeps 8 keys x 2 vectors of 8 queries, P V 4 rows x 4
-// vectors of 8 of the head dimension.
+// Vectors of 8 (AVX2, 16 vector registers): 8 accumulators, S^T 4 keys x
+// 2 vectors of 8 queries, P V 4 rows x 2 vectors of 8 of the head
+// dimension (16 accumulators spilled to the stack).
 // AVX2: vector.transpose %{{.+}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
-// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // AVX2: scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c8
 // AVX2: arith.cmpf ogt, %{{.+}}, %{{.+}} : vector<8xf32>
-// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 
 // Without vector-width: no packing, prefetch or vector code.
 // NOVEC-LABEL: func @block_causal
