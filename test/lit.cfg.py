@@ -61,6 +61,10 @@ if {"amx_tile", "amx_bf16"} <= _flags:
     config.available_features.add("cpu-amx-bf16")
 if "avx512_bf16" in _flags:
     config.available_features.add("cpu-avx512-bf16")
+# Code for AVX2 servers (--cpu=haswell: vectors of 8, 16 registers) runs
+# on any CPU with AVX2 and FMA.
+if {"avx2", "fma"} <= _flags:
+    config.available_features.add("cpu-avx2")
 
 # The CUDA toolkit's ptxas (the GPU pipeline's cubin tests need it; no GPU).
 cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")

@@ -2,6 +2,7 @@
 // RUN: not masformer-opt %s --masformer-tile-contractions="tile-m=6" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: masformer-opt %s --masformer-tile-contractions="amx=1" --split-input-file | FileCheck %s --check-prefix=AMX
 // RUN: masformer-opt %s --masformer-tile-contractions="bf16-dot=1" --split-input-file | FileCheck %s --check-prefix=DOT
+// RUN: masformer-opt %s --masformer-tile-contractions="vector-width=8" --split-input-file | FileCheck %s --check-prefix=AVX2
 
 // BAD: error: --masformer-tile-contractions: tile-m must be a positive multiple of 4 and tile-n of 64, got 6 x 64
 
@@ -32,6 +33,16 @@
 // CHECK:     scf.forall.in_parallel
 // CHECK:       tensor.parallel_insert_slice {{.*}} into %[[O]][%[[B]], %{{.*}}, %{{.*}}] [1, %{{.*}}, %{{.*}}]
 // CHECK-NOT: linalg.generic {{.*}}tensor<?x?x96xf32>, tensor<96x136xf32>
+// With vectors of 8 (AVX2's 16 vector registers), blocks of 4 rows x 2
+// vectors: 8 accumulators, 2 loads and 4 broadcasts per 8 FMAs.
+// AVX2-LABEL: func.func @broadcast_weights
+// AVX2:         scf.for {{.*}} step %c4{{(_[0-9]+)?}} iter_args
+// AVX2:           scf.for {{.*}} step %c16{{(_[0-9]+)?}} iter_args
+// AVX2-COUNT-8:     vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// AVX2:             scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{[^)]*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2-COUNT-8:       vector.fma {{.*}} : vector<8xf32>
+// AVX2-NOT:           vector.fma
+// AVX2:               scf.yield
 func.func @broadcast_weights(%x: tensor<?x?x96xf32>, %w: tensor<96x136xf32>) -> tensor<?x?x136xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
