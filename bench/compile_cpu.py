@@ -10,11 +10,13 @@
 
   python3 bench/compile_cpu.py [--seqs 2048 8192] [--reps 3] [--rounds 1]
       [--pairs 0] [--spans "span=block:512 policy=top num-full=3"]
-      [--precision f32]
+      [--precision f32] [--cpu native]
       [--work /tmp/masformer-bench]
 
 --precision=bf16 compiles ours with bf16 products and attention (f32
-accumulation); onnxruntime stays f32. Each row prints the time ratio, the
+accumulation); onnxruntime stays f32. --cpu NAME compiles ours for another
+CPU that this one can run (znver3, haswell: an AVX2 server's code);
+onnxruntime runs the kernels it picks for this CPU. Each row prints the time ratio, the
 speed ratio (onnxruntime time / ours), and for the rewrite our rewritten /
 full time next to two ideal whole-model FLOP ratios:
 
@@ -142,6 +144,8 @@ def main():
                          "full ratio, the median of the pairs' ratios")
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--cpu", default="native",
+                    help="masformer-compile --cpu: code for this LLVM CPU")
     ap.add_argument("--work", default="/tmp/masformer-bench")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -153,15 +157,17 @@ def main():
     run([os.path.join(BIN, "masformer-opt"), model,
          f"--masformer-rewrite-spans={a.spans}", "-o", rewritten])
 
-    full_lib = os.path.join(a.work, f"gpt2-small-{a.precision}.so")
-    ms_lib = os.path.join(a.work, f"gpt2-small-masformer-{a.precision}.so")
+    tag = a.precision if a.cpu == "native" else f"{a.precision}-{a.cpu}"
+    full_lib = os.path.join(a.work, f"gpt2-small-{tag}.so")
+    ms_lib = os.path.join(a.work, f"gpt2-small-masformer-{tag}.so")
     prec = f"--precision={a.precision}"
-    _, t_full = run([os.path.join(BIN, "masformer-compile"), model, prec,
+    cpu = f"--cpu={a.cpu}"
+    _, t_full = run([os.path.join(BIN, "masformer-compile"), model, prec, cpu,
                      "-o", full_lib])
-    _, t_ms = run([os.path.join(BIN, "masformer-compile"), model, prec,
+    _, t_ms = run([os.path.join(BIN, "masformer-compile"), model, prec, cpu,
                    f"--spans={a.spans}", "-o", ms_lib])
     print(f"machine: {describe()}; onnxruntime {ort.__version__}")
-    print(f"ours: masformer-compile {prec}; onnxruntime: f32")
+    print(f"ours: masformer-compile {prec} {cpu}; onnxruntime: f32")
     print(f"compile time (dynamic shapes, {os.path.getsize(model) / 2**20:.0f}"
           f" MiB model): full {t_full:.1f} s, rewritten ({a.spans}) "
           f"{t_ms:.1f} s\n")
