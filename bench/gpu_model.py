@@ -17,9 +17,11 @@ the weights compressible; the model does the same work as with random
 weights (the products' and attention's cost does not depend on the values,
 and the values are not zeros).
 
-On the GPU machine (numpy, onnxruntime; no MLIR, no torch):
+On the GPU machine (numpy, onnxruntime; no MLIR; torch for --torch and
+--profile):
 
     python3 bench/gpu_model.py run OUT [--seqs 2048 8192] [--reps 5]
+        [--torch] [--profile]
 
 unpacks OUT into --unpack (default /tmp/masformer-gpu-model-run), checks the full library against onnxruntime (CPU) at the
 first length (tolerance 1e-3 + 1e-3 |onnxruntime|: 3xTF32 products over
@@ -27,7 +29,9 @@ first length (tolerance 1e-3 + 1e-3 |onnxruntime|: 3xTF32 products over
 each length (the runtime's mf_model_run: input_ids from the host, the
 logits into the library's host buffer), the
 rewritten / full ratio (of the same precision), and onnxruntime's time on that machine's CPU at
-the first length.
+the first length. --torch times the peer on the same GPU: the same model
+in PyTorch (TorchPeer), full attention, f32 and bf16, checked against
+onnxruntime at the first length.
 """
 import argparse
 import json
@@ -116,9 +120,11 @@ def run(a):
     rng = np.random.default_rng(0)
     sess = ort.InferenceSession(os.path.join(d, "model.onnx"),
                                 providers=["CPUExecutionProvider"])
+    peer = TorchPeer(os.path.join(d, "model.onnx")) if a.torch else None
     print("| S | attention | ours (ms) | rewritten / full | onnxruntime CPU "
           "(ms) | ours vs onnxruntime | max error / max |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
+    peer_rows = []
     failed = False
     for i, s in enumerate(a.seqs):
         feeds = {"input_ids": rng.integers(0, 50257, (1, s), dtype=np.int64)}
@@ -143,6 +149,19 @@ def run(a):
             # of logits at S = 2048).
             times[n] = median_time(lambda: m.rt.mf_model_run(m.m), a.reps,
                                    warmups=1)
+        if peer:
+            ids = feeds["input_ids"]
+            for prec, ours in (("f32", "full"), ("bf16", "full-bf16")):
+                got = peer.run(ids, prec)
+                perr = None
+                if i == 0:
+                    # The peer against onnxruntime too: it must compute
+                    # the same model.
+                    perr = float(np.abs(got.astype(np.float64) - want).max()
+                                 / max(np.abs(want).max(), 1e-30))
+                t_peer = median_time(lambda: peer.run(ids, prec), a.reps,
+                                     warmups=1)
+                peer_rows.append((s, prec, times[ours], t_peer, perr))
         for n in models:
             base = "full-bf16" if n.endswith("bf16") else "full"
             ratio = times[n] / times[base]
@@ -157,9 +176,86 @@ def run(a):
                 else "",
                 "%.1e" % err if err is not None and n == "full" else ""),
                 flush=True)
+    if peer_rows:
+        import torch
+        print(f"\nPyTorch {torch.__version__} on the same GPU "
+              f"({torch.cuda.get_device_name()}), full attention, eager:")
+        print("| S | precision | ours (ms) | PyTorch (ms) | ours vs PyTorch | "
+              "PyTorch max error / max (vs onnxruntime) |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for s, prec, ours, t_peer, perr in peer_rows:
+            print("| %d | %s | %.1f | %.1f | %.2fx | %s |" % (
+                s, prec, ours * 1e3, t_peer * 1e3, t_peer / ours,
+                "%.1e" % perr if perr is not None else ""), flush=True)
     if a.profile:
         profile(models, a.seqs[0], rng)
     return 1 if failed else 0
+
+
+class TorchPeer:
+    """The same model in PyTorch on the same GPU, from the ONNX model's
+    weights (bench/make_gpt_model.py's names): cuBLAS products, PyTorch's
+    fused causal attention (scaled_dot_product_attention), eager. "f32"
+    keeps FP32 products (no TF32: ours are 3xTF32, as accurate); "bf16"
+    autocasts the products and attention to bf16 with f32 layer norms, as
+    our --precision=bf16 does. A run is what mf_model_run does: input_ids
+    from the host, the forward pass, the f32 logits into a page-locked host
+    buffer."""
+
+    def __init__(self, onnx_path):
+        import onnx
+        import torch
+        from onnx import numpy_helper
+        self.torch = torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        model = onnx.load(onnx_path)
+        self.w = {}
+        for t in model.graph.initializer:
+            a = numpy_helper.to_array(t)
+            if t.name == "c_hd":
+                self.heads, self.head_dim = int(a[2]), int(a[3])
+            elif a.dtype == np.float32 and a.ndim >= 1:
+                self.w[t.name] = torch.from_numpy(a.copy()).cuda()
+        self.layers = sum(1 for n in self.w if n.endswith(".ln1.w"))
+        self.out = None
+
+    def forward(self, ids):
+        F = self.torch.nn.functional
+        w = self.w
+        b, s = ids.shape
+        d = self.heads * self.head_dim
+        x = w["wte"][ids] + w["wpe"][:s]
+        for i in range(self.layers):
+            p = f"h{i}."
+            h = F.layer_norm(x, (d,), w[p + "ln1.w"], w[p + "ln1.b"], 1e-5)
+            q, k, v = (h @ w[p + "attn.w"] + w[p + "attn.b"]).split(d, dim=2)
+            q, k, v = (t.view(b, s, self.heads, self.head_dim).transpose(1, 2)
+                       for t in (q, k, v))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            o = o.transpose(1, 2).reshape(b, s, d)
+            x = x + (o @ w[p + "proj.w"] + w[p + "proj.b"])
+            h = F.layer_norm(x, (d,), w[p + "ln2.w"], w[p + "ln2.b"], 1e-5)
+            f = F.gelu(h @ w[p + "fc.w"] + w[p + "fc.b"], approximate="tanh")
+            x = x + (f @ w[p + "mproj.w"] + w[p + "mproj.b"])
+        x = F.layer_norm(x, (d,), w["lnf.w"], w["lnf.b"], 1e-5)
+        return x @ w["wte"].t()
+
+    def run(self, ids_host, precision):
+        torch = self.torch
+        with torch.no_grad():
+            ids = torch.from_numpy(ids_host).cuda(non_blocking=True)
+            if precision == "bf16":
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits = self.forward(ids)
+            else:
+                logits = self.forward(ids)
+            logits = logits.float()
+            if self.out is None or self.out.shape != logits.shape:
+                self.out = torch.empty(logits.shape, dtype=torch.float32,
+                                       pin_memory=True)
+            self.out.copy_(logits, non_blocking=True)
+            torch.cuda.synchronize()
+        return self.out.numpy()
 
 
 def profile(models, s, rng):
@@ -200,6 +296,9 @@ def main():
     r.add_argument("--seqs", type=int, nargs="+", default=[2048, 8192])
     r.add_argument("--reps", type=int, default=5)
     r.add_argument("--unpack", default="/tmp/masformer-gpu-model-run")
+    r.add_argument("--torch", action="store_true",
+                   help="also time the same model in PyTorch on the GPU "
+                   "(f32 and bf16, full attention): the peer")
     r.add_argument("--profile", action="store_true",
                    help="then the device time of each kernel and copy at "
                    "the first length (needs torch)")
