@@ -2,7 +2,9 @@
  *
  * Linked into every library that masformer-compile writes (compiled once by
  * CMake, once for the CPU and once with MF_CUDA for the GPU, and embedded in
- * the compiler): the allocator of its buffers, which
+ * the compiler), with what else the generated code calls, so that a CPU
+ * library needs only libomp and libc at run time, no MLIR or LLVM library
+ * (memrefCopy, at the end). First the allocator of its buffers, which
  * finalize-memref-to-llvm with use-generic-functions calls. Blocks of 1 MiB
  * or more (rounded up to a 16th to a 32nd of their size) are kept when
  * freed and reused for a request of up to their size, so that a model's
@@ -20,6 +22,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MF_HEADER 64
 #define MF_BIG ((size_t)1 << 20)
@@ -147,3 +150,72 @@ void MF_ABI_ID_RELEASE(void) {
   masformer_cuda_release_memory();
 #endif
 }
+
+#ifndef MF_CUDA
+/* memref.copy between buffers of any layout: the lowering calls
+   memrefCopy(element size, source, destination) on unranked descriptors
+   ({rank, descriptor}; a descriptor is {allocated, aligned, offset,
+   sizes[rank], strides[rank]}, strides in elements), the layout that
+   finalize-memref-to-llvm writes. The trailing dimensions that are
+   contiguous in both buffers are copied as one run. Hidden: a library
+   loaded into a process that has MLIR's own memrefCopy keeps this one. */
+typedef struct {
+  int64_t rank;
+  void *descriptor;
+} mf_unranked_memref;
+
+typedef struct {
+  char *allocated;
+  char *aligned;
+  int64_t offset;
+  int64_t sizes_and_strides[];
+} mf_memref;
+
+__attribute__((visibility("hidden"))) void
+memrefCopy(int64_t elem_size, mf_unranked_memref *src_arg,
+           mf_unranked_memref *dst_arg) {
+  int64_t rank = src_arg->rank;
+  const mf_memref *src = (const mf_memref *)src_arg->descriptor;
+  const mf_memref *dst = (const mf_memref *)dst_arg->descriptor;
+  const int64_t *sizes = src->sizes_and_strides;
+  const int64_t *src_strides = src->sizes_and_strides + rank;
+  const int64_t *dst_strides = dst->sizes_and_strides + rank;
+  const char *from = src->aligned + src->offset * elem_size;
+  char *to = dst->aligned + dst->offset * elem_size;
+  for (int64_t d = 0; d < rank; ++d)
+    if (sizes[d] <= 0)
+      return;
+  /* Dimensions [outer, rank) are contiguous in both: one run of `run`
+     elements per index of the outer ones. */
+  int64_t outer = rank, run = 1;
+  while (outer > 0 && src_strides[outer - 1] == run &&
+         dst_strides[outer - 1] == run) {
+    --outer;
+    run *= sizes[outer];
+  }
+  size_t bytes = (size_t)run * (size_t)elem_size;
+  if (outer == 0) {
+    memcpy(to, from, bytes);
+    return;
+  }
+  int64_t index[outer];
+  for (int64_t d = 0; d < outer; ++d)
+    index[d] = 0;
+  for (;;) {
+    memcpy(to, from, bytes);
+    /* The next index, last dimension fastest. */
+    int64_t d = outer - 1;
+    for (; d >= 0; --d) {
+      from += src_strides[d] * elem_size;
+      to += dst_strides[d] * elem_size;
+      if (++index[d] < sizes[d])
+        break;
+      from -= src_strides[d] * sizes[d] * elem_size;
+      to -= dst_strides[d] * sizes[d] * elem_size;
+      index[d] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+#endif

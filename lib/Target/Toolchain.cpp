@@ -87,8 +87,11 @@ LogicalResult mlir::masformer::linkLibrary(StringRef object, StringRef out,
                                    object.str(), allocator.path.str().str(),
                                    "-Wl,-z,defs"};
   if (cudaRuntimeDir.empty()) {
-    args.append({"-L" + libDir, "-Wl,-rpath," + libDir, "-lomp",
-                 "-lmlir_c_runner_utils"});
+    // libomp from LLVM's directory, or next to the library (a copy of both
+    // carried to another machine). Nothing of MLIR's: the allocator object
+    // defines memrefCopy.
+    args.append({"-L" + libDir, "-Wl,-rpath," + libDir, "-Wl,-rpath,$ORIGIN",
+                 "-lomp"});
   } else {
     // The shim from where it is, or next to the library (a copy of both
     // carried to a GPU machine).
