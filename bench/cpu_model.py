@@ -46,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
 LIB = os.path.join(ROOT, "build", "lib")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from gpu_model import compress, decompress  # noqa: E402
+from gpu_model import compress, unpack  # noqa: E402
 from machine import describe  # noqa: E402
 
 LIBS = {"full": [], "rewritten": None, "full-bf16": ["--precision=bf16"]}
@@ -99,15 +99,7 @@ def run(a):
     import onnxruntime as ort
 
     d = a.unpack
-    os.makedirs(d, exist_ok=True)
-    for name in os.listdir(a.out):
-        src = os.path.join(a.out, name)
-        if name.endswith(".xz"):
-            decompress(src, os.path.join(d, name[:-3]))
-        else:
-            shutil.copy(src, d)
-    with open(os.path.join(d, "manifest.json")) as f:
-        manifest = json.load(f)
+    manifest = unpack(a.out, d)
     print(f"machine: {describe()}; onnxruntime {ort.__version__}")
     print(f"ours: masformer-compile --cpu={manifest['cpu']}; rewrite: "
           f"{manifest['spans']}")

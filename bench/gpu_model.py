@@ -59,6 +59,20 @@ def decompress(src, dst):
         shutil.copyfileobj(f, g, 1 << 24)
 
 
+def unpack(src_dir, dst_dir):
+    """Copies src_dir into dst_dir, decompressing the .xz files, and returns
+    its manifest.json (bench/gpu_model.py and bench/cpu_model.py)."""
+    os.makedirs(dst_dir, exist_ok=True)
+    for name in os.listdir(src_dir):
+        src = os.path.join(src_dir, name)
+        if name.endswith(".xz"):
+            decompress(src, os.path.join(dst_dir, name[:-3]))
+        else:
+            shutil.copy(src, dst_dir)
+    with open(os.path.join(dst_dir, "manifest.json")) as f:
+        return json.load(f)
+
+
 def prepare(a):
     os.makedirs(a.out, exist_ok=True)
     work = a.work
@@ -103,17 +117,9 @@ def run(a):
 
     # Unpacked elsewhere: the directory itself travels, and stays small.
     d = a.unpack
-    os.makedirs(d, exist_ok=True)
     t = time.perf_counter()
-    for name in os.listdir(a.out):
-        src = os.path.join(a.out, name)
-        if name.endswith(".xz"):
-            decompress(src, os.path.join(d, name[:-3]))
-        else:
-            shutil.copy(src, d)
+    manifest = unpack(a.out, d)
     print(f"unpacked into {d} in {time.perf_counter() - t:.1f} s", flush=True)
-    with open(os.path.join(d, "manifest.json")) as f:
-        manifest = json.load(f)
     rt = load_runtime(os.path.join(d, "libMASFormerRuntime.so"))
     models = {n: Model(rt, os.path.join(d, n + ".so"))
               for n in manifest["libs"]}
