@@ -15,8 +15,8 @@
 
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
@@ -128,11 +128,10 @@ void BlockEmulator::stopUnless(Location loc, Value ok, StringRef msg) {
     rw.setInsertionPointToStart(module.getBody());
     return LLVM::LLVMFuncOp::create(rw, loc, name, fnTy);
   };
-  LLVM::LLVMFuncOp write = declare(
-      "write", LLVM::LLVMFunctionType::get(i64, {i32, ptrTy, i64}));
-  LLVM::LLVMFuncOp abort =
-      declare("abort", LLVM::LLVMFunctionType::get(
-                           LLVM::LLVMVoidType::get(ctx), {}));
+  LLVM::LLVMFuncOp write =
+      declare("write", LLVM::LLVMFunctionType::get(i64, {i32, ptrTy, i64}));
+  LLVM::LLVMFuncOp abort = declare(
+      "abort", LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {}));
   std::string name;
   for (int64_t i = 0;; ++i) {
     name = ("__masformer_amx_emulator_message_" + Twine(i)).str();
@@ -144,8 +143,7 @@ void BlockEmulator::stopUnless(Location loc, Value ok, StringRef msg) {
     OpBuilder::InsertionGuard g(rw);
     rw.setInsertionPointToStart(module.getBody());
     LLVM::GlobalOp::create(rw, loc, strTy, /*isConstant=*/true,
-                           LLVM::Linkage::Private, name,
-                           rw.getStringAttr(msg));
+                           LLVM::Linkage::Private, name, rw.getStringAttr(msg));
   }
   Value failed = arith::XOrIOp::create(
       rw, loc, ok, arith::ConstantIntOp::create(rw, loc, 1, 1));
@@ -198,8 +196,8 @@ void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
   std::string name;
   for (int64_t i = 0; !fn; ++i) {
     name = (Twine("__masformer_amx_emulator_") +
-            (toMemory ? "tilestored" : "tileloadd") + "_" + Twine(rows) +
-            "x" + Twine(cols) + "_" + Twine(i))
+            (toMemory ? "tilestored" : "tileloadd") + "_" + Twine(rows) + "x" +
+            Twine(cols) + "_" + Twine(i))
                .str();
     fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn)
@@ -212,8 +210,7 @@ void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
     rw.setInsertionPointToEnd(module.getBody());
     fn = func::FuncOp::create(rw, loc, name, fnTy);
     fn.setPrivate();
-    fn->setAttr("passthrough",
-                rw.getArrayAttr({rw.getStringAttr("noinline")}));
+    fn->setAttr("passthrough", rw.getArrayAttr({rw.getStringAttr("noinline")}));
     Block *body = fn.addEntryBlock();
     rw.setInsertionPointToStart(body);
     func::ReturnOp::create(rw, loc);
@@ -231,10 +228,10 @@ void BlockEmulator::emitZero(amx::TileZeroOp op, int64_t out) {
   amx::TileType ty = op.getRes().getType();
   Value reg = file(ty.getElementType());
   Value zero = c(loc, 0), one = c(loc, 1), r = c(loc, out);
-  Value v = arith::ConstantOp::create(
-      rw, loc, rw.getZeroAttr(ty.getElementType()));
-  auto rowLoop = scf::ForOp::create(rw, loc, zero, c(loc, ty.getShape()[0]),
-                                    one);
+  Value v =
+      arith::ConstantOp::create(rw, loc, rw.getZeroAttr(ty.getElementType()));
+  auto rowLoop =
+      scf::ForOp::create(rw, loc, zero, c(loc, ty.getShape()[0]), one);
   OpBuilder::InsertionGuard g(rw);
   rw.setInsertionPoint(rowLoop.getBody()->getTerminator());
   auto colLoop =
@@ -389,9 +386,8 @@ LogicalResult BlockEmulator::run() {
       amx::TileType ty = load.getRes().getType();
       checkBounds(op, load.getBase(), load.getIndices(), ty.getShape()[0],
                   ty.getShape()[1]);
-      emitCopy(op, load.getBase(), load.getIndices(),
-           file(ty.getElementType()), *out, ty.getShape()[0],
-           ty.getShape()[1], /*toMemory=*/false);
+      emitCopy(op, load.getBase(), load.getIndices(), file(ty.getElementType()),
+               *out, ty.getShape()[0], ty.getShape()[1], /*toMemory=*/false);
     } else if (auto store = dyn_cast<amx::TileStoreOp>(op)) {
       if (store.getStride())
         return op->emitError()
@@ -401,8 +397,8 @@ LogicalResult BlockEmulator::run() {
       checkBounds(op, store.getBase(), store.getIndices(), ty.getShape()[0],
                   ty.getShape()[1]);
       emitCopy(op, store.getBase(), store.getIndices(),
-           file(ty.getElementType()), reg[store.getVal()], ty.getShape()[0],
-           ty.getShape()[1], /*toMemory=*/true);
+               file(ty.getElementType()), reg[store.getVal()], ty.getShape()[0],
+               ty.getShape()[1], /*toMemory=*/true);
     } else if (auto zero = dyn_cast<amx::TileZeroOp>(op)) {
       FailureOr<int64_t> out = allocate(op);
       if (failed(out))
@@ -460,8 +456,7 @@ Block *anchorOf(Block *block) {
   return &op->getRegion(0).front();
 }
 
-struct EmulateAMXPass final
-    : masformer::impl::EmulateAMXBase<EmulateAMXPass> {
+struct EmulateAMXPass final : masformer::impl::EmulateAMXBase<EmulateAMXPass> {
   void runOnOperation() override {
     llvm::SetVector<Block *> blocks;
     getOperation()->walk([&](Operation *op) {

@@ -41,11 +41,11 @@ Value mlir::masformer::writeVec(OpBuilder &b, Location loc, Value v, Value t,
 
 /// The register-blocked loop nest of buildBlockedMatmul and
 /// buildBlockedDotBF16: rows of the [tq, n] result in blocks, columns in
-/// blocks of up to blockVectors(targetWidth) vectors of W, each block's accumulators carried
-/// through `steps` steps of the reduction, then `finish`ed (when given) and
-/// stored. `step(b, k, rows, cols, acc)` returns the accumulators after
-/// step k of the block whose rows and vectors' first columns are `rows` and
-/// `cols`.
+/// blocks of up to blockVectors(targetWidth) vectors of W, each block's
+/// accumulators carried through `steps` steps of the reduction, then `finish`ed
+/// (when given) and stored. `step(b, k, rows, cols, acc)` returns the
+/// accumulators after step k of the block whose rows and vectors' first columns
+/// are `rows` and `cols`.
 using BlockStep = llvm::function_ref<SmallVector<Value>(
     OpBuilder &, Value, ArrayRef<Value>, ArrayRef<Value>, ValueRange)>;
 static Value buildRegisterBlocks(
@@ -186,8 +186,7 @@ Value mlir::masformer::buildBlockedDotBF16(
     return next;
   };
   return buildRegisterBlocks(b, loc, out, tq, n, w, /*targetWidth=*/16,
-                             kLen / 2, init, finish,
-                             atRows, step);
+                             kLen / 2, init, finish, atRows, step);
 }
 
 Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,

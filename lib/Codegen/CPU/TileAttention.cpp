@@ -83,15 +83,15 @@ int64_t queryWidth(int64_t tq, int64_t w) {
 /// S^T = scale * K Q^T (softcapped with `softcap`) for a full tile: k is
 /// the key tile [tk, d] as stored, qt the query tile transposed [d, tq]
 /// (packed once per query tile); a register block holds 16 accumulators,
-/// kRows keys x blockVectors(target) vectors of W queries (more keys when tq makes fewer
-/// vectors), and runs over the head dimension. Computing
-/// the transposed scores reads the keys as they are: no transposed copy of
-/// K, which for block spans cost a pass over K through memory per call.
-/// With `dot` (bf16 operands, W = 16), qt holds the queries' pairs of the
-/// head dimension, [d / 2, 2 tq] bf16, and each step is a vdpbf16ps over
-/// two of the head dimension. Without `scale` (and then without
-/// `softcap`), the scores are stored as summed, for a softmax that applies
-/// the scale itself (buildSoftmaxColumns' scoreScale).
+/// kRows keys x blockVectors(target) vectors of W queries (more keys when tq
+/// makes fewer vectors), and runs over the head dimension. Computing the
+/// transposed scores reads the keys as they are: no transposed copy of K, which
+/// for block spans cost a pass over K through memory per call. With `dot` (bf16
+/// operands, W = 16), qt holds the queries' pairs of the head dimension, [d /
+/// 2, 2 tq] bf16, and each step is a vdpbf16ps over two of the head dimension.
+/// Without `scale` (and then without `softcap`), the scores are stored as
+/// summed, for a softmax that applies the scale itself (buildSoftmaxColumns'
+/// scoreScale).
 Value buildScoresKernel(
     OpBuilder &b, Location loc, Value k, Value qt, Value scale,
     std::optional<float> softcap, int64_t tk, int64_t tq, int64_t d, int64_t w,
