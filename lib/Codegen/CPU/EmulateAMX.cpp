@@ -52,7 +52,9 @@ public:
 
 private:
   /// The register file of tiles of `elt`: memref<8 x 16 x (64 / bytes)>,
-  /// allocated once at the start of the anchor block.
+  /// allocated once at the start of the anchor block. Each block of tile
+  /// operations has its own files: its tile values are LLVM's virtual
+  /// registers, which a block nested in another's loop must not clobber.
   Value file(Type elt);
   Value c(Location loc, int64_t v) {
     return arith::ConstantIndexOp::create(rw, loc, v);
@@ -78,19 +80,19 @@ private:
   RewriterBase &rw;
   Block &block;
   Block &anchor;
-  /// The register files of each anchor, by element type.
+  /// The register files of each block, by element type.
   Files &files;
 };
 
 Value BlockEmulator::file(Type elt) {
-  if (Value f = files.lookup({&anchor, elt}))
+  if (Value f = files.lookup({&block, elt}))
     return f;
   OpBuilder::InsertionGuard g(rw);
   rw.setInsertionPointToStart(&anchor);
   int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
   auto ty = MemRefType::get({kRegisters, kMaxRows, kRowBytes / bytes}, elt);
   Value f = memref::AllocaOp::create(rw, anchor.getParentOp()->getLoc(), ty);
-  files[{&anchor, elt}] = f;
+  files[{&block, elt}] = f;
   return f;
 }
 

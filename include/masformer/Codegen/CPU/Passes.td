@@ -207,7 +207,8 @@ def EmulateAMX : Pass<"masformer-emulate-amx", "::mlir::ModuleOp"> {
     `amx.tile_load`, `amx.tile_mulf` (bf16 or f16 tiles, f32 accumulator)
     and `amx.tile_store` becomes scalar loops over an emulated file of 8
     tile registers of 16 rows of 64 bytes (`memref.alloca`s at the start of
-    the closest enclosing parallel loop or function, one per element type),
+    the closest enclosing parallel loop or function, one per block of tile
+    operations and element type),
     computing what Intel's ISA reference defines for TILEZERO, TILELOADD,
     TDPBF16PS / TDPFP16PS and TILESTORED (each product a call of a private
     function `__masformer_amx_emulator_tdp<type>ps_<M>x<K/2>x<N>`, kept
