@@ -72,6 +72,13 @@ private:
   void emitCopy(Operation *op, Value base, ValueRange indices, Value reg,
                 int64_t regIndex, int64_t rows, int64_t cols, bool toMemory);
   void emitZero(amx::TileZeroOp op, int64_t out);
+  /// Loops over the rows x cols elements of a tile, `body(i, j)` inside.
+  void forEachElement(Location loc, int64_t rows, int64_t cols,
+                      llvm::function_ref<void(Value, Value)> body);
+  /// A private, never inlined function `name` of type `fnTy` at the end of
+  /// the module, its body a return; the rewriter left before that return.
+  func::FuncOp createHelper(ModuleOp module, Location loc, StringRef name,
+                            FunctionType fnTy);
   /// The function that emulates `op`'s product on register files.
   func::FuncOp productFunction(amx::TileMulFOp op);
   void emitMul(amx::TileMulFOp op, int64_t lhs, int64_t rhs, int64_t acc,
@@ -163,24 +170,44 @@ void BlockEmulator::copy(Location loc, Value base, ValueRange indices,
                          Value reg, Value r, int64_t rows, int64_t cols,
                          bool toMemory) {
   auto rank = static_cast<int64_t>(indices.size());
+  forEachElement(loc, rows, cols, [&](Value i, Value j) {
+    SmallVector<Value> at(indices.begin(), indices.end());
+    at[rank - 2] = arith::AddIOp::create(rw, loc, at[rank - 2], i);
+    at[rank - 1] = arith::AddIOp::create(rw, loc, at[rank - 1], j);
+    SmallVector<Value> regAt = {r, i, j};
+    if (toMemory) {
+      Value v = memref::LoadOp::create(rw, loc, reg, regAt);
+      memref::StoreOp::create(rw, loc, v, base, at);
+    } else {
+      Value v = memref::LoadOp::create(rw, loc, base, at);
+      memref::StoreOp::create(rw, loc, v, reg, regAt);
+    }
+  });
+}
+
+void BlockEmulator::forEachElement(
+    Location loc, int64_t rows, int64_t cols,
+    llvm::function_ref<void(Value, Value)> body) {
   Value zero = c(loc, 0), one = c(loc, 1);
   auto rowLoop = scf::ForOp::create(rw, loc, zero, c(loc, rows), one);
   OpBuilder::InsertionGuard g(rw);
   rw.setInsertionPoint(rowLoop.getBody()->getTerminator());
   auto colLoop = scf::ForOp::create(rw, loc, zero, c(loc, cols), one);
   rw.setInsertionPoint(colLoop.getBody()->getTerminator());
-  Value i = rowLoop.getInductionVar(), j = colLoop.getInductionVar();
-  SmallVector<Value> at(indices.begin(), indices.end());
-  at[rank - 2] = arith::AddIOp::create(rw, loc, at[rank - 2], i);
-  at[rank - 1] = arith::AddIOp::create(rw, loc, at[rank - 1], j);
-  SmallVector<Value> regAt = {r, i, j};
-  if (toMemory) {
-    Value v = memref::LoadOp::create(rw, loc, reg, regAt);
-    memref::StoreOp::create(rw, loc, v, base, at);
-  } else {
-    Value v = memref::LoadOp::create(rw, loc, base, at);
-    memref::StoreOp::create(rw, loc, v, reg, regAt);
-  }
+  body(rowLoop.getInductionVar(), colLoop.getInductionVar());
+}
+
+func::FuncOp BlockEmulator::createHelper(ModuleOp module, Location loc,
+                                         StringRef name, FunctionType fnTy) {
+  rw.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(rw, loc, name, fnTy);
+  fn.setPrivate();
+  fn->setAttr("passthrough", rw.getArrayAttr({rw.getStringAttr("noinline")}));
+  Block *body = fn.addEntryBlock();
+  rw.setInsertionPointToStart(body);
+  auto ret = func::ReturnOp::create(rw, loc);
+  rw.setInsertionPoint(ret);
+  return fn;
 }
 
 void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
@@ -196,27 +223,19 @@ void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
   // the one that already has this type.
   func::FuncOp fn;
   std::string name;
-  for (int64_t i = 0; !fn; ++i) {
+  for (int64_t i = 0;; ++i) {
     name = (Twine("__masformer_amx_emulator_") +
             (toMemory ? "tilestored" : "tileloadd") + "_" + Twine(rows) + "x" +
             Twine(cols) + "_" + Twine(i))
                .str();
     fn = module.lookupSymbol<func::FuncOp>(name);
-    if (!fn)
+    if (!fn || fn.getFunctionType() == fnTy)
       break;
-    if (fn.getFunctionType() != fnTy)
-      fn = nullptr;
   }
   if (!fn) {
     OpBuilder::InsertionGuard g(rw);
-    rw.setInsertionPointToEnd(module.getBody());
-    fn = func::FuncOp::create(rw, loc, name, fnTy);
-    fn.setPrivate();
-    fn->setAttr("passthrough", rw.getArrayAttr({rw.getStringAttr("noinline")}));
-    Block *body = fn.addEntryBlock();
-    rw.setInsertionPointToStart(body);
-    func::ReturnOp::create(rw, loc);
-    rw.setInsertionPointToStart(body);
+    fn = createHelper(module, loc, name, fnTy);
+    Block *body = &fn.getBody().front();
     copy(loc, body->getArgument(0), body->getArguments().drop_front(3),
          body->getArgument(1), body->getArgument(2), rows, cols, toMemory);
   }
@@ -229,19 +248,13 @@ void BlockEmulator::emitZero(amx::TileZeroOp op, int64_t out) {
   Location loc = op.getLoc();
   amx::TileType ty = op.getRes().getType();
   Value reg = file(ty.getElementType());
-  Value zero = c(loc, 0), one = c(loc, 1), r = c(loc, out);
+  Value r = c(loc, out);
   Value v =
       arith::ConstantOp::create(rw, loc, rw.getZeroAttr(ty.getElementType()));
-  auto rowLoop =
-      scf::ForOp::create(rw, loc, zero, c(loc, ty.getShape()[0]), one);
-  OpBuilder::InsertionGuard g(rw);
-  rw.setInsertionPoint(rowLoop.getBody()->getTerminator());
-  auto colLoop =
-      scf::ForOp::create(rw, loc, zero, c(loc, ty.getShape()[1]), one);
-  rw.setInsertionPoint(colLoop.getBody()->getTerminator());
-  memref::StoreOp::create(
-      rw, loc, v, reg,
-      ValueRange{r, rowLoop.getInductionVar(), colLoop.getInductionVar()});
+  forEachElement(
+      loc, ty.getShape()[0], ty.getShape()[1], [&](Value i, Value j) {
+        memref::StoreOp::create(rw, loc, v, reg, ValueRange{r, i, j});
+      });
 }
 
 // TDPBF16PS (TDPFP16PS for f16 tiles), as Intel's reference defines it:
@@ -268,46 +281,37 @@ func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
   auto fnTy = rw.getFunctionType(
       {aFile.getType(), cFile.getType(), index, index, index, index}, {});
   OpBuilder::InsertionGuard g(rw);
-  rw.setInsertionPointToEnd(module.getBody());
   Location loc = op.getLoc();
-  auto fn = func::FuncOp::create(rw, loc, name, fnTy);
-  fn.setPrivate();
-  fn->setAttr("passthrough", rw.getArrayAttr({rw.getStringAttr("noinline")}));
-  Block *body = fn.addEntryBlock();
-  rw.setInsertionPointToStart(body);
+  func::FuncOp fn = createHelper(module, loc, name, fnTy);
+  Block *body = &fn.getBody().front();
   Value a = body->getArgument(0), cf = body->getArgument(1);
   Value ra = body->getArgument(2), rb = body->getArgument(3),
         rc = body->getArgument(4), ro = body->getArgument(5);
   Value zero = c(loc, 0), one = c(loc, 1), two = c(loc, 2);
-  auto mLoop = scf::ForOp::create(rw, loc, zero, c(loc, rows), one);
-  rw.setInsertionPoint(mLoop.getBody()->getTerminator());
-  auto nLoop = scf::ForOp::create(rw, loc, zero, c(loc, cols), one);
-  rw.setInsertionPoint(nLoop.getBody()->getTerminator());
-  Value m = mLoop.getInductionVar(), n = nLoop.getInductionVar();
-  Value init = memref::LoadOp::create(rw, loc, cf, ValueRange{rc, m, n});
-  auto kLoop = scf::ForOp::create(
-      rw, loc, zero, c(loc, pairs), one, ValueRange{init},
-      [&](OpBuilder &b, Location loc, Value k, ValueRange iter) {
-        Value sum = iter[0];
-        Value k2 = arith::MulIOp::create(b, loc, k, two);
-        Value n2 = arith::MulIOp::create(b, loc, n, two);
-        for (int64_t kk = 0; kk < 2; ++kk) {
-          Value off = arith::ConstantIndexOp::create(b, loc, kk);
-          Value ak = arith::AddIOp::create(b, loc, k2, off);
-          Value bn = arith::AddIOp::create(b, loc, n2, off);
-          Value x = memref::LoadOp::create(b, loc, a, ValueRange{ra, m, ak});
-          Value y = memref::LoadOp::create(b, loc, a, ValueRange{rb, k, bn});
-          Value xf = arith::ExtFOp::create(b, loc, f32, x);
-          Value yf = arith::ExtFOp::create(b, loc, f32, y);
-          Value p = arith::MulFOp::create(b, loc, xf, yf);
-          sum = arith::AddFOp::create(b, loc, sum, p);
-        }
-        scf::YieldOp::create(b, loc, sum);
-      });
-  memref::StoreOp::create(rw, loc, kLoop.getResult(0), cf,
-                          ValueRange{ro, m, n});
-  rw.setInsertionPointToEnd(body);
-  func::ReturnOp::create(rw, loc);
+  forEachElement(loc, rows, cols, [&](Value m, Value n) {
+    Value init = memref::LoadOp::create(rw, loc, cf, ValueRange{rc, m, n});
+    auto kLoop = scf::ForOp::create(
+        rw, loc, zero, c(loc, pairs), one, ValueRange{init},
+        [&](OpBuilder &b, Location loc, Value k, ValueRange iter) {
+          Value sum = iter[0];
+          Value k2 = arith::MulIOp::create(b, loc, k, two);
+          Value n2 = arith::MulIOp::create(b, loc, n, two);
+          for (int64_t kk = 0; kk < 2; ++kk) {
+            Value off = arith::ConstantIndexOp::create(b, loc, kk);
+            Value ak = arith::AddIOp::create(b, loc, k2, off);
+            Value bn = arith::AddIOp::create(b, loc, n2, off);
+            Value x = memref::LoadOp::create(b, loc, a, ValueRange{ra, m, ak});
+            Value y = memref::LoadOp::create(b, loc, a, ValueRange{rb, k, bn});
+            Value xf = arith::ExtFOp::create(b, loc, f32, x);
+            Value yf = arith::ExtFOp::create(b, loc, f32, y);
+            Value p = arith::MulFOp::create(b, loc, xf, yf);
+            sum = arith::AddFOp::create(b, loc, sum, p);
+          }
+          scf::YieldOp::create(b, loc, sum);
+        });
+    memref::StoreOp::create(rw, loc, kLoop.getResult(0), cf,
+                            ValueRange{ro, m, n});
+  });
   return fn;
 }
 
