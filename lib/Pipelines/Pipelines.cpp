@@ -179,8 +179,14 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "finalize-memref-to-llvm";
   if (options.genericAllocation)
     lowering += "{use-generic-functions}";
-  lowering += ","
-              "convert-scf-to-cf,arith-expand,convert-math-to-llvm,"
+  lowering += ",convert-scf-to-cf,";
+  // Without AVX512-BF16, LLVM rounds f32 to bf16 by a call to compiler-rt's
+  // __truncsfbf2, which the library is not linked with (the emulated AMX
+  // path on an AVX2 server, a bf16 model at f32): rounded in integer
+  // arithmetic here instead.
+  lowering +=
+      options.avx512BF16 ? "arith-expand," : "arith-expand{include-bf16},";
+  lowering += "convert-math-to-llvm,"
               "convert-math-to-libm,convert-arith-to-llvm,"
               "convert-index-to-llvm,convert-cf-to-llvm,"
               "convert-openmp-to-llvm,convert-func-to-llvm,"
