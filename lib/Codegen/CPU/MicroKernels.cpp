@@ -63,57 +63,72 @@ static Value buildRegisterBlocks(
   // still holds kRows * maxVecs accumulators (32 columns in vectors of 16:
   // 8 rows x 2 vectors, 2 loads and 8 broadcasts per 16 FMAs, where 4 x 2
   // had 2 loads and 4 broadcasts per 8 FMAs).
-  int64_t blockRows = kRows;
+  int64_t blockRows = blockRowsFor(targetWidth);
   if (vecs < maxVecs && tq % (kRows * (maxVecs / vecs)) == 0)
     blockRows = kRows * (maxVecs / vecs);
-  auto rowLoop = ix.loop(0, tq, blockRows, ValueRange{out});
-  b.setInsertionPointToStart(rowLoop.getBody());
-  Value i0 = rowLoop.getInductionVar();
-  if (atRows)
-    atRows(b, i0, blockRows);
-  SmallVector<Value> rows;
-  for (int64_t r = 0; r < blockRows; ++r)
-    rows.push_back(ix.add(i0, ix.c(r)));
-  // One register block: blockRows rows x nv vectors of W columns from j0.
-  auto block = [&](Value o, Value j0, int64_t nv) {
-    SmallVector<Value> cols;
-    for (int64_t c = 0; c < nv; ++c)
-      cols.push_back(ix.add(j0, ix.c(c * w)));
-    SmallVector<Value> acc0;
-    for (Value row : rows)
-      for (Value col : cols)
-        acc0.push_back(init(b, o, row, col));
-    auto red = ix.loop(0, steps, 1, acc0);
+  // Rows past the last whole block (64 rows in blocks of 6: 60, then a
+  // block of 4).
+  int64_t mainRows = tq - tq % blockRows, tailRows = tq - mainRows;
+  // The (row block, column block) steps of the blockRows rows from i0.
+  auto rowBlock = [&](Value o, Value i0, int64_t nRows) {
+    if (atRows)
+      atRows(b, i0, nRows);
+    SmallVector<Value> rows;
+    for (int64_t r = 0; r < nRows; ++r)
+      rows.push_back(ix.add(i0, ix.c(r)));
+    // One register block: nRows rows x nv vectors of W columns from j0.
+    auto block = [&](Value o, Value j0, int64_t nv) {
+      SmallVector<Value> cols;
+      for (int64_t c = 0; c < nv; ++c)
+        cols.push_back(ix.add(j0, ix.c(c * w)));
+      SmallVector<Value> acc0;
+      for (Value row : rows)
+        for (Value col : cols)
+          acc0.push_back(init(b, o, row, col));
+      auto red = ix.loop(0, steps, 1, acc0);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(red.getBody());
+        scf::YieldOp::create(b, loc,
+                             step(b, red.getInductionVar(), rows, cols,
+                                  red.getRegionIterArgs()));
+      }
+      for (int64_t r = 0; r < nRows; ++r)
+        for (int64_t c = 0; c < nv; ++c) {
+          Value x = red.getResult(r * nv + c);
+          o = writeVec(b, loc, finish ? finish(b, x, rows[r]) : x, o, rows[r],
+                       cols[c]);
+        }
+      return o;
+    };
+    auto colLoop = ix.loop(0, mainCols, blockCols, ValueRange{o});
     {
       OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(red.getBody());
+      b.setInsertionPointToStart(colLoop.getBody());
       scf::YieldOp::create(
           b, loc,
-          step(b, red.getInductionVar(), rows, cols, red.getRegionIterArgs()));
+          block(colLoop.getRegionIterArg(0), colLoop.getInductionVar(), vecs));
     }
-    for (int64_t r = 0; r < blockRows; ++r)
-      for (int64_t c = 0; c < nv; ++c) {
-        Value x = red.getResult(r * nv + c);
-        o = writeVec(b, loc, finish ? finish(b, x, rows[r]) : x, o, rows[r],
-                     cols[c]);
-      }
+    o = colLoop.getResult(0);
+    // The columns left over when n is not a multiple of the block (n = 80
+    // with W = 16: one block of 4 vectors, then one of 1).
+    if (int64_t tail = (n - mainCols) / w)
+      o = block(o, ix.c(mainCols), tail);
     return o;
   };
-  auto colLoop =
-      ix.loop(0, mainCols, blockCols, ValueRange{rowLoop.getRegionIterArg(0)});
-  b.setInsertionPointToStart(colLoop.getBody());
-  scf::YieldOp::create(
-      b, loc,
-      block(colLoop.getRegionIterArg(0), colLoop.getInductionVar(), vecs));
-  b.setInsertionPointAfter(colLoop);
-  Value o = colLoop.getResult(0);
-  // The columns left over when n is not a multiple of the block (n = 80
-  // with W = 16: one block of 4 vectors, then one of 1).
-  if (int64_t tail = (n - mainCols) / w)
-    o = block(o, ix.c(mainCols), tail);
-  scf::YieldOp::create(b, loc, o);
-  b.setInsertionPointAfter(rowLoop);
-  return rowLoop.getResult(0);
+  Value o = out;
+  if (mainRows > 0) {
+    auto rowLoop = ix.loop(0, mainRows, blockRows, ValueRange{out});
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(rowLoop.getBody());
+    scf::YieldOp::create(b, loc,
+                         rowBlock(rowLoop.getRegionIterArg(0),
+                                  rowLoop.getInductionVar(), blockRows));
+    o = rowLoop.getResult(0);
+  }
+  if (tailRows > 0)
+    o = rowBlock(o, ix.c(mainRows), tailRows);
+  return o;
 }
 
 Value mlir::masformer::buildBlockedMatmul(

@@ -31,6 +31,16 @@ inline int64_t blockVectors(int64_t targetWidth) {
   return targetWidth >= 16 ? 4 : 2;
 }
 
+/// Rows of a register block of blockVectors(targetWidth) vectors: 4 with
+/// AVX-512 (16 accumulators), 6 with AVX2 (12 accumulators + 2 operand
+/// vectors + a broadcast = 15 of its 16 registers, the shape of the AVX2
+/// kernels of BLIS and onnxruntime's MLAS: 4 x 2 kept only 8 FMAs in
+/// flight, the product of the FMA's latency and its two ports on Zen 3 and
+/// Haswell, with no slack for a late load).
+inline int64_t blockRowsFor(int64_t targetWidth) {
+  return targetWidth >= 16 ? kRows : 6;
+}
+
 /// Whether buildBlockedMatmul covers `n` columns with vectors of `w`.
 inline bool blockedFits(int64_t n, int64_t w) {
   return w > 0 && n >= w && n % w == 0;

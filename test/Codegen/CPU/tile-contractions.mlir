@@ -33,16 +33,23 @@
 // CHECK:     scf.forall.in_parallel
 // CHECK:       tensor.parallel_insert_slice {{.*}} into %[[O]][%[[B]], %{{.*}}, %{{.*}}] [1, %{{.*}}, %{{.*}}]
 // CHECK-NOT: linalg.generic {{.*}}tensor<?x?x96xf32>, tensor<96x136xf32>
-// With vectors of 8 (AVX2's 16 vector registers), blocks of 4 rows x 2
-// vectors: 8 accumulators, 2 loads and 4 broadcasts per 8 FMAs.
+// With vectors of 8 (AVX2's 16 vector registers), blocks of 6 rows x 2
+// vectors: 12 accumulators, 2 loads and 6 broadcasts per 12 FMAs; the 64
+// rows of a tile as 10 such blocks and one of 4 rows (8 accumulators).
 // AVX2-LABEL: func.func @broadcast_weights
-// AVX2:         scf.for {{.*}} step %c4{{(_[0-9]+)?}} iter_args
+// AVX2:         scf.for {{.*}} to %c60{{(_[0-9]+)?}} step %c6{{(_[0-9]+)?}} iter_args
 // AVX2:           scf.for {{.*}} step %c16{{(_[0-9]+)?}} iter_args
-// AVX2-COUNT-8:     vector.broadcast %{{.*}} : f32 to vector<8xf32>
-// AVX2:             scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{[^)]*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// AVX2-COUNT-8:       vector.fma {{.*}} : vector<8xf32>
+// AVX2-COUNT-12:    vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// AVX2:             scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{[^)]*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2-COUNT-12:      vector.fma {{.*}} : vector<8xf32>
 // AVX2-NOT:           vector.fma
 // AVX2:               scf.yield
+// AVX2-COUNT-12:    vector.transfer_write {{.*}} : vector<8xf32>, tensor<64x64xf32>
+// AVX2:         scf.for {{.*}} to %c64{{(_[0-9]+)?}} step %c16{{(_[0-9]+)?}} iter_args
+// AVX2:           scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{[^)]*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2-COUNT-8:       vector.fma {{.*}} : vector<8xf32>
+// AVX2-NOT:           vector.fma
+// AVX2:             scf.yield
 func.func @broadcast_weights(%x: tensor<?x?x96xf32>, %w: tensor<96x136xf32>) -> tensor<?x?x136xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
