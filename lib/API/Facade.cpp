@@ -97,6 +97,7 @@ api::RewriteResult api::compile(const CompileRequest &request) {
                          options.precision = request.precision;
                          options.cpu = request.cpu;
                          options.embedWeights = request.embedWeights;
+                         options.emulateAMX = request.emulateAMX;
                          options.rewrite.spans = request.spans;
                          options.rewrite.reportSeqLen = request.seqLen;
                          options.rewrite.inputShapes = std::move(shapes);

@@ -13,7 +13,8 @@ from ._rewrite import _options, _run_checks, _shapes, _warn
 def compile(src, dst, *, target="cpu", chip=None, precision="f32",
             cpu="native", span=None, sink=0, full_layers=None, policy=None,
             num_full=None, plan=None, seq_len=2048,
-            input_shapes=None, embed_weights=False) -> SpanReport:
+            input_shapes=None, embed_weights=False,
+            emulate_amx=False) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
     Every op of the model is lowered (matrix products and attention as
@@ -37,6 +38,11 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     with the extension ".weights"; the library and that file travel
     together. `embed_weights=True` keeps them in the library (models well
     under 2 GiB of weights only).
+
+    `emulate_amx=True` (with precision="bf16" on the CPU; masformer-compile
+    --emulate-amx) compiles the products AMX takes for AMX whatever the CPU
+    has and runs them in a checked scalar emulation of AMX's tile
+    instructions: a test of the AMX path on any CPU, slow (docs/cpu.md).
     """
     # Which targets, chips and precisions exist (and go together) is the
     # compiler's to say (masformer.Error naming the option); here only types.
@@ -65,7 +71,8 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
         src = _run_checks(src, seq_len)
         d = _masformer.compile(src, os.fspath(dst), target, chip or "",
                                precision, cpu, spans, seq_len,
-                               _shapes(input_shapes), bool(embed_weights))
+                               _shapes(input_shapes), bool(embed_weights),
+                               bool(emulate_amx))
     finally:
         if tmp:
             os.unlink(tmp)

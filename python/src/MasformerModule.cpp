@@ -474,9 +474,10 @@ NB_MODULE(_masformer, m) {
          const std::string &target, const std::string &chip,
          const std::string &precision, const std::string &cpu,
          const std::string &spans, int64_t seqLen, const Shapes &inputShapes,
-         bool embedWeights) {
+         bool embedWeights, bool emulateAMX) {
         api::CompileRequest request;
         request.embedWeights = embedWeights;
+        request.emulateAMX = emulateAMX;
         request.src = src;
         request.dst = dst;
         request.target = target;
@@ -497,7 +498,7 @@ NB_MODULE(_masformer, m) {
       nb::arg("src"), nb::arg("dst"), nb::arg("target"), nb::arg("chip"),
       nb::arg("precision"), nb::arg("cpu"), nb::arg("spans"),
       nb::arg("seq_len"), nb::arg("input_shapes"),
-      nb::arg("embed_weights") = false,
+      nb::arg("embed_weights") = false, nb::arg("emulate_amx") = false,
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
       "shared library `dst` (and its weights file); returns the span report "
       "as a dict.");

@@ -188,7 +188,8 @@ def _cpu_flags():
 def test_compile_bf16_cpu(fixtures, tmp_path):
     """precision="bf16" on the CPU: within 0.25 of onnxruntime's f32 logits
     (docs/cpu.md) where this CPU has AMX-BF16 or AVX512-BF16; code for a
-    CPU with neither is one clear error, with nothing written."""
+    CPU with neither is one clear error, with nothing written. On a CPU
+    with neither, the AMX path runs in its emulator (emulate_amx=True)."""
     lib = tmp_path / "gpt2-bf16.so"
     with pytest.raises(masformer.Error,
                        match=r"--precision=bf16 on the CPU needs AMX-BF16 or "
@@ -197,9 +198,13 @@ def test_compile_bf16_cpu(fixtures, tmp_path):
         masformer.compile(fixtures / "gpt2.onnx", lib, precision="bf16",
                           cpu="skylake-avx512")
     assert not lib.exists()
-    if not ({"amx_bf16", "avx512_bf16"} & _cpu_flags()):
-        pytest.skip("this CPU has neither AMX-BF16 nor AVX512-BF16")
-    masformer.compile(fixtures / "gpt2.onnx", lib, precision="bf16")
+    with pytest.raises(masformer.Error, match=r"--emulate-amx needs "
+                       r"--target=cpu and --precision=bf16"):
+        masformer.compile(fixtures / "gpt2.onnx", lib, emulate_amx=True)
+    assert not lib.exists()
+    emulate = not ({"amx_bf16", "avx512_bf16"} & _cpu_flags())
+    masformer.compile(fixtures / "gpt2.onnx", lib, precision="bf16",
+                      emulate_amx=emulate)
     feeds = tokens(2, 70, seed=3)
     got = masformer.Session(lib).run(feeds)["logits"]
     want = ort_logits(fixtures / "gpt2.onnx", feeds)

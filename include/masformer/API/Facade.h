@@ -59,6 +59,8 @@ struct CompileRequest {
   std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes;
   /// Keep the weights in the library (CompileONNXOptions::embedWeights).
   bool embedWeights = false;
+  /// The AMX path in its checked emulator (CompileONNXOptions::emulateAMX).
+  bool emulateAMX = false;
 };
 
 /// compileONNXFile (API/CompileONNX.h) into a shared library at `dst`; the

@@ -22,8 +22,9 @@ constexpr int64_t kRows = 4;
 /// Vectors of accumulators per row at most, on a target whose widest f32
 /// vectors have `targetWidth` lanes: the accumulators, one row of operand
 /// vectors and a broadcast must fit its vector registers, 32 with AVX-512
-/// (16 lanes: 4 x 4 + 4 + 1 = 21) and 16 with AVX2 (8 lanes: 4 x 2 + 2 +
-/// 1 = 11; 4 x 4 spilled accumulators to the stack at every step and ran
+/// (16 lanes: 4 x 4 + 4 + 1 = 21) and 16 with AVX2 (8 lanes: 6 rows
+/// (blockRowsFor) x 2 + 2 + 1 = 15; 4 x 4 spilled accumulators to the
+/// stack at every step and ran
 /// GPT-2's products at 0.45 of the 4 x 2 kernel's speed, on a Zen 4 as
 /// code for Zen 3). Narrower vectors on a wide target (a query tile's
 /// halves) keep the wide target's budget.
@@ -63,9 +64,10 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, Value r, Value c);
 /// results in registers while it runs over k (per k: vecs vector loads of bm, R
 /// broadcasts of a, R * vecs FMAs), then stores them into `out`; columns left
 /// over past the last whole block of vecs = min(blockVectors(targetWidth),
-/// n / w) vectors take one narrower block. R is kRows, or kRows *
-/// blockVectors(targetWidth) / vecs when n holds fewer vectors and tq
-/// allows. `init(out, row, col)` and
+/// n / w) vectors take one narrower block. R is blockRowsFor(targetWidth),
+/// or kRows * blockVectors(targetWidth) / vecs when n holds fewer vectors
+/// and tq allows; rows past the last whole block of R take one block of
+/// the rest. `init(out, row, col)` and
 /// `finish(acc, row)` work on one vector of W results; `finish` may return
 /// `out`'s element type (a narrower one than the f32 results). tq must be a
 /// multiple of kRows, n of w (blockedFits). With `transposedA`, `a` holds A
