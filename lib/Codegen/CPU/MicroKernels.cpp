@@ -69,7 +69,7 @@ static Value buildRegisterBlocks(
   // Rows past the last whole block (64 rows in blocks of 6: 60, then a
   // block of 4).
   int64_t mainRows = tq - tq % blockRows, tailRows = tq - mainRows;
-  // The (row block, column block) steps of the blockRows rows from i0.
+  // The register blocks of the nRows rows from i0, across the columns.
   auto rowBlock = [&](Value o, Value i0, int64_t nRows) {
     if (atRows)
       atRows(b, i0, nRows);
