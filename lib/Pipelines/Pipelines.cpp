@@ -181,9 +181,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
     lowering += "{use-generic-functions}";
   lowering += ",convert-scf-to-cf,";
   // Without AVX512-BF16, LLVM rounds f32 to bf16 by a call to compiler-rt's
-  // __truncsfbf2, which the library is not linked with (the emulated AMX
-  // path on an AVX2 server, a bf16 model at f32): rounded in integer
-  // arithmetic here instead.
+  // __truncsfbf2, which the library is not linked with (found with the
+  // emulated AMX path on a Zen 3): rounded in integer arithmetic here
+  // instead.
   lowering +=
       options.avx512BF16 ? "arith-expand," : "arith-expand{include-bf16},";
   lowering += "convert-math-to-llvm,"
