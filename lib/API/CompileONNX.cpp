@@ -39,6 +39,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -202,7 +203,8 @@ std::string decodeCacheLines(func::FuncOp decode) {
 /// returns the signature the library will carry and @main's input count.
 FailureOr<EntryInfo> lowerModel(ModuleOp module,
                                 const CompileONNXOptions &options,
-                                const CompileTools &tools, Location loc) {
+                                const CompileTools &tools, TimingScope &timing,
+                                Location loc) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return emitError(loc) << "internal error: the import has no @main",
@@ -234,6 +236,8 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
       entry.decodeSignature += "isa\tamx-bf16\n";
   }
   PassManager pm(module.getContext());
+  TimingScope passTiming = timing.nest("lowering (MLIR passes)");
+  pm.enableTiming(passTiming);
   pm.addPass(createPrepareEntry());
   if (decode) {
     PrepareEntryOptions decodeEntry;
@@ -278,7 +282,7 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
                          const CompileONNXOptions &options,
                          const CompileTools &tools, StringRef sourceName,
                          StringRef ownWeightsPath, WeightsLayout &weights,
-                         Location loc) {
+                         TimingScope &timing, Location loc) {
   auto writeText = [&](llvm::function_ref<void(raw_ostream &)> fn) {
     return writeFile(
         path,
@@ -310,6 +314,7 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
       if (auto it = weights.slotOf.find(c.global); it != weights.slotOf.end())
         c.slot = it->second;
   }
+  TimingScope step = timing.nest("translation to LLVM IR");
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, sourceName);
@@ -326,7 +331,10 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
   addWeightsManifest(*llvmModule, weights);
   if (llvm::verifyModule(*llvmModule, &llvm::errs()))
     return emitError(loc) << "internal error: invalid LLVM IR";
+  step.stop();
+  step = timing.nest("LLVM optimization (O3)");
   optimizeModule(*llvmModule, tm);
+  step.stop();
   if (options.output == CompileOutput::LLVMIR)
     return writeText([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
 
@@ -337,6 +345,7 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
       return failure();
     objectPath = object.path;
   }
+  step = timing.nest("machine code");
   if (failed(writeFile(
           objectPath,
           [&](llvm::raw_fd_ostream &os) {
@@ -344,8 +353,11 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
           },
           loc)))
     return failure();
-  if (options.output == CompileOutput::Library)
+  step.stop();
+  if (options.output == CompileOutput::Library) {
+    step = timing.nest("link");
     return linkLibrary(objectPath, path, tools.cudaRuntimeDir, loc);
+  }
   return success();
 }
 
@@ -401,6 +413,13 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   if (failed(tools))
     return failure();
 
+  // --timing: each step's wall time, the MLIR passes one by one, printed to
+  // stderr when the compile ends.
+  DefaultTimingManager timer;
+  timer.setEnabled(options.timing);
+  TimingScope timing = timer.getRootScope();
+  TimingScope step = timing.nest("import, raise and rewrite (ONNX frontend)");
+
   registerCompileDialects(context);
   ONNXFrontendOptions frontend;
   frontend.inputShapes = options.rewrite.inputShapes;
@@ -423,7 +442,9 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   else if (failed(deriveDecodeEntry(module, noDecode)) &&
            options.decode == "on")
     return emitError(loc) << "--decode=on: " << noDecode, failure();
-  FailureOr<EntryInfo> entry = lowerModel(module, options, *tools, loc);
+  step.stop();
+  FailureOr<EntryInfo> entry =
+      lowerModel(module, options, *tools, timing, loc);
   if (failed(entry))
     return failure();
   if (entry->decodeSignature.empty()) {
@@ -449,8 +470,9 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
     return failure();
   WeightsLayout weights;
   if (failed(emitOutput(module, output.tmp, *entry, options, *tools, src,
-                        ownWeights, weights, loc)))
+                        ownWeights, weights, timing, loc)))
     return failure();
+  step = timing.nest("weights file");
   PendingOutput weightsOutput;
   if (weights.ownFile() >= 0) {
     if (failed(weightsOutput.create(ownWeights, loc)))

@@ -105,6 +105,12 @@ int main(int argc, char **argv) {
       "report-seq-len",
       cl::desc("Sequence length of the span report (default 2048)"),
       cl::init(2048), cl::cat(category));
+  cl::opt<bool> timing(
+      "timing",
+      cl::desc("Print the time each step of the compile took (the MLIR "
+               "passes one by one, LLVM's optimization, machine code, link) "
+               "to stderr"),
+      cl::init(false), cl::cat(category));
   cl::opt<int64_t> tileQ("tile-q", cl::desc("Query rows per attention tile"),
                          cl::init(64), cl::cat(category));
   cl::opt<int64_t> tileKV("tile-kv", cl::desc("Keys per attention tile"),
@@ -131,6 +137,7 @@ int main(int argc, char **argv) {
   options.decode = decode;
   options.tileQ = tileQ;
   options.tileKV = tileKV;
+  options.timing = timing;
   options.rewrite.spans = spans;
   options.rewrite.reportSeqLen = reportSeqLen;
   ONNXImportOptions shapes;

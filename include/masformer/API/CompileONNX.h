@@ -63,6 +63,9 @@ struct CompileONNXOptions {
   /// from a causal decoder and records why not otherwise, "on" fails when
   /// it cannot, "off" leaves it out.
   std::string decode = "auto";
+  /// Print the wall time of each step (import, MLIR passes one by one,
+  /// translation, LLVM optimization, machine code, link) to stderr.
+  bool timing = false;
 
   /// The chip compiled for: `chip`, or sm_90.
   std::string gpuChip() const { return chip.empty() ? "sm_90" : chip; }

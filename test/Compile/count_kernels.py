@@ -1,0 +1,46 @@
+"""Counts the large functions of an LLVM IR file, to check that identical
+kernels are compiled once.
+
+Every attention layer of one shape lowers to the same kernel, the largest
+function of a model's LLVM IR (an OpenMP region, `@main..omp_par.N`).
+Compiled once, the other layers' regions are two-instruction calls to it;
+compiled per layer, there is one copy per layer. Prints the sizes of the
+functions at least half as large as the largest one (in IR lines) and fails
+unless there are exactly --expect of them.
+"""
+
+import argparse
+import re
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ll")
+    ap.add_argument("--expect", type=int, required=True)
+    args = ap.parse_args()
+    sizes = {}
+    name = None
+    with open(args.ll) as f:
+        for line in f:
+            m = re.match(r"define [^@]*@([\w.$\"]+)\(", line)
+            if m:
+                name, sizes[m.group(1)] = m.group(1), 0
+            elif line.startswith("}"):
+                name = None
+            elif name is not None:
+                sizes[name] += 1
+    if not sizes:
+        sys.exit(f"{args.ll}: no function definitions")
+    largest = max(sizes.values())
+    large = sorted((n for n in sizes if 2 * sizes[n] >= largest),
+                   key=lambda n: -sizes[n])
+    for n in large:
+        print(f"@{n}: {sizes[n]} lines")
+    if len(large) != args.expect:
+        sys.exit(f"{len(large)} large functions, expected {args.expect}")
+    print(f"OK: {len(large)} large functions")
+
+
+if __name__ == "__main__":
+    main()
