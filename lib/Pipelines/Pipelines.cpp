@@ -155,6 +155,10 @@ void mlir::masformer::buildLowerToCPUPipeline(
   if (options.emulateAMX)
     lowering += "masformer-emulate-amx,";
   lowering +=
+      // Each parallel loop nest as a private function, the identical ones
+      // (every layer of one shape) shared: everything below handles each
+      // kernel once rather than once per layer.
+      "masformer-outline-kernels,"
       "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first

@@ -264,4 +264,45 @@ def FreeBuffersEarly : Pass<"masformer-free-buffers-early"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def OutlineKernels : Pass<"masformer-outline-kernels", "ModuleOp"> {
+  let summary = "Each parallel loop nest as a private function, identical "
+                "ones shared";
+  let description = [{
+    On buffers, after bufferization and deallocation: every outermost
+    `scf.forall` of a function (a tiled attention, a product, a fused
+    element-wise nest) becomes a call to a private function that holds it.
+    The values it uses from outside become the function's arguments, except
+    constants and views, which are copied in: tile sizes and loop bounds
+    stay constants, and a view (`memref.expand_shape`, `collapse_shape`,
+    `subview`, `cast`, `reinterpret_cast`) is recomputed inside from the
+    buffer it views, so that its loads and stores still fold onto that
+    buffer and no reassociated or strided view crosses a call. Memref types
+    keep their static shapes and layouts. Loop
+    nests that come out identical (every layer of one shape and span gives
+    the same attention kernel, every layer's product of one shape the same
+    product once its weights are arguments) share one function.
+
+    Everything after this pass (loops, OpenMP, the LLVM dialect, the
+    translation to LLVM IR and LLVM's optimization) then handles each
+    kernel once rather than once per layer: GPT-2 small's 12 layers lower
+    as one attention kernel per entry.
+
+    ```mlir
+    scf.forall (%i) in (16) {
+      ... uses %a, %b, %c4 = arith.constant 4 ...
+    }
+    ```
+    becomes
+    ```mlir
+    func.call @masformer_kernel_0(%a, %b) : (...) -> ()
+    func.func private @masformer_kernel_0(%a: ..., %b: ...) {
+      %c4 = arith.constant 4 : index
+      scf.forall (%i) in (16) { ... }
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 #endif // MASFORMER_CODEGEN_CPU_PASSES_TD
