@@ -443,8 +443,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
            options.decode == "on")
     return emitError(loc) << "--decode=on: " << noDecode, failure();
   step.stop();
-  FailureOr<EntryInfo> entry =
-      lowerModel(module, options, *tools, timing, loc);
+  FailureOr<EntryInfo> entry = lowerModel(module, options, *tools, timing, loc);
   if (failed(entry))
     return failure();
   if (entry->decodeSignature.empty()) {

@@ -12,8 +12,8 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetOptions.h"
-#include "llvm/Transforms/IPO/MergeFunctions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/IPO/MergeFunctions.h"
 
 #include <mutex>
 

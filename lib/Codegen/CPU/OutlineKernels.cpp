@@ -1,4 +1,4 @@
-//===- OutlineKernels.cpp - Parallel loop nests as shared functions -*- C++ -*-===//
+//===- OutlineKernels.cpp - Loop nests as shared functions -----*- C++ -*-===//
 //
 // A model lowers every layer to its own copy of the same loop nests: the
 // tiled attention of each layer of one shape and span is the same code, and
@@ -39,9 +39,8 @@ bool isCopiedConstant(Operation *def) {
 /// (--fold-memref-alias-ops) as they did before outlining, and no view of
 /// a reassociated or strided shape crosses a call.
 bool isCopiedView(Operation *def) {
-  return isa<memref::ExpandShapeOp, memref::CollapseShapeOp,
-             memref::SubViewOp, memref::CastOp, memref::ReinterpretCastOp>(
-      def);
+  return isa<memref::ExpandShapeOp, memref::CollapseShapeOp, memref::SubViewOp,
+             memref::CastOp, memref::ReinterpretCastOp>(def);
 }
 
 /// What the kernel of a loop nest needs from outside: its arguments, and
@@ -97,8 +96,7 @@ struct OutlineKernelsPass final
       builder.setInsertionPointToEnd(module.getBody());
       auto kernel = func::FuncOp::create(
           builder, loop.getLoc(), "masformer_kernel",
-          builder.getFunctionType(ValueRange(inputs.arguments).getTypes(),
-                                  {}));
+          builder.getFunctionType(ValueRange(inputs.arguments).getTypes(), {}));
       kernel.setPrivate();
       Block *entry = kernel.addEntryBlock();
       IRMapping mapping;
@@ -122,8 +120,7 @@ struct OutlineKernelsPass final
         callee = it->second;
         kernel.erase();
       } else {
-        kernel.setName(
-            ("masformer_kernel_" + Twine(kernels.size())).str());
+        kernel.setName(("masformer_kernel_" + Twine(kernels.size())).str());
         symbols.insert(kernel); // renamed if the module has that name
         kernels[key] = kernel;
         callee = kernel;
