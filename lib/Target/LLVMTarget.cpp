@@ -78,10 +78,10 @@ void mlir::masformer::optimizeModule(llvm::Module &m, llvm::TargetMachine &tm) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  // Layers of one shape lower to identical kernels (each attention layer's
-  // parallel region is the largest function of a model): merging them before
-  // the O3 pipeline optimizes and emits each kernel once instead of once per
-  // layer, which cuts the compile time roughly by the number of layers.
+  // Functions still identical after --masformer-outline-kernels (OpenMP
+  // regions of identical kernels) become calls to one before the O3
+  // pipeline, which then optimizes and emits each once. Alone, before the
+  // outlining, this took GPT-2 small's compile from 310 s to 74 s on a Zen 3.
   llvm::ModulePassManager mpm;
   mpm.addPass(llvm::MergeFunctionsPass());
   mpm.addPass(pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3));

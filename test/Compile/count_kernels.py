@@ -2,9 +2,9 @@
 kernels are compiled once.
 
 Every attention layer of one shape lowers to the same kernel, the largest
-function of a model's LLVM IR (an OpenMP region, `@main..omp_par.N`).
-Compiled once, the other layers' regions are two-instruction calls to it;
-compiled per layer, there is one copy per layer. Prints the sizes of the
+function of a model's LLVM IR (its OpenMP region,
+`@masformer_kernel_N..omp_par`). Compiled once, every layer calls that one
+function; compiled per layer, there is one copy per layer. Prints the sizes of the
 functions at least half as large as the largest one (in IR lines) and fails
 unless there are exactly --expect of them.
 """

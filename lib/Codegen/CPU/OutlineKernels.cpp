@@ -103,8 +103,7 @@ struct OutlineKernelsPass final
       mapping.map(inputs.arguments, entry->getArguments());
       builder.setInsertionPointToStart(entry);
       for (Operation *op : inputs.copied)
-        if (!mapping.contains(op))
-          builder.clone(*op, mapping);
+        builder.clone(*op, mapping);
       builder.clone(*loop, mapping);
       func::ReturnOp::create(builder, loop.getLoc());
 

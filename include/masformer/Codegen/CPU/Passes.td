@@ -284,8 +284,8 @@ def OutlineKernels : Pass<"masformer-outline-kernels", "ModuleOp"> {
 
     Everything after this pass (loops, OpenMP, the LLVM dialect, the
     translation to LLVM IR and LLVM's optimization) then handles each
-    kernel once rather than once per layer: GPT-2 small's 12 layers lower
-    as one attention kernel per entry.
+    kernel once rather than once per layer: a model's layers of one span
+    lower as one attention kernel per entry (test/Compile/compile-time.test).
 
     ```mlir
     scf.forall (%i) in (16) {
