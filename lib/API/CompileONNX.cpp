@@ -33,6 +33,7 @@
 #include "masformer/Target/Signature.h"
 #include "masformer/Target/Toolchain.h"
 #include "masformer/Target/Weights.h"
+#include "masformer/Utils/OutputFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/InitAllDialects.h"
@@ -380,13 +381,14 @@ struct PendingOutput {
   LogicalResult create(StringRef dst, Location loc) {
     int fd;
     if (std::error_code ec =
-            llvm::sys::fs::createUniqueFile(dst + ".tmp-%%%%%%", fd, tmp))
+            createFileRemovedOnSignal(dst + ".tmp-%%%%%%", false, fd, tmp)) {
+      tmp.clear();
       return emitError(loc)
                  << "cannot write next to '" << dst << "': " << ec.message(),
              failure();
+    }
     llvm::sys::Process::SafelyCloseFileDescriptor(fd);
     remover.emplace(tmp);
-    llvm::sys::RemoveFileOnSignal(tmp);
     return success();
   }
   LogicalResult keep(StringRef dst, Location loc) {

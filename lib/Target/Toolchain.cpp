@@ -1,6 +1,7 @@
 //===- Toolchain.cpp - The tools a compiled library is made wit -*- C++ -*-===//
 
 #include "masformer/Target/Toolchain.h"
+#include "masformer/Utils/OutputFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
@@ -34,11 +35,14 @@ static FailureOr<std::string> findLinker(Location loc) {
 }
 
 LogicalResult TempFile::create(StringRef suffix, Location loc) {
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("masformer", suffix, path))
+  int fd;
+  if (std::error_code ec = createFileRemovedOnSignal(
+          "masformer-%%%%%%%%." + suffix, /*inTempDir=*/true, fd, path)) {
+    path.clear();
     return emitError(loc) << "cannot create a temporary file: " << ec.message();
+  }
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   remover.setFile(path);
-  llvm::sys::RemoveFileOnSignal(path);
   return success();
 }
 

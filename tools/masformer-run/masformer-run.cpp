@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -169,6 +170,18 @@ NpyArray readNpy(const std::string &path) {
   return a;
 }
 
+/// The temporary output being written, removed if a signal (Ctrl-C) ends
+/// the tool first. mkstemp fills in the name before it creates the file, so
+/// a signal at any moment finds either no file or its name here.
+char pendingOutput[4096];
+
+extern "C" void removePendingOutput(int sig) {
+  if (pendingOutput[0])
+    unlink(pendingOutput);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 void writeNpy(const std::string &path, const char *descr,
               const int64_t *shape, int64_t rank, const char *data,
               size_t bytes) {
@@ -189,10 +202,23 @@ void writeNpy(const std::string &path, const char *descr,
       !std::filesystem::is_regular_file(st))
     throw Error("'" + path + "': exists and is not a regular file");
   std::string tmp = path + ".tmp-XXXXXX";
-  int fd = mkstemp(tmp.data());
-  if (fd < 0)
+  if (tmp.size() >= sizeof(pendingOutput))
+    throw Error("'" + path + "': the path is too long");
+  static bool handlersInstalled = [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+      if (signal(sig, removePendingOutput) == SIG_IGN)
+        signal(sig, SIG_IGN);
+    return true;
+  }();
+  (void)handlersInstalled;
+  std::memcpy(pendingOutput, tmp.c_str(), tmp.size() + 1);
+  int fd = mkstemp(pendingOutput);
+  if (fd < 0) {
+    pendingOutput[0] = 0;
     throw Error("'" + path + "': cannot write");
+  }
   close(fd);
+  tmp = pendingOutput;
   bool ok;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -205,10 +231,12 @@ void writeNpy(const std::string &path, const char *descr,
     out.flush();
     ok = static_cast<bool>(out);
   }
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  bool renamed = ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!renamed)
     std::remove(tmp.c_str());
+  pendingOutput[0] = 0;
+  if (!renamed)
     throw Error("'" + path + "': cannot write");
-  }
 }
 
 float bf16ToF32(uint16_t v) {

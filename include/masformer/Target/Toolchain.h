@@ -20,7 +20,6 @@
 
 namespace mlir::masformer {
 
-/// A temporary file that is removed unless released.
 /// A temporary file, removed when this goes out of scope and, until then,
 /// on signals (Ctrl-C) too.
 struct TempFile {
