@@ -406,22 +406,13 @@ struct PendingOutput {
 
 } // namespace
 
-FailureOr<SpanReport>
-mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
-                                 const CompileONNXOptions &options,
-                                 MLIRContext *context) {
-  Location loc = FileLineColLoc::get(context, src, 0, 0);
-  FailureOr<CompileTools> tools = checkOptionsAndFindTools(dst, options, loc);
-  if (failed(tools))
-    return failure();
-
-  // --timing: each step's wall time, the MLIR passes one by one, printed to
-  // stderr when the compile ends.
-  DefaultTimingManager timer;
-  timer.setEnabled(options.timing);
-  TimingScope timing = timer.getRootScope();
+/// compileONNXFile's steps, each timed in `timing`.
+static FailureOr<SpanReport> compileSteps(StringRef src, StringRef dst,
+                                          const CompileONNXOptions &options,
+                                          const CompileTools &tools,
+                                          MLIRContext *context,
+                                          TimingScope &timing, Location loc) {
   TimingScope step = timing.nest("import, raise and rewrite (ONNX frontend)");
-
   registerCompileDialects(context);
   ONNXFrontendOptions frontend;
   frontend.inputShapes = options.rewrite.inputShapes;
@@ -445,7 +436,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
            options.decode == "on")
     return emitError(loc) << "--decode=on: " << noDecode, failure();
   step.stop();
-  FailureOr<EntryInfo> entry = lowerModel(module, options, *tools, timing, loc);
+  FailureOr<EntryInfo> entry = lowerModel(module, options, tools, timing, loc);
   if (failed(entry))
     return failure();
   if (entry->decodeSignature.empty()) {
@@ -470,7 +461,7 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   if (failed(output.create(dst, loc)))
     return failure();
   WeightsLayout weights;
-  if (failed(emitOutput(module, output.tmp, *entry, options, *tools, src,
+  if (failed(emitOutput(module, output.tmp, *entry, options, tools, src,
                         ownWeights, weights, timing, loc)))
     return failure();
   step = timing.nest("weights file");
@@ -489,5 +480,40 @@ mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
   }
   if (failed(output.keep(dst, loc)))
     return failure();
+  return report;
+}
+
+FailureOr<SpanReport>
+mlir::masformer::compileONNXFile(StringRef src, StringRef dst,
+                                 const CompileONNXOptions &options,
+                                 MLIRContext *context) {
+  Location loc = FileLineColLoc::get(context, src, 0, 0);
+  FailureOr<CompileTools> tools = checkOptionsAndFindTools(dst, options, loc);
+  if (failed(tools))
+    return failure();
+
+  // --timing: each step's wall time, the MLIR passes one by one, printed to
+  // stderr when the compile ends; or, for the library's callers, written to
+  // options.timingJSON. The stream outlives the timer, which prints when
+  // destroyed.
+  std::string json;
+  llvm::raw_string_ostream jsonStream(json);
+  DefaultTimingManager timer;
+  timer.setEnabled(options.timing || options.timingJSON);
+  if (options.timingJSON)
+    timer.setOutput(createOutputStrategy(
+        DefaultTimingManager::OutputFormat::Json, jsonStream));
+  // The root scope ends before the report is printed.
+  FailureOr<SpanReport> report = [&] {
+    TimingScope timing = timer.getRootScope();
+    return compileSteps(src, dst, options, *tools, context, timing, loc);
+  }();
+  if (options.timingJSON) {
+    if (succeeded(report)) {
+      timer.print();
+      *options.timingJSON = std::move(json);
+    }
+    timer.setEnabled(false);
+  }
   return report;
 }

@@ -88,20 +88,25 @@ api::RewriteResult api::rewrite(const RewriteRequest &request) {
 }
 
 api::RewriteResult api::compile(const CompileRequest &request) {
-  return runCollecting("compilation", request.src, request.inputShapes,
-                       [&](llvm::StringMap<llvm::SmallVector<int64_t>> shapes,
-                           MLIRContext *context) {
-                         CompileONNXOptions options;
-                         options.target = request.target;
-                         options.chip = request.chip;
-                         options.precision = request.precision;
-                         options.cpu = request.cpu;
-                         options.embedWeights = request.embedWeights;
-                         options.emulateAMX = request.emulateAMX;
-                         options.rewrite.spans = request.spans;
-                         options.rewrite.reportSeqLen = request.seqLen;
-                         options.rewrite.inputShapes = std::move(shapes);
-                         return compileONNXFile(request.src, request.dst,
-                                                options, context);
-                       });
+  std::string timing;
+  api::RewriteResult result = runCollecting(
+      "compilation", request.src, request.inputShapes,
+      [&](llvm::StringMap<llvm::SmallVector<int64_t>> shapes,
+          MLIRContext *context) {
+        CompileONNXOptions options;
+        options.target = request.target;
+        options.chip = request.chip;
+        options.precision = request.precision;
+        options.cpu = request.cpu;
+        options.embedWeights = request.embedWeights;
+        options.emulateAMX = request.emulateAMX;
+        options.rewrite.spans = request.spans;
+        options.rewrite.reportSeqLen = request.seqLen;
+        options.rewrite.inputShapes = std::move(shapes);
+        if (request.timing)
+          options.timingJSON = &timing;
+        return compileONNXFile(request.src, request.dst, options, context);
+      });
+  result.timing = std::move(timing);
+  return result;
 }

@@ -14,7 +14,7 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
             cpu="native", span=None, sink=0, full_layers=None, policy=None,
             num_full=None, plan=None, seq_len=2048,
             input_shapes=None, embed_weights=False,
-            emulate_amx=False) -> SpanReport:
+            emulate_amx=False, timing=False) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
     Every op of the model is lowered (matrix products and attention as
@@ -43,6 +43,11 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     --emulate-amx) compiles the products AMX takes for AMX whatever the CPU
     has and runs them in a checked scalar emulation of AMX's tile
     instructions: a test of the AMX path on any CPU, slow (docs/cpu.md).
+
+    `timing=True` (masformer-compile --timing) times each step of the
+    compile: the report's `timing` is then a tuple of CompileStep (name,
+    seconds, nested steps: the MLIR passes one by one under the lowering),
+    ending with "Total".
     """
     # Which targets, chips and precisions exist (and go together) is the
     # compiler's to say (masformer.Error naming the option); here only types.
@@ -72,7 +77,7 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
         d = _masformer.compile(src, os.fspath(dst), target, chip or "",
                                precision, cpu, spans, seq_len,
                                _shapes(input_shapes), bool(embed_weights),
-                               bool(emulate_amx))
+                               bool(emulate_amx), bool(timing))
     finally:
         if tmp:
             os.unlink(tmp)

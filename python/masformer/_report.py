@@ -1,6 +1,29 @@
 """The span report: each attention layer's span and attention cost."""
 
+import json
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class CompileStep:
+    """One timed step of masformer.compile(timing=True): the ONNX frontend,
+    the MLIR lowering (its passes as `steps`), the translation to LLVM IR,
+    LLVM's optimization, machine code, link, weights file; then "Rest"
+    (time in no step) and "Total"."""
+
+    name: str
+    seconds: float
+    steps: tuple = ()
+
+    @classmethod
+    def from_json(cls, text: str) -> tuple:
+        """The steps of MLIR's JSON timing report, in order (MLIR ends each
+        list of nested steps with an empty entry, dropped here)."""
+        def steps(entries):
+            return tuple(cls(e["name"], float(e["wall"]["duration"]),
+                             steps(e.get("passes", ())))
+                         for e in entries if e)
+        return steps(json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -60,6 +83,8 @@ class SpanReport:
     total_flops: float = 0.0
     full_flops: float = 0.0
     warnings: list = field(default_factory=list)
+    # masformer.compile(timing=True): the compile's steps (CompileStep).
+    timing: tuple = ()
 
     @property
     def fraction_of_full(self) -> float:
@@ -82,7 +107,9 @@ class SpanReport:
         return cls(seq_len=d["seq_len"],
                    layers=[LayerCost(**c) for c in d["layers"]],
                    total_flops=d["total_flops"], full_flops=d["full_flops"],
-                   warnings=list(d.get("warnings", [])))
+                   warnings=list(d.get("warnings", [])),
+                   timing=CompileStep.from_json(d["timing"])
+                   if d.get("timing") else ())
 
     def to_dict(self) -> dict:
         return {"seq_len": self.seq_len,

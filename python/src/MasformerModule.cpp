@@ -107,6 +107,8 @@ nb::dict resultDict(const api::RewriteResult &result) {
     throw std::runtime_error(result.error);
   nb::dict d = toDict(result.report);
   d["warnings"] = result.warnings;
+  if (!result.timing.empty())
+    d["timing"] = result.timing;
   return d;
 }
 
@@ -474,8 +476,9 @@ NB_MODULE(_masformer, m) {
          const std::string &target, const std::string &chip,
          const std::string &precision, const std::string &cpu,
          const std::string &spans, int64_t seqLen, const Shapes &inputShapes,
-         bool embedWeights, bool emulateAMX) {
+         bool embedWeights, bool emulateAMX, bool timing) {
         api::CompileRequest request;
+        request.timing = timing;
         request.embedWeights = embedWeights;
         request.emulateAMX = emulateAMX;
         request.src = src;
@@ -499,9 +502,11 @@ NB_MODULE(_masformer, m) {
       nb::arg("precision"), nb::arg("cpu"), nb::arg("spans"),
       nb::arg("seq_len"), nb::arg("input_shapes"),
       nb::arg("embed_weights") = false, nb::arg("emulate_amx") = false,
+      nb::arg("timing") = false,
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
       "shared library `dst` (and its weights file); returns the span report "
-      "as a dict.");
+      "as a dict (with `timing`: the time of each step, as JSON, under "
+      "\"timing\").");
   nb::class_<Session>(m, "Session")
       .def(nb::init<const std::string &>(), nb::arg("path"))
       .def_prop_ro("target", &Session::target)

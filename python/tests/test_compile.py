@@ -96,6 +96,42 @@ def test_compiled_rewrite_matches_the_exported_rewrite(fixtures, tmp_path):
     assert np.abs(got["logits"] - full).max() > 1e-3
 
 
+def test_compile_timing(fixtures, tmp_path):
+    lib = tmp_path / "t.so"
+    report = masformer.compile(fixtures / "gpt2.onnx", lib, span="block:4",
+                               full_layers=[0], timing=True,
+                               input_shapes={"input_ids": [2, 8],
+                                             "attention_mask": [2, 8]})
+    names = [s.name for s in report.timing]
+    assert names == ["import, raise and rewrite (ONNX frontend)",
+                     "lowering (MLIR passes)", "translation to LLVM IR",
+                     "LLVM optimization (O3)", "machine code", "link",
+                     "weights file", "Rest", "Total"], names
+    lowering = report.timing[1]
+    passes = [s.name for s in lowering.steps]
+    assert "TileAttention" in passes and "OutlineKernels" in passes, passes
+    assert all(s.seconds >= 0 for s in report.timing)
+    total = report.timing[-1].seconds
+    assert total > 0
+    # Rounded to 0.1 ms each: the steps add up to the total.
+    assert abs(sum(s.seconds for s in report.timing[:-1]) - total) < 1e-3
+    assert lowering.seconds >= sum(s.seconds for s in lowering.steps) - 1e-3
+    # Timing changes nothing of what is compiled.
+    assert report.full_layers == [0]
+    feeds = tokens(2, 8)
+    exported = tmp_path / "b4.onnx"
+    masformer.rewrite(fixtures / "gpt2.onnx", exported, span="block:4",
+                      full_layers=[0])
+    got = masformer.Session(lib).run(feeds, output_names=["logits"])
+    np.testing.assert_allclose(got["logits"], ort_logits(exported, feeds),
+                               atol=1e-4, rtol=1e-4)
+    # Without timing=True, no timing.
+    assert masformer.compile(fixtures / "gpt2.onnx", tmp_path / "u.so",
+                             input_shapes={"input_ids": [2, 8],
+                                           "attention_mask": [2, 8]}
+                             ).timing == ()
+
+
 def test_compile_errors(fixtures, tmp_path):
     out = tmp_path / "x.so"
     with pytest.raises(masformer.Error, match="--target=tpu: expected cpu or cuda"):

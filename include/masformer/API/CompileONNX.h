@@ -66,6 +66,10 @@ struct CompileONNXOptions {
   /// Print the wall time of each step (import, MLIR passes one by one,
   /// translation, LLVM optimization, machine code, link) to stderr.
   bool timing = false;
+  /// When set, the same report goes here instead, as MLIR's JSON timing
+  /// report (a list of {"name", "wall": {"duration", "percentage"},
+  /// "passes": [...]}), once the compile has succeeded.
+  std::string *timingJSON = nullptr;
 
   /// The chip compiled for: `chip`, or sm_90.
   std::string gpuChip() const { return chip.empty() ? "sm_90" : chip; }

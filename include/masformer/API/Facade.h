@@ -39,6 +39,9 @@ struct RewriteResult {
   std::string error;
   std::vector<std::string> warnings;
   SpanReport report;
+  /// compile with CompileRequest::timing: the time of each step, as JSON
+  /// (CompileONNXOptions::timingJSON).
+  std::string timing;
 };
 
 RewriteResult rewrite(const RewriteRequest &request);
@@ -61,6 +64,8 @@ struct CompileRequest {
   bool embedWeights = false;
   /// The AMX path in its checked emulator (CompileONNXOptions::emulateAMX).
   bool emulateAMX = false;
+  /// Time each step of the compile into RewriteResult::timing.
+  bool timing = false;
 };
 
 /// compileONNXFile (API/CompileONNX.h) into a shared library at `dst`; the
