@@ -2,7 +2,7 @@
 """The model's matrix products compiled by masformer-compile, against the
 machine's sgemm (numpy's BLAS) and onnxruntime's MatMul, in one run:
 
-  python3 bench/matmul_cpu.py [--seq 2048] [--reps 5] [--shapes gpt2]
+  python3 bench/matmul_cpu.py [--seq 2048] [--reps 5] [--shapes gpt2|llama7b]
       [--precision f32] [--cpu native] [--work /tmp/masformer-matmul]
 
 --cpu NAME compiles for another CPU (masformer-compile --cpu), which must
@@ -15,7 +15,9 @@ kernels from the CPU it runs on, whatever --cpu says.
 The shapes are GPT-2 small's products at --seq rows: the QKV projection
 (768 -> 2304), the attention output (768 -> 768), the MLP (768 -> 3072 and
 3072 -> 768) and the tied LM head (768 -> 50257, weights stored [50257, 768]
-and transposed by the model, as exporters write it). Each product is its own
+and transposed by the model, as exporters write it); with --shapes llama7b,
+those of a 7B Llama (4096 -> 3 x 4096, 4096 -> 4096, 4096 -> 11008, 11008 ->
+4096), whose weight panels no core's L2 holds. Each product is its own
 one-node model (y = MatMul(x, W) with W a constant), compiled without shapes
 and timed by `masformer-run --bench` (median of --reps after one), so the
 figure includes the library call and the output buffer, as in a model.
@@ -50,6 +52,11 @@ SHAPES = {
     "gpt2": [("qkv", 768, 2304, False), ("attn-out", 768, 768, False),
              ("mlp-up", 768, 3072, False), ("mlp-down", 3072, 768, False),
              ("lm-head", 768, 50257, True)],
+    # A 7B Llama's products (d_model 4096, MLP 11008): every weight panel of
+    # 64 columns is larger than a core's L2 on most servers.
+    "llama7b": [("qkv", 4096, 3 * 4096, False), ("attn-out", 4096, 4096, False),
+                ("mlp-up", 4096, 11008, False),
+                ("mlp-down", 11008, 4096, False)],
 }
 
 
