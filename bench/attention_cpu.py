@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""One attention layer on the CPU (batch 1, 12 heads, head_dim 64, not
-causal), side by side in one run:
+"""One attention layer on the CPU (batch 1, 12 heads, head_dim 64; not
+causal, or causal with --causal as in a decoder), side by side in one run:
 
 - ours: masformer.attention through --masformer-lower-to-cpu (span-aware
-  tiles of 64 x 128 (MASFORMER_BENCH_TILE=QxK for others), online softmax, OpenMP over batch x head x query tile),
+  tiles as masformer-compile chooses them: 64 x 128 with AVX-512, 64 x 64
+  without; MASFORMER_BENCH_TILE=QxK for others), online softmax, OpenMP
+  over batch x head x query tile),
   full, with block spans of 256 and 512, and with any --spans (windows and
   attention sinks: "window 256, sink 64"; per-head spans: "full x2;
   window 512, sink 64 x10"), compiled as masformer-compile compiles a
   model (LLVM -O3 for this host's CPU and its features, here through
   mlir-translate and clang -O3 -march=native), timed inside the compiled
   program (rtclock around each call, after a warm-up call);
-- onnxruntime: the same attention as MatMul-Softmax-MatMul, and as its fused
-  com.microsoft.MultiHeadAttention op.
+- onnxruntime: the same attention as MatMul-Softmax-MatMul (with --causal,
+  an additive causal mask), and as its fused
+  com.microsoft.MultiHeadAttention op (with --causal, unidirectional=1).
 
 With --precision bf16, ours runs on bf16 Q, K and V (bf16 result): on
 AVX512-BF16's vdpbf16ps where the CPU has it (docs/cpu.md), next to our
@@ -23,14 +26,15 @@ its median covers about as long as full attention's. Reports GFLOP/s
 counting only computed (query, key) pairs (4 * heads *
 head_dim FLOP each), the fraction of this machine's measured FMA peak
 (the best of numpy's sgemm and onnxruntime's MatMul), and the block speed-up over our full against the ideal
-(1 / density). Times are each variant's best round; a span's speed-up is
+(1 / density: full attention's computed pairs over the span's; with
+--causal, both counted under the diagonal). Times are each variant's best round; a span's speed-up is
 the median over the rounds of our full's time over the span's in the same
 round (the two run back to back; each round's ratio is printed), so that a
 slowdown of a shared machine lasting a minute does not decide it.
 
   python3 bench/attention_cpu.py [--seqs 1024 2048] [--reps 2] [--rounds 2]
       [--spans "window 256, sink 64" "full x2; window 256, sink 64 x10" ...]
-      [--precision bf16] [--cpu native]
+      [--precision bf16] [--cpu native] [--causal]
 """
 
 import argparse
@@ -59,7 +63,10 @@ import masformer_ref  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H, D = 12, 64
 LIB = "/usr/lib/llvm-22/lib"
-TILE = tuple(int(x) for x in os.environ.get("MASFORMER_BENCH_TILE", "64x128").split("x"))
+# MASFORMER_BENCH_TILE=QxK: other tiles than masformer-compile's (64 x 128
+# with AVX-512, 64 x 64 without).
+TILE = (tuple(int(x) for x in os.environ["MASFORMER_BENCH_TILE"].split("x"))
+        if os.environ.get("MASFORMER_BENCH_TILE") else None)
 
 
 def inputs(s):
@@ -116,7 +123,7 @@ func.func private @rtclock() -> f64
 func.func private @printF64(f64)
 func.func private @printNewline()
 func.func @attn(%q: {at}, %k: {at}, %v: {at}) -> {at} {{
-  %o = masformer.attention %q, %k, %v {{{span}}} : {at}, {at}, {at} -> {at}
+  %o = masformer.attention %q, %k, %v {{{span}{", causal = true" if CAUSAL else ""}}} : {at}, {at}, {at} -> {at}
   return %o : {at}
 }}
 func.func @main() {{{''.join(fill)}{cast}
@@ -150,6 +157,8 @@ _BUILT = {}
 
 # The LLVM CPU our code is compiled for (--cpu; "native": this one).
 CPU = "native"
+# --causal: every variant masks the keys after the query.
+CAUSAL = False
 
 
 def target_macros(cpu):
@@ -163,11 +172,13 @@ def target_macros(cpu):
 
 
 def pipeline(precision):
-    opts = f"tile-q={TILE[0]} tile-kv={TILE[1]}"
     macros = target_macros(CPU)
-    # As masformer-compile chooses for the CPU: vectors of 16 with AVX-512,
-    # of 8 with AVX2 only.
-    if "__AVX512F__" not in macros:
+    # As masformer-compile chooses for the CPU: vectors of 16 and tiles of
+    # 64 x 128 with AVX-512, vectors of 8 and tiles of 64 x 64 without.
+    avx512 = "__AVX512F__" in macros
+    tile = TILE or ((64, 128) if avx512 else (64, 64))
+    opts = f"tile-q={tile[0]} tile-kv={tile[1]}"
+    if not avx512:
         opts += " vector-width=8"
     if precision == "bf16":
         opts += " precision=bf16"
@@ -234,7 +245,8 @@ def ort_model(s, fused):
             nodes.append(h.make_node("Reshape", [n + "t", "shape"],
                                      [n + "3"]))
         nodes.append(h.make_node("MultiHeadAttention", ["q3", "k3", "v3"],
-                                 ["o"], domain="com.microsoft", num_heads=H))
+                                 ["o"], domain="com.microsoft", num_heads=H,
+                                 unidirectional=int(CAUSAL)))
         inits = [onnx.numpy_helper.from_array(
             np.array([1, s, H * D], np.int64), "shape")]
         out = h.make_tensor_value_info("o", T.FLOAT, [1, s, H * D])
@@ -247,6 +259,11 @@ def ort_model(s, fused):
                  h.make_node("MatMul", ["p", "v"], ["o"])]
         inits = [onnx.numpy_helper.from_array(
             np.array(1 / np.sqrt(D), np.float32), "scale")]
+        if CAUSAL:
+            nodes[3].input[0] = "sm"
+            nodes.insert(3, h.make_node("Add", ["ss", "mask"], ["sm"]))
+            inits.append(onnx.numpy_helper.from_array(
+                np.triu(np.full((s, s), -np.inf, np.float32), 1), "mask"))
         out = h.make_tensor_value_info("o", T.FLOAT, shape)
         opsets = [h.make_opsetid("", 17)]
     graph = h.make_graph(nodes, "attn",
@@ -326,12 +343,12 @@ def span_attr(spec):
 
 
 def span_pairs(s, span):
-    """(query, key) pairs per head a bidirectional span ("block B", "window
-    W", either with ", sink K"; or per-head spans, averaged over the heads)
-    keeps at s tokens, from the definition."""
+    """(query, key) pairs per head a span ("full", "block B", "window W",
+    either with ", sink K"; or per-head spans, averaged over the heads)
+    keeps at s tokens (causal with --causal), from the definition."""
     heads = head_spans(span) or [span]
     return sum(int(masformer_ref.span_allowed(
-        s, s, masformer_ref.parse_span(t), False).sum()) for t in heads) \
+        s, s, masformer_ref.parse_span(t), CAUSAL).sum()) for t in heads) \
         / len(heads)
 
 
@@ -340,7 +357,7 @@ def span_reps(reps, s, pairs):
     span's speed-up, so that its median is taken over about the time of
     full attention's (a block of 256 at S = 2048 takes 4-5 ms a call, where
     a stall of a shared VM's core moves one call by a tenth)."""
-    return min(reps * max(1, round(s * s / pairs)), 400)
+    return min(reps * max(1, round(span_pairs(s, "full") / pairs)), 400)
 
 
 def paired_speedups(full, span):
@@ -376,17 +393,24 @@ def main():
                          "ratios to our full in the same round, so that a "
                          "transient slowdown of this shared machine does not "
                          "decide a ratio")
+    ap.add_argument("--causal", action="store_true",
+                    help="causal attention, as in a decoder: ours with "
+                         "causal = true, onnxruntime with a causal mask "
+                         "(MatMul-Softmax-MatMul) and unidirectional=1 "
+                         "(MultiHeadAttention); pairs counted under the "
+                         "diagonal")
     ap.add_argument("--cpu", default="native",
                     help="compile ours for this LLVM CPU (clang -march; "
                          "vectors of 8 where it has no AVX-512): code for "
                          "an AVX2 server (znver3, haswell) timed on this "
                          "machine; onnxruntime still runs this CPU's kernels")
     a = ap.parse_args()
-    global CPU
-    CPU = a.cpu
+    global CPU, CAUSAL
+    CPU, CAUSAL = a.cpu, a.causal
     peak = fma_peak()
     print(f"CPU: {describe()}")
     print(f"ours compiled for: --cpu={CPU} ({pipeline(a.precision)})")
+    print(f"attention: {'causal' if CAUSAL else 'not causal'}")
     p = a.precision
     ours = "ours" if p == "f32" else "ours bf16"
     if p == "bf16":
@@ -394,12 +418,11 @@ def main():
     print(f"measured sgemm peak (best of numpy, onnxruntime): {peak:.1f} GFLOP/s ({os.cpu_count()} cores)")
     rows = []
     for s in a.seqs:
-        pairs_full = s * s
+        pairs_full = span_pairs(s, "full")
         variants = [(f"{ours} full", pairs_full,
                      lambda: time_ours(s, span_attr("full"), a.reps, p))]
         for b in a.blocks:
-            nb, r = divmod(s, b)
-            pairs = nb * b * b + r * r
+            pairs = span_pairs(s, f"block {b}")
             variants.append((f"{ours} block {b}", pairs,
                              lambda b=b, n=span_reps(a.reps, s, pairs):
                              time_ours(s, span_attr(f"block {b}"), n, p)))
@@ -434,7 +457,7 @@ def main():
             if name.startswith(f"{ours} ") and name != f"{ours} full":
                 ratios = paired_speedups(full, rounds[name])
                 if ratios:
-                    sp = (statistics.median(ratios), s * s / pairs)
+                    sp = (statistics.median(ratios), pairs_full / pairs)
                     print(f"S={s} {name}: speed-up over our full per round: "
                           + " ".join(f"{r:.2f}" for r in ratios))
             rows.append((s, name, min(done), pairs, sp))

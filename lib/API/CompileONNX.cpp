@@ -125,7 +125,7 @@ checkOptionsAndFindTools(StringRef dst, const CompileONNXOptions &options,
   std::string error;
   if (failed(checkCompileTarget(options, error)))
     return emitError(loc) << error, failure();
-  if (options.tileQ <= 0 || options.tileKV <= 0)
+  if (options.tileQ <= 0 || options.tileKV < 0)
     return emitError(loc) << "attention tiles must be positive, got "
                           << options.tileQ << " x " << options.tileKV,
            failure();
@@ -257,7 +257,8 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
   } else {
     LowerToCPUOptions lowering;
     lowering.tileQ = options.tileQ;
-    lowering.tileKV = options.tileKV;
+    lowering.tileKV =
+        options.tileKV ? options.tileKV : (tools.host.avx512 ? 128 : 64);
     lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
     lowering.precision = options.precision;
     lowering.amx = options.precision == "bf16" &&

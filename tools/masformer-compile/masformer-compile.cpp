@@ -113,8 +113,11 @@ int main(int argc, char **argv) {
       cl::init(false), cl::cat(category));
   cl::opt<int64_t> tileQ("tile-q", cl::desc("Query rows per attention tile"),
                          cl::init(64), cl::cat(category));
-  cl::opt<int64_t> tileKV("tile-kv", cl::desc("Keys per attention tile"),
-                          cl::init(128), cl::cat(category));
+  cl::opt<int64_t> tileKV(
+      "tile-kv",
+      cl::desc("Keys per attention tile (default 0: 128 for a CPU with "
+               "AVX-512, 64 for one without)"),
+      cl::init(0), cl::cat(category));
   masformer::hideOptionsOutside(category);
   cl::ParseCommandLineOptions(
       argc, argv, "masformer-compile: an ONNX model to a runnable library\n");
