@@ -40,7 +40,7 @@ ALLOWED = {
     "API": {"Frontend", "Import", "Export", "Pipelines", "InitAllPasses",
             "Target", "Runtime", "Dialect/MASFormer/Analysis",
             "Dialect/MASFormer/Transforms",
-            "Dialect/MASFormer/IR", "Codegen/Common"},
+            "Dialect/MASFormer/IR", "Codegen/Common", "Utils"},
 }
 
 
