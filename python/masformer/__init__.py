@@ -22,6 +22,6 @@ from ._compile import Session, TensorInfo, compile
 from ._report import CompileStep, LayerCost, SpanReport
 from ._rewrite import Error, rewrite, span_report
 
-__all__ = ["CompileStep", "Error", "LayerCost", "Session", "SpanReport", "TensorInfo",
-           "compile", "rewrite", "span_report"]
+__all__ = ["CompileStep", "Error", "LayerCost", "Session", "SpanReport",
+           "TensorInfo", "compile", "rewrite", "span_report"]
 __version__ = "0.1.0"

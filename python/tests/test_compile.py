@@ -2,6 +2,8 @@
 onnxruntime, full and rewritten, and one clear exception per bad input."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -116,14 +118,23 @@ def test_compile_timing(fixtures, tmp_path):
     # Rounded to 0.1 ms each: the steps add up to the total.
     assert abs(sum(s.seconds for s in report.timing[:-1]) - total) < 1e-3
     assert lowering.seconds >= sum(s.seconds for s in lowering.steps) - 1e-3
-    # Timing changes nothing of what is compiled.
+    # Timing changes nothing of what is compiled: the library matches
+    # onnxruntime on the original model with the blocks' mask from the span
+    # definition (test/python_utils/span_reference.py, not our export).
     assert report.full_layers == [0]
     feeds = tokens(2, 8)
-    exported = tmp_path / "b4.onnx"
-    masformer.rewrite(fixtures / "gpt2.onnx", exported, span="block:4",
-                      full_layers=[0])
+    utils = fixtures.parent / "python_utils"
+    ref = tmp_path / "b4-ref.onnx"
+    subprocess.run(
+        [sys.executable, str(utils / "span_reference.py"),
+         str(fixtures / "gpt2.onnx"), "--span", "block:4", "--causal",
+         "--rewritten", "1,2", "--layers", "3", "--seq", "8",
+         "--input-shape", "input_ids=2x8", "--input-shape",
+         "attention_mask=2x8", "-o", str(ref)],
+        check=True, capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(utils)))
     got = masformer.Session(lib).run(feeds, output_names=["logits"])
-    np.testing.assert_allclose(got["logits"], ort_logits(exported, feeds),
+    np.testing.assert_allclose(got["logits"], ort_logits(ref, feeds),
                                atol=1e-4, rtol=1e-4)
     # Without timing=True, no timing.
     assert masformer.compile(fixtures / "gpt2.onnx", tmp_path / "u.so",

@@ -54,8 +54,8 @@ struct CompileONNXOptions {
   bool emulateAMX = false;
   /// Query rows and keys per attention tile. tileKV 0 chooses for the
   /// CPU: 128 with AVX-512, 64 with vectors of 8 (AVX2), where causal
-  /// blocks and windows ran 9-18% faster with 64 on a Zen 3 and full
-  /// attention no slower (bench/RESULTS.md).
+  /// blocks and windows took 9-18% less time with 64 on a Zen 3 and full
+  /// attention 3-6% less (bench/RESULTS.md).
   int64_t tileQ = 64, tileKV = 0;
   CompileOutput output = CompileOutput::Library;
   /// Keep every weight in the library's code instead of mapping them at
