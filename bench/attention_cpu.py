@@ -352,12 +352,13 @@ def span_pairs(s, span):
         / len(heads)
 
 
-def span_reps(reps, s, pairs):
+def span_reps(reps, pairs_full, pairs):
     """Calls to time a span of `pairs` computed pairs over: --reps times the
-    span's speed-up, so that its median is taken over about the time of
-    full attention's (a block of 256 at S = 2048 takes 4-5 ms a call, where
-    a stall of a shared VM's core moves one call by a tenth)."""
-    return min(reps * max(1, round(span_pairs(s, "full") / pairs)), 400)
+    span's speed-up over full attention's `pairs_full`, so that its median
+    is taken over about the time of full attention's (a block of 256 at
+    S = 2048 takes 4-5 ms a call, where a stall of a shared VM's core moves
+    one call by a tenth)."""
+    return min(reps * max(1, round(pairs_full / pairs)), 400)
 
 
 def paired_speedups(full, span):
@@ -424,12 +425,12 @@ def main():
         for b in a.blocks:
             pairs = span_pairs(s, f"block {b}")
             variants.append((f"{ours} block {b}", pairs,
-                             lambda b=b, n=span_reps(a.reps, s, pairs):
+                             lambda b=b, n=span_reps(a.reps, pairs_full, pairs):
                              time_ours(s, span_attr(f"block {b}"), n, p)))
         for span in a.spans:
             pairs = span_pairs(s, span)
             variants.append((f"{ours} {span}", pairs,
-                             lambda span=span, n=span_reps(a.reps, s, pairs):
+                             lambda span=span, n=span_reps(a.reps, pairs_full, pairs):
                              time_ours(s, span_attr(span), n, p)))
         if p != "f32":
             variants.append(("ours f32 full", pairs_full,
