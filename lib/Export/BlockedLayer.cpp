@@ -603,7 +603,10 @@ LogicalResult LayerExporter::emitPerHeadBlocked() {
   seq = qTy->getDimSize(2);
   SmallVector<std::string> outs;
   SmallVector<int64_t> order;
-  for (auto &[span, members] : groups) {
+  for (auto &group : groups) {
+    // (Named, not bound: the lambdas below capture them.)
+    SpanAttr span = group.first;
+    const SmallVector<int64_t> &members = group.second;
     headIndex = emit.constI64(members);
     auto gather = [&](const std::string &x, RankedTensorType t) {
       if (t.getDimSize(1) == 1)

@@ -980,10 +980,11 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
   // (zero for a row with no allowed key), in the element type, into the
   // output tile (as normalize computes it).
   Value inv = reciprocals(bb, lNew);
+  Value sums = lNew; // (A lambda cannot capture a structured binding in C++17.)
   auto normalized = [&](OpBuilder &nb, Value x, Value row) -> Value {
     auto vt = cast<VectorType>(x.getType());
     Value zero = f32Const(nb, loc, 0.0f);
-    Value lRow = tensor::ExtractOp::create(nb, loc, lNew, ValueRange{row});
+    Value lRow = tensor::ExtractOp::create(nb, loc, sums, ValueRange{row});
     Value empty =
         arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OEQ, lRow, zero);
     Value invRow = vector::BroadcastOp::create(

@@ -342,7 +342,6 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
   MLIRContext *ctx = module.getContext();
   Location loc = decode.getLoc();
   auto i64 = IntegerType::get(ctx, 64);
-  auto idsType = cast<RankedTensorType>(decode.getArgument(in->ids).getType());
   auto idsDims = decode.getArgAttrOfType<ArrayAttr>(in->ids, kDimsAttr);
   StringRef seqName = "sequence", batchName = "batch";
   if (idsDims && idsDims.size() == 2) {

@@ -1,0 +1,1 @@
+// The precompiled header target: no code of its own (cmake/PCH.cmake).
