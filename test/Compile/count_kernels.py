@@ -7,6 +7,9 @@ function of a model's LLVM IR (its OpenMP region,
 function; compiled per layer, there is one copy per layer. Prints the sizes of the
 functions at least half as large as the largest one (in IR lines) and fails
 unless there are exactly --expect of them.
+
+--at-most NAME=LINES instead checks that one function has at most LINES lines
+(the glue of a small static model, whose loops LLVM must not unroll).
 """
 
 import argparse
@@ -17,8 +20,11 @@ import sys
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ll")
-    ap.add_argument("--expect", type=int, required=True)
+    ap.add_argument("--expect", type=int)
+    ap.add_argument("--at-most", metavar="NAME=LINES")
     args = ap.parse_args()
+    if (args.expect is None) == (args.at_most is None):
+        sys.exit("give one of --expect and --at-most")
     sizes = {}
     name = None
     with open(args.ll) as f:
@@ -32,6 +38,14 @@ def main():
                 sizes[name] += 1
     if not sizes:
         sys.exit(f"{args.ll}: no function definitions")
+    if args.at_most:
+        fn, limit = args.at_most.split("=")
+        if fn not in sizes:
+            sys.exit(f"{args.ll}: no function @{fn}")
+        print(f"@{fn}: {sizes[fn]} lines")
+        if sizes[fn] > int(limit):
+            sys.exit(f"@{fn} has {sizes[fn]} lines, more than {limit}")
+        return
     largest = max(sizes.values())
     large = sorted((n for n in sizes if 2 * sizes[n] >= largest),
                    key=lambda n: -sizes[n])
