@@ -35,7 +35,9 @@ struct HostTarget {
 /// features); an unknown CPU is an error naming it.
 FailureOr<HostTarget> createHostTarget(StringRef cpu, Location loc);
 
-/// Runs LLVM's O3 pipeline (loop and SLP vectorization on) over `module`.
+/// Runs LLVM's O3 pipeline (loop and SLP vectorization on) over `module`,
+/// after marking the loops outside the kernels (the functions not named
+/// masformer_kernel_*) not to unroll.
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine);
 
 /// Writes `module` as an object file to `os`.
