@@ -44,7 +44,7 @@ function(masformer_use_pch)
     list(APPEND users ${targets})
   endforeach()
   foreach(target IN LISTS users)
-    if(target MATCHES "^obj\\.MASFormer" AND NOT target MATCHES "Runtime$"
+    if(target MATCHES "^obj\\.MASFormer"
        OR target MATCHES "^masformer-(opt|compile|translate)$")
       target_precompile_headers(${target} REUSE_FROM MASFormerPCH)
     endif()

@@ -39,7 +39,7 @@ def main():
     if not sizes:
         sys.exit(f"{args.ll}: no function definitions")
     if args.at_most:
-        fn, limit = args.at_most.split("=")
+        fn, _, limit = args.at_most.rpartition("=")
         if fn not in sizes:
             sys.exit(f"{args.ll}: no function @{fn}")
         print(f"@{fn}: {sizes[fn]} lines")
