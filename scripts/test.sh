@@ -9,6 +9,9 @@ build="${BUILD_DIR:-$root/build}"
 start=$(date +%s)
 BUILD_DIR="$build" "$root/scripts/build.sh"
 echo "build: $(( $(date +%s) - start )) s"
+# One object cache for the run's compiles (docs/compile.md): a fixture
+# compiled again reuses its parts. .ci/run shares one with the sanitizer run.
+export MASFORMER_CACHE_DIR="${MASFORMER_CACHE_DIR:-$build/object-cache}"
 status=0
 ctest --test-dir "$build" -V || status=$?
 # lit printed one PASS/FAIL line per test above; count them.

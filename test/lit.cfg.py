@@ -33,8 +33,11 @@ config.substitutions.append((
 if config.masformer_sanitize:
     config.available_features.add("sanitizers")
 
+# MASFORMER_CACHE_DIR: the object cache the test run shares (scripts/test.sh,
+# .ci/run), docs/compile.md.
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP",
-                                     "ASAN_OPTIONS", "UBSAN_OPTIONS"])
+                                     "ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                     "MASFORMER_CACHE_DIR"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.masformer_tools_dir, config.llvm_tools_dir]

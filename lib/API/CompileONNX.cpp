@@ -28,6 +28,7 @@
 #include "masformer/InitAllPasses.h"
 #include "masformer/Pipelines/Pipelines.h"
 #include "masformer/Runtime/ABI.h"
+#include "masformer/Target/Codegen.h"
 #include "masformer/Target/LLVMTarget.h"
 #include "masformer/Target/RuntimeInterface.h"
 #include "masformer/Target/Signature.h"
@@ -294,6 +295,7 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
         },
         loc);
   };
+  orderGlobalsByFirstUse(module);
   if (options.output == CompileOutput::MLIR)
     return writeText([&](raw_ostream &os) { module.print(os); });
 
@@ -333,34 +335,63 @@ LogicalResult emitOutput(ModuleOp module, StringRef path,
   addWeightsManifest(*llvmModule, weights);
   if (llvm::verifyModule(*llvmModule, &llvm::errs()))
     return emitError(loc) << "internal error: invalid LLVM IR";
+  // Identical functions left after --masformer-outline-kernels (the OpenMP
+  // bodies of different kernels) become one before the module is split.
+  mergeIdenticalFunctions(*llvmModule);
+  SmallVector<ModulePart> parts = splitModule(std::move(llvmModule));
   step.stop();
-  step = timing.nest("LLVM optimization (O3)");
-  optimizeModule(*llvmModule, tm);
-  step.stop();
-  if (options.output == CompileOutput::LLVMIR)
-    return writeText([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
 
-  TempFile object;
-  StringRef objectPath = path;
-  if (options.output == CompileOutput::Library) {
-    if (failed(object.create("o", loc)))
+  if (options.output != CompileOutput::Library) {
+    step = timing.nest("LLVM optimization (O3)");
+    FailureOr<std::unique_ptr<llvm::Module>> whole =
+        optimizeParts(parts, tools.host, options.jobs, llvmContext, loc);
+    if (failed(whole))
       return failure();
-    objectPath = object.path;
+    step.stop();
+    if (options.output == CompileOutput::LLVMIR)
+      return writeText([&](raw_ostream &os) { (*whole)->print(os, nullptr); });
+    step = timing.nest("machine code");
+    return writeFile(
+        path,
+        [&](llvm::raw_fd_ostream &os) {
+          return emitObjectFile(**whole, *tools.host.machine, os, loc);
+        },
+        loc);
   }
-  step = timing.nest("machine code");
-  if (failed(writeFile(
-          objectPath,
-          [&](llvm::raw_fd_ostream &os) {
-            return emitObjectFile(*llvmModule, tm, os, loc);
-          },
-          loc)))
+
+  CodegenOptions codegen;
+  codegen.jobs = options.jobs;
+  if (options.cacheDir)
+    codegen.cacheDir = *options.cacheDir;
+  else if (std::optional<std::string> dir =
+               llvm::sys::Process::GetEnv("MASFORMER_CACHE_DIR"))
+    codegen.cacheDir = *dir;
+  if (!codegen.cacheDir.empty()) {
+    if (std::optional<std::string> why = objectCacheUnusable()) {
+      emitRemark(loc) << "the object cache is not used: " << *why;
+      codegen.cacheDir.clear();
+    }
+  }
+  step = timing.nest("LLVM optimization and machine code");
+  SmallVector<std::string> objects;
+  SmallVector<std::unique_ptr<TempFile>> temporaries;
+  FailureOr<CodegenStats> stats =
+      compileParts(parts, tools.host, codegen, objects, temporaries, loc);
+  if (failed(stats))
     return failure();
   step.stop();
-  if (options.output == CompileOutput::Library) {
-    step = timing.nest("link");
-    return linkLibrary(objectPath, path, tools.cudaRuntimeDir, loc);
+  if (options.timing) {
+    llvm::errs() << "masformer-compile: " << stats->parts
+                 << " parts of machine code, " << stats->cached
+                 << " from the object cache";
+    if (!codegen.cacheDir.empty())
+      llvm::errs() << " (" << codegen.cacheDir << ")";
+    llvm::errs() << ", " << stats->parts - stats->cached << " compiled on "
+                 << stats->threads
+                 << (stats->threads == 1 ? " thread\n" : " threads\n");
   }
-  return success();
+  step = timing.nest("link");
+  return linkLibrary(objects, path, tools.cudaRuntimeDir, loc);
 }
 
 } // namespace

@@ -100,6 +100,8 @@ api::RewriteResult api::compile(const CompileRequest &request) {
         options.cpu = request.cpu;
         options.embedWeights = request.embedWeights;
         options.emulateAMX = request.emulateAMX;
+        options.jobs = request.jobs;
+        options.cacheDir = request.cacheDir;
         options.rewrite.spans = request.spans;
         options.rewrite.reportSeqLen = request.seqLen;
         options.rewrite.inputShapes = std::move(shapes);

@@ -46,11 +46,11 @@ FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
       list.push_back((f.second ? "+" : "-") + f.first().str());
     features = llvm::join(list, ",");
   }
-  llvm::TargetOptions targetOptions;
   HostTarget host;
-  host.machine.reset(target->createTargetMachine(
-      triple, cpu, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+  host.target = target;
+  host.cpu = cpu;
+  host.features = features;
+  host.machine = host.createMachine();
   if (!host.machine)
     return emitError(loc) << "cannot create an LLVM target machine for "
                           << triple.str(),
@@ -63,8 +63,15 @@ FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
   host.avx512 = sti->checkFeatures("+avx512f");
   host.amxBF16 = sti->checkFeatures("+amx-tile,+amx-bf16");
   host.avx512BF16 = sti->checkFeatures("+avx512bf16");
-  host.cpu = cpu;
   return host;
+}
+
+std::unique_ptr<llvm::TargetMachine> HostTarget::createMachine() const {
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  llvm::TargetOptions targetOptions;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, cpu, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
 }
 
 /// Marks every loop of the functions that are not kernels "do not unroll".
@@ -124,6 +131,15 @@ void mlir::masformer::optimizeModule(llvm::Module &m, llvm::TargetMachine &tm) {
   llvm::ModulePassManager mpm;
   mpm.addPass(llvm::MergeFunctionsPass());
   mpm.addPass(pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3));
+  mpm.run(m, mam);
+}
+
+void mlir::masformer::mergeIdenticalFunctions(llvm::Module &m) {
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb;
+  pb.registerModuleAnalyses(mam);
+  llvm::ModulePassManager mpm;
+  mpm.addPass(llvm::MergeFunctionsPass());
   mpm.run(m, mam);
 }
 

@@ -62,7 +62,8 @@ LogicalResult mlir::masformer::writeFile(
   return fn(os);
 }
 
-LogicalResult mlir::masformer::linkLibrary(StringRef object, StringRef out,
+LogicalResult mlir::masformer::linkLibrary(ArrayRef<std::string> objects,
+                                           StringRef out,
                                            StringRef cudaRuntimeDir,
                                            Location loc) {
   FailureOr<std::string> driver = findLinker(loc);
@@ -86,10 +87,9 @@ LogicalResult mlir::masformer::linkLibrary(StringRef object, StringRef out,
           loc)))
     return failure();
   std::string libDir = MASFORMER_LLVM_LIBRARY_DIR;
-  SmallVector<std::string> args = {*driver,      "-shared",
-                                   "-o",         out.str(),
-                                   object.str(), allocator.path.str().str(),
-                                   "-Wl,-z,defs"};
+  SmallVector<std::string> args = {*driver, "-shared", "-o", out.str()};
+  llvm::append_range(args, objects);
+  args.append({allocator.path.str().str(), "-Wl,-z,defs"});
   if (cudaRuntimeDir.empty()) {
     // libomp from LLVM's directory, or next to the library (a copy of both
     // carried to another machine). Nothing of MLIR's: the allocator object

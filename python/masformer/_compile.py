@@ -14,7 +14,8 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
             cpu="native", span=None, sink=0, full_layers=None, policy=None,
             num_full=None, plan=None, seq_len=2048,
             input_shapes=None, embed_weights=False,
-            emulate_amx=False, timing=False) -> SpanReport:
+            emulate_amx=False, timing=False, jobs=0,
+            cache_dir=None) -> SpanReport:
     """Compiles the ONNX model `src` into the shared library `dst`.
 
     Every op of the model is lowered (matrix products and attention as
@@ -48,6 +49,12 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     compile: the report's `timing` is then a tuple of CompileStep (name,
     seconds, nested steps: the MLIR passes one by one under the lowering),
     ending with "Total".
+
+    The machine code is compiled in parts on `jobs` threads (0: one per
+    core); `cache_dir` (masformer-compile --cache-dir) keeps each part's
+    object there and reuses it on the next compile: None takes
+    $MASFORMER_CACHE_DIR (no cache when unset), "" turns the cache off
+    (docs/compile.md).
     """
     # Which targets, chips and precisions exist (and go together) is the
     # compiler's to say (masformer.Error naming the option); here only types.
@@ -57,6 +64,13 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     if chip is not None and not isinstance(chip, str):
         raise ValueError(f"chip must be a string such as 'sm_90', got "
                          f"{chip!r}")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
+        raise ValueError(f"jobs must be a number of threads (0: one per "
+                         f"core), got {jobs!r}")
+    if cache_dir is not None and not isinstance(cache_dir,
+                                                (str, os.PathLike)):
+        raise ValueError(f"cache_dir must be a directory's path, got "
+                         f"{cache_dir!r}")
     if not isinstance(cpu, str) or not cpu:
         raise ValueError(f"cpu must be an LLVM CPU name or 'native', got "
                          f"{cpu!r}")
@@ -77,7 +91,9 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
         d = _masformer.compile(src, os.fspath(dst), target, chip or "",
                                precision, cpu, spans, seq_len,
                                _shapes(input_shapes), bool(embed_weights),
-                               bool(emulate_amx), bool(timing))
+                               bool(emulate_amx), bool(timing), jobs,
+                               None if cache_dir is None
+                               else os.fspath(cache_dir))
     finally:
         if tmp:
             os.unlink(tmp)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 class CompileStep:
     """One timed step of masformer.compile(timing=True): the ONNX frontend,
     the MLIR lowering (its passes as `steps`), the translation to LLVM IR,
-    LLVM's optimization, machine code, link, weights file; then "Rest"
+    LLVM's optimization and machine code, link, weights file; then "Rest"
     (time in no step) and "Total"."""
 
     name: str

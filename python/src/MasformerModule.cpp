@@ -15,6 +15,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -476,9 +477,12 @@ NB_MODULE(_masformer, m) {
          const std::string &target, const std::string &chip,
          const std::string &precision, const std::string &cpu,
          const std::string &spans, int64_t seqLen, const Shapes &inputShapes,
-         bool embedWeights, bool emulateAMX, bool timing) {
+         bool embedWeights, bool emulateAMX, bool timing, unsigned jobs,
+         std::optional<std::string> cacheDir) {
         api::CompileRequest request;
         request.timing = timing;
+        request.jobs = jobs;
+        request.cacheDir = std::move(cacheDir);
         request.embedWeights = embedWeights;
         request.emulateAMX = emulateAMX;
         request.src = src;
@@ -502,7 +506,8 @@ NB_MODULE(_masformer, m) {
       nb::arg("precision"), nb::arg("cpu"), nb::arg("spans"),
       nb::arg("seq_len"), nb::arg("input_shapes"),
       nb::arg("embed_weights") = false, nb::arg("emulate_amx") = false,
-      nb::arg("timing") = false,
+      nb::arg("timing") = false, nb::arg("jobs") = 0,
+      nb::arg("cache_dir") = nb::none(),
       "Compiles the ONNX model `src` (with the rewrite `spans`) into the "
       "shared library `dst` (and its weights file); returns the span report "
       "as a dict (with `timing`: the time of each step, as JSON, under "

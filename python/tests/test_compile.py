@@ -107,7 +107,7 @@ def test_compile_timing(fixtures, tmp_path):
     names = [s.name for s in report.timing]
     assert names == ["import, raise and rewrite (ONNX frontend)",
                      "lowering (MLIR passes)", "translation to LLVM IR",
-                     "LLVM optimization (O3)", "machine code", "link",
+                     "LLVM optimization and machine code", "link",
                      "weights file", "Rest", "Total"], names
     lowering = report.timing[1]
     passes = [s.name for s in lowering.steps]
@@ -141,6 +141,43 @@ def test_compile_timing(fixtures, tmp_path):
                              input_shapes={"input_ids": [2, 8],
                                            "attention_mask": [2, 8]}
                              ).timing == ()
+
+
+def test_compile_object_cache(fixtures, tmp_path, monkeypatch):
+    # cache_dir keeps each part's object (docs/compile.md): a second compile
+    # of the same model to the same library adds nothing to the cache, and
+    # its library computes the same; jobs changes nothing of the code.
+    monkeypatch.delenv("MASFORMER_CACHE_DIR", raising=False)
+    cache = tmp_path / "cache"
+    shapes = {"input_ids": [2, 8], "attention_mask": [2, 8]}
+    lib = tmp_path / "c.so"
+    masformer.compile(fixtures / "gpt2.onnx", lib, input_shapes=shapes,
+                      cache_dir=cache, jobs=2)
+    first = sorted(os.listdir(cache))
+    assert len(first) > 3 and all(f.endswith(".o") for f in first), first
+    feeds = tokens(2, 8)
+    want = masformer.Session(lib).run(feeds, output_names=["logits"])
+    np.testing.assert_allclose(want["logits"],
+                               ort_logits(fixtures / "gpt2.onnx", feeds),
+                               atol=1e-4, rtol=1e-4)
+    lib.unlink()
+    masformer.compile(fixtures / "gpt2.onnx", lib, input_shapes=shapes,
+                      cache_dir=cache, jobs=1)
+    assert sorted(os.listdir(cache)) == first
+    got = masformer.Session(lib).run(feeds, output_names=["logits"])
+    np.testing.assert_array_equal(got["logits"], want["logits"])
+    # $MASFORMER_CACHE_DIR is the default, and "" turns the cache off.
+    monkeypatch.setenv("MASFORMER_CACHE_DIR", str(tmp_path / "env-cache"))
+    masformer.compile(fixtures / "gpt2.onnx", tmp_path / "e.so",
+                      input_shapes=shapes, cache_dir="")
+    assert not (tmp_path / "env-cache").exists()
+    masformer.compile(fixtures / "gpt2.onnx", tmp_path / "e.so",
+                      input_shapes=shapes)
+    assert len(os.listdir(tmp_path / "env-cache")) == len(first)
+    with pytest.raises(ValueError, match="jobs must be a number of threads"):
+        masformer.compile(fixtures / "gpt2.onnx", lib, jobs=-1)
+    with pytest.raises(ValueError, match="cache_dir must be"):
+        masformer.compile(fixtures / "gpt2.onnx", lib, cache_dir=3)
 
 
 def test_compile_errors(fixtures, tmp_path):

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
   cl::opt<bool> timing(
       "timing",
       cl::desc("Print the time each step of the compile took (the MLIR "
-               "passes one by one, LLVM's optimization, machine code, link) "
+               "passes one by one, LLVM's optimization and machine code, link) "
                "to stderr"),
       cl::init(false), cl::cat(category));
   cl::opt<int64_t> tileQ("tile-q", cl::desc("Query rows per attention tile"),
@@ -118,6 +118,18 @@ int main(int argc, char **argv) {
       cl::desc("Keys per attention tile (default 0: 128 for a CPU with "
                "AVX-512, 64 for one without)"),
       cl::init(0), cl::cat(category));
+  cl::opt<unsigned> jobs(
+      "jobs",
+      cl::desc("Threads that optimize and compile the parts of the machine "
+               "code at once (default 0: one per core)"),
+      cl::init(0), cl::cat(category));
+  cl::opt<std::string> cacheDir(
+      "cache-dir",
+      cl::desc("Keep each part's object file in this directory, keyed by its "
+               "LLVM IR, the target and the compiler, and reuse it on the "
+               "next compile (default: $MASFORMER_CACHE_DIR, or no cache; "
+               "--cache-dir= turns the cache off)"),
+      cl::value_desc("dir"), cl::cat(category));
   masformer::hideOptionsOutside(category);
   cl::ParseCommandLineOptions(
       argc, argv, "masformer-compile: an ONNX model to a runnable library\n");
@@ -141,6 +153,9 @@ int main(int argc, char **argv) {
   options.tileQ = tileQ;
   options.tileKV = tileKV;
   options.timing = timing;
+  options.jobs = jobs;
+  if (cacheDir.getNumOccurrences())
+    options.cacheDir = cacheDir;
   options.rewrite.spans = spans;
   options.rewrite.reportSeqLen = reportSeqLen;
   ONNXImportOptions shapes;

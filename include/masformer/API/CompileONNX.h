@@ -11,6 +11,7 @@
 
 #include "masformer/API/RewriteONNX.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::masformer {
@@ -66,8 +67,16 @@ struct CompileONNXOptions {
   /// from a causal decoder and records why not otherwise, "on" fails when
   /// it cannot, "off" leaves it out.
   std::string decode = "auto";
+  /// Threads that optimize and compile the parts of the machine code at
+  /// once (0: one per core).
+  unsigned jobs = 0;
+  /// The object cache (docs/compile.md): a directory where each part's
+  /// object file is kept under a hash of its LLVM IR, the target and the
+  /// compiler, and taken from on the next compile. Unset:
+  /// $MASFORMER_CACHE_DIR, or none; empty: none.
+  std::optional<std::string> cacheDir;
   /// Print the wall time of each step (import, MLIR passes one by one,
-  /// translation, LLVM optimization, machine code, link) to stderr.
+  /// translation, LLVM optimization and machine code, link) to stderr.
   bool timing = false;
   /// When set, the same report goes here instead, as MLIR's JSON timing
   /// report (a list of {"name", "wall": {"duration", "percentage"},

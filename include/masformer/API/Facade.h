@@ -12,6 +12,7 @@
 #include "masformer/Dialect/MASFormer/Analysis/SpanCost.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,12 @@ struct CompileRequest {
   bool emulateAMX = false;
   /// Time each step of the compile into RewriteResult::timing.
   bool timing = false;
+  /// Threads for the machine code (CompileONNXOptions::jobs; 0: one per
+  /// core).
+  unsigned jobs = 0;
+  /// The object cache (CompileONNXOptions::cacheDir): unset,
+  /// $MASFORMER_CACHE_DIR; empty, none.
+  std::optional<std::string> cacheDir;
 };
 
 /// compileONNXFile (API/CompileONNX.h) into a shared library at `dst`; the

@@ -29,6 +29,13 @@ struct HostTarget {
   bool amxBF16 = false, avx512BF16 = false;
   /// The CPU's name as LLVM knows it (the host's for "native").
   std::string cpu;
+  /// The features `machine` was made with ("+avx2,..." for "native").
+  std::string features;
+  const llvm::Target *target = nullptr;
+
+  /// Another target machine like `machine`, for another thread (a
+  /// TargetMachine serves one thread at a time).
+  std::unique_ptr<llvm::TargetMachine> createMachine() const;
 };
 
 /// The target machine for `cpu` ("native": this machine's CPU and
@@ -39,6 +46,9 @@ FailureOr<HostTarget> createHostTarget(StringRef cpu, Location loc);
 /// after marking the loops outside the kernels (the functions not named
 /// masformer_kernel_*) not to unroll.
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine);
+
+/// LLVM's MergeFunctions over `module`: identical functions become one.
+void mergeIdenticalFunctions(llvm::Module &module);
 
 /// Writes `module` as an object file to `os`.
 LogicalResult emitObjectFile(llvm::Module &module, llvm::TargetMachine &machine,

@@ -38,13 +38,13 @@ writeFile(StringRef path,
           llvm::function_ref<LogicalResult(llvm::raw_fd_ostream &)> fn,
           Location loc);
 
-/// Links `object` and the runtime's allocator (lib/Runtime/Allocator.c,
+/// Links `objects` and the runtime's allocator (lib/Runtime/Allocator.c,
 /// built by CMake and embedded here) into the shared library `out` with the
 /// system's C compiler driver: for the CPU with libomp and the MLIR C runner
 /// utilities, for the GPU (`cudaRuntimeDir` non-empty) with
 /// libMASFormerCudaRuntime from that directory. A failure quotes the
 /// linker's output.
-LogicalResult linkLibrary(StringRef object, StringRef out,
+LogicalResult linkLibrary(ArrayRef<std::string> objects, StringRef out,
                           StringRef cudaRuntimeDir, Location loc);
 
 /// The CUDA toolkit to compile kernels with (`option`, else $CUDA_HOME,
