@@ -326,7 +326,7 @@ mlir::masformer::splitModule(std::unique_ptr<llvm::Module> module) {
   // stays the same whatever the output is called); then the rest, in place.
   llvm::SmallPtrSet<const llvm::GlobalValue *, 8> data;
   for (llvm::GlobalVariable &g : m.globals())
-    if (!g.isDeclaration() && !g.hasLocalLinkage() && g.use_empty() &&
+    if (!g.isDeclaration() && g.hasExternalLinkage() && g.use_empty() &&
         !g.getName().starts_with("llvm.") && referencedGlobals(g).empty())
       data.insert(&g);
   SmallVector<ModulePart> parts(numParts);
