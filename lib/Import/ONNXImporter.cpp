@@ -94,9 +94,12 @@ const onnx::TensorProto *ONNXImporterImpl::attrTensor(StringRef name) {
 
 LogicalResult ONNXImporterImpl::checkArity() {
   // Inputs (min, max; required ones may not be empty) and outputs (max) of
-  // every supported op, so that handlers can index them freely.
+  // every supported op, so that handlers can index them freely. A variadic
+  // op (Concat, Einsum) has no optional input: every one it lists is
+  // required.
   struct Arity {
     int minIn, maxIn, maxOut;
+    bool variadic = false;
   };
   static const llvm::StringMap<Arity> kArity = [] {
     llvm::StringMap<Arity> m;
@@ -118,7 +121,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["Unsqueeze"] = {1, 2, 1};
     m["Slice"] = {3, 5, 1};
     m["Split"] = {1, 2, 1 << 16};
-    m["Concat"] = {1, 1 << 16, 1};
+    m["Concat"] = {1, 1 << 16, 1, /*variadic=*/true};
     m["Gather"] = {2, 2, 1};
     m["GatherElements"] = {2, 2, 1};
     m["GatherND"] = {2, 2, 1};
@@ -129,7 +132,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["Trilu"] = {1, 2, 1};
     m["ScatterND"] = {3, 3, 1};
     m["Gemm"] = {2, 3, 1};
-    m["Einsum"] = {1, 1 << 16, 1};
+    m["Einsum"] = {1, 1 << 16, 1, /*variadic=*/true};
     for (StringRef op : {"ReduceMean", "ReduceSum", "ReduceMax"})
       m[op] = {1, 2, 1};
     m["LayerNormalization"] = {2, 3, 3};
@@ -146,7 +149,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
                    << (a.minIn == a.maxIn ? "" : " to ")
                    << (a.minIn == a.maxIn ? "" : std::to_string(a.maxIn))
                    << " inputs, got " << n;
-  for (int i = 0; i < a.minIn; ++i)
+  for (int i = 0, e = a.variadic ? n : a.minIn; i < e; ++i)
     if (node->input(i).empty())
       return error() << "required input " << i << " is missing";
   if (node->output_size() < 1 || node->output_size() > a.maxOut ||
