@@ -693,10 +693,12 @@ Value ContractionTiler::build(linalg::GenericOp op) {
   }
   buildTileLoop(init);
   sliceOperands(op.getDpsInputs()[0], op.getDpsInputs()[1]);
+  // (The two comparisons built in order: the IR, and the object cache's
+  // keys, do not depend on the C++ compiler's argument evaluation order.)
+  Value fullM = ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM));
+  Value fullN = ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN));
   if (vnni && !dot) {
-    Value full =
-        ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
-                ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
+    Value full = ix.andI(fullM, fullN);
     auto ifOp = scf::IfOp::create(
         b, loc, full,
         [&](OpBuilder &tb, Location) {
@@ -708,8 +710,7 @@ Value ContractionTiler::build(linalg::GenericOp op) {
     insertTile(ifOp.getResult(0));
     return forall.getResult(0);
   }
-  Value full = ix.andI(ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM)),
-                       ix.cmp(arith::CmpIPredicate::eq, ns, ix.c(tileN)));
+  Value full = ix.andI(fullM, fullN);
   auto ifOp = scf::IfOp::create(
       b, loc, full,
       [&](OpBuilder &tb, Location) {
