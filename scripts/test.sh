@@ -13,7 +13,9 @@ echo "build: $(( $(date +%s) - start )) s"
 # compiled again reuses its parts. .ci/run shares one with the sanitizer run.
 export MASFORMER_CACHE_DIR="${MASFORMER_CACHE_DIR:-$build/object-cache}"
 status=0
-ctest --test-dir "$build" -V || status=$?
+# pytest (about 1.3 cores on average) and lit (one worker per core) at once:
+# pytest's idle share of the cores goes to lit.
+ctest --test-dir "$build" -V -j 2 || status=$?
 # lit printed one PASS/FAIL line per test above; count them.
 python3 - "$build/lit-results.xml" <<'PY'
 import sys

@@ -111,3 +111,19 @@ else:
         "cuda-gpu) are skipped; test/gpu/run_checks.sh runs them on a GPU "
         "machine")
 config.substitutions.append(("%gpu_dir", os.path.join(config.masformer_src_root, "test", "gpu")))
+# The GPU emulator (test/gpu/emulate.py, emulate_model.py) is Python: the
+# sanitizers check none of it, and its interpretation of a module repeats
+# the first run's exactly (the same masformer-opt output). Under them,
+# %emulate_model and %emulate_kernel only lower each module (masformer-opt,
+# instrumented) and parse it (--lower-only); scripts/test.sh's run
+# interprets the same modules and compares them with their references.
+_emulate_flags = " --lower-only" if config.masformer_sanitize else ""
+_gpu_dir = os.path.join(config.masformer_src_root, "test", "gpu")
+config.substitutions.append((
+    "%emulate_model",
+    "%s %s%s" % (config.python_executable,
+                 os.path.join(_gpu_dir, "emulate_model.py"), _emulate_flags)))
+config.substitutions.append((
+    "%emulate_kernel",
+    "%s %s%s" % (config.python_executable,
+                 os.path.join(_gpu_dir, "emulate.py"), _emulate_flags)))

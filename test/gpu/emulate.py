@@ -1105,6 +1105,19 @@ def compile_gemm(args, n, k):
                           args.masformer_opt)
 
 
+def lowered_only(module):
+    """--lower-only: the module parsed (compile_module checked that it
+    launches a kernel); report its kernels without running them."""
+    kernels = [f for gm in find_ops(module, 'gpu.module')
+               for f in find_ops(gm.regions[0], 'gpu.func')]
+    if not kernels:
+        print('FAIL: no gpu.func in the lowered module')
+        return 1
+    print('ok   lowered and parsed, not run (--lower-only): %d kernels' %
+          len(kernels))
+    return 0
+
+
 def run_gemm(args):
     tol = {'bf16': 1e-2, 'f16': 2e-3, 'f32': 1e-5}
     rng = np.random.default_rng(args.seed)
@@ -1116,6 +1129,9 @@ def run_gemm(args):
         if (n, k) not in kernels:
             kernels[(n, k)] = compile_gemm(args, n, k)
         module = kernels[(n, k)]
+        if args.lower_only:
+            failed |= lowered_only(module) != 0
+            continue
         a = round_to(rng.standard_normal((bb, m, k)), args.dtype)
         bshape = (n, k) if args.transposed_b else (k, n)
         bmat = round_to(rng.standard_normal(
@@ -1188,6 +1204,10 @@ def main():
         'launch against its shared memory per block')
     ap.add_argument('--mutate', choices=MUTATIONS,
                     help='run the kernels with this bug; the run must fail')
+    ap.add_argument('--lower-only', action='store_true',
+                    help='lower and parse the kernels, and stop there: no '
+                         'emulation (the sanitizer run, whose checks are on '
+                         'masformer-opt)')
     args = ap.parse_args()
     global MUTATION, CHIP
     MUTATION = args.mutate
@@ -1200,6 +1220,8 @@ def main():
     module = compile_attention(args.dtype, args.head_dim, args.span,
                                args.causal, args.masformer_opt, mask_dims,
                                args.softcap)
+    if args.lower_only:
+        return lowered_only(module)
     tol = {'bf16': 2e-2, 'f16': 4e-3, 'f32': 1e-5}[args.dtype]
     rng = np.random.default_rng(args.seed)
     failed = False

@@ -453,6 +453,10 @@ def main():
                          '@main, passed in the order of its '
                          'masformer.constants attribute, as masformer_run '
                          'does for masformer-compile --target=cuda')
+    ap.add_argument('--lower-only', action='store_true',
+                    help='lower and parse the module, and stop there: no '
+                         'emulation, no onnxruntime (the sanitizer run, '
+                         'whose checks are on masformer-opt)')
     a = ap.parse_args()
     # Lanes outside a branch's mask compute on garbage: no warnings.
     np.seterr(all='ignore')
@@ -470,6 +474,13 @@ def main():
         sys.exit('emulate_model.py: masformer-opt failed:\n' + r.stderr)
     module = E.parse_module(r.stdout)
     host = ModelHost(module, a.timing == 'late', parse_globals(r.stdout))
+    if a.lower_only:
+        if 'main' not in host.funcs or not host.kernels_by_module:
+            print('FAIL: no @main or no GPU kernel in the lowered module')
+            return 1
+        print('ok   lowered and parsed, not run (--lower-only): %d kernels' %
+              len(host.kernels_by_module))
+        return 0
 
     sess, feeds, want = reference(a.ort_model or a.model, a.shape)
     main_fn = host.funcs['main']
