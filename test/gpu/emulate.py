@@ -778,48 +778,63 @@ class Block:
         k_ = int(re.search(r'k = (\d+)', op.attrs).group(1))
         a, b, c = o[0:4], o[4:6], o[6:10]
         W = L // 32
-        lane = np.arange(32)
-        g, t = lane // 4, lane % 4
-        w = np.arange(W)[:, None]
-        A = np.zeros((W, 16, k_))
-        B = np.zeros((W, k_, 8))
-        C = np.zeros((W, 16, 8))
+        a_idx, b_idx, c_idx = _mma_layout(k_)
         if k_ == 16:
-            # a_j (j = 0..7), two per register: row g (+8 for j = 2, 3, 6,
-            # 7), column 2t + j%2 (+8 for j >= 4).
-            for j in range(8):
-                vals = np.asarray(a[j // 2]).reshape(L, 2)[:, j % 2]
-                row = g + (8 if j in (2, 3, 6, 7) else 0)
-                col = 2 * t + (j & 1) + (8 if j >= 4 else 0)
-                A[w, row[None], col[None]] = vals.reshape(W, 32)
-            # b_j (j = 0..3): row 2t + j%2 (+8 for j >= 2), column g.
-            for j in range(4):
-                vals = np.asarray(b[j // 2]).reshape(L, 2)[:, j % 2]
-                row = 2 * t + (j & 1) + (8 if j >= 2 else 0)
-                B[w, row[None], g[None]] = vals.reshape(W, 32)
+            # Two f16/bf16 values a register, in its order.
+            av = np.stack([np.asarray(a[j // 2]).reshape(L, 2)[:, j % 2]
+                           for j in range(8)], axis=1)
+            bv = np.stack([np.asarray(b[j // 2]).reshape(L, 2)[:, j % 2]
+                           for j in range(4)], axis=1)
         else:
             def tf32(bits):
                 bits = (np.asarray(bits).astype(np.int64) & 0xFFFFE000)
                 return bits.astype(np.uint32).view(np.float32)
-            # a_j: row g (+8 for j = 1, 3), column t (+4 for j >= 2).
-            for j in range(4):
-                row = g + (8 if j in (1, 3) else 0)
-                col = t + (4 if j >= 2 else 0)
-                A[w, row[None], col[None]] = tf32(a[j]).reshape(W, 32)
-            # b_j: row t (+4 for j = 1), column g.
-            for j in range(2):
-                B[w, (t + 4 * j)[None], g[None]] = tf32(b[j]).reshape(W, 32)
-        # c_j: row g (+8 for j >= 2), column 2t + j%2.
-        for j in range(4):
-            row = g + (8 if j >= 2 else 0)
-            C[w, row[None], (2 * t + (j & 1))[None]] = np.asarray(
-                c[j]).reshape(W, 32)
-        D = (A @ B + C).astype(np.float32)
-        out = np.zeros((L, 4), np.float32)
-        for j in range(4):
-            row = g + (8 if j >= 2 else 0)
-            out[:, j] = D[w, row[None], (2 * t + (j & 1))[None]].reshape(L)
-        return out
+            av = np.stack([tf32(a[j]) for j in range(4)], axis=1)
+            bv = np.stack([tf32(b[j]) for j in range(2)], axis=1)
+        cv = np.stack([np.asarray(c[j]).reshape(L) for j in range(4)], axis=1)
+        # Each lane's fragment elements scattered into its warp's matrices
+        # (flat row-major indices from _mma_layout).
+        A = np.zeros((W, 16 * k_))
+        B = np.zeros((W, k_ * 8))
+        C = np.zeros((W, 16 * 8))
+        wi = np.arange(W)[:, None, None]
+        A[wi, a_idx[None]] = av.reshape(W, 32, -1)
+        B[wi, b_idx[None]] = bv.reshape(W, 32, -1)
+        C[wi, c_idx[None]] = cv.reshape(W, 32, -1)
+        D = (A.reshape(W, 16, k_) @ B.reshape(W, k_, 8) +
+             C.reshape(W, 16, 8)).astype(np.float32).reshape(W, 16 * 8)
+        return D[wi, c_idx[None]].reshape(L, 4)
+
+
+_MMA_LAYOUTS = {}
+
+
+def _mma_layout(k_):
+    """The PTX ISA's fragment tables of mma.sync m16n8k16 (f16/bf16) and
+    m16n8k8 (tf32), as each lane's flat index into A [16, k], B [k, 8] and
+    C/D [16, 8] for each of its fragment elements: arrays [32, elements]."""
+    if k_ in _MMA_LAYOUTS:
+        return _MMA_LAYOUTS[k_]
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    if k_ == 16:
+        # a_j (j = 0..7), two per register: row g (+8 for j = 2, 3, 6, 7),
+        # column 2t + j%2 (+8 for j >= 4).
+        a = [(g + (8 if j in (2, 3, 6, 7) else 0)) * k_ +
+             2 * t + (j & 1) + (8 if j >= 4 else 0) for j in range(8)]
+        # b_j (j = 0..3): row 2t + j%2 (+8 for j >= 2), column g.
+        b = [(2 * t + (j & 1) + (8 if j >= 2 else 0)) * 8 + g
+             for j in range(4)]
+    else:
+        # a_j: row g (+8 for j = 1, 3), column t (+4 for j >= 2).
+        a = [(g + (8 if j in (1, 3) else 0)) * k_ + t + (4 if j >= 2 else 0)
+             for j in range(4)]
+        # b_j: row t (+4 for j = 1), column g.
+        b = [(t + 4 * j) * 8 + g for j in range(2)]
+    # c_j and d_j: row g (+8 for j >= 2), column 2t + j%2.
+    c = [(g + (8 if j >= 2 else 0)) * 8 + 2 * t + (j & 1) for j in range(4)]
+    _MMA_LAYOUTS[k_] = tuple(np.stack(x, axis=1) for x in (a, b, c))
+    return _MMA_LAYOUTS[k_]
 
 # ---------------------------------------------------------------------------
 # Host code: the function around the launches.
