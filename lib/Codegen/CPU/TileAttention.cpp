@@ -482,10 +482,11 @@ private:
   SmallVector<Value> stepEdge(const QueryTile &qt, const KeyTile &kt,
                               ValueRange state);
   SmallVector<Value> step(const QueryTile &qt, const KeyTile &kt,
-                          ValueRange state, Value outTile = Value());
+                          ValueRange state);
   Value reciprocals(OpBuilder &bb, Value l);
   Value normalize(Value outTile, Value acc, Value l);
-  Value lastStep(const QueryTile &qt, const TileLoop &tiles, ValueRange state,
+  Value wholeInteriorTile(const QueryTile &qt, Value index);
+  Value lastStep(const QueryTile &qt, Value lastIndex, ValueRange state,
                  Value outTile, Value nextFirstK0);
 
   AttentionOp op;
@@ -1141,38 +1142,26 @@ SmallVector<Value> AttentionTiler::stepEdge(const QueryTile &qt,
 
 /// One key tile: the micro-kernels when the tile is full (in halves on the
 /// span's edge, see stepEdge), the linalg step otherwise (or always,
-/// without micro-kernels). With `outTile`, the query tile's last key tile:
-/// the result is the normalized output tile (a whole interior tile stores
-/// it from P V's registers, the other paths normalize their state).
+/// without micro-kernels).
 SmallVector<Value> AttentionTiler::step(const QueryTile &qt, const KeyTile &kt,
-                                        ValueRange state, Value outTile) {
-  // The state a path computed, or with `outTile` the output from it.
-  auto finish = [&](SmallVector<Value> st) -> SmallVector<Value> {
-    if (!outTile)
-      return st;
-    return {normalize(outTile, st[2], st[1])};
-  };
+                                        ValueRange state) {
   if (!kernels)
-    return finish(stepLinalg(b, qt, kt, state));
+    return stepLinalg(b, qt, kt, state);
   using P = arith::CmpIPredicate;
   Value fullQ = ix.cmp(P::eq, qt.rows, ix.c(tileQ));
   Value fullK = ix.cmp(P::eq, kt.keys, ix.c(tileKV));
   Value full = ix.andI(fullQ, fullK);
-  SmallVector<Type> types = outTile
-                                ? SmallVector<Type>{outTile.getType()}
-                                : llvm::to_vector(TypeRange(state.getTypes()));
-  auto fit = [&](SmallVector<Value> r) {
+  auto types = llvm::to_vector(TypeRange(state.getTypes()));
+  auto whole = [&](const KeyTile &k) {
+    SmallVector<Value> r = stepKernels(b, qt, k, state, tileQ, tileKV);
     for (size_t i = 0; i < r.size(); ++i)
       r[i] = castTo(b, loc, r[i], cast<RankedTensorType>(types[i]).getShape());
     return r;
   };
-  auto whole = [&](const KeyTile &k) {
-    return fit(stepKernels(b, qt, k, state, tileQ, tileKV, outTile));
-  };
   auto ifOp = scf::IfOp::create(b, loc, types, full, true, true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, finish(stepLinalg(b, qt, kt, state)));
+  scf::YieldOp::create(b, loc, stepLinalg(b, qt, kt, state));
   b.setInsertionPointToStart(ifOp.thenBlock());
   if (!kt.interior || !splitEdges) {
     scf::YieldOp::create(b, loc, whole(kt));
@@ -1186,7 +1175,7 @@ SmallVector<Value> AttentionTiler::step(const QueryTile &qt, const KeyTile &kt,
   inside.interior = Value();
   scf::YieldOp::create(b, loc, whole(inside));
   b.setInsertionPointToStart(edge.elseBlock());
-  scf::YieldOp::create(b, loc, finish(stepEdge(qt, kt, state)));
+  scf::YieldOp::create(b, loc, stepEdge(qt, kt, state));
   return SmallVector<Value>(ifOp.getResults());
 }
 
@@ -1238,31 +1227,46 @@ Value AttentionTiler::normalize(Value outTile, Value acc, Value l) {
       .getResult(0);
 }
 
-/// The query tile's last key tile (with the micro-kernels, peeled off the
-/// key-tile loop), which writes the normalized output tile: a whole
-/// interior tile stores it straight from P V's registers, so that the
-/// accumulator is neither stored nor read again for it. A query tile with
-/// no key tile (every key outside its span) gets zeros.
-Value AttentionTiler::lastStep(const QueryTile &qt, const TileLoop &tiles,
+/// Whether key tile `index` of the query tile is one that the micro-kernels
+/// take whole: both tiles full and, when edge tiles run in halves, the tile
+/// inside the span and the triangle. From positions alone: no slice of K
+/// or V (`index` need not be a tile: its result is then unused).
+Value AttentionTiler::wholeInteriorTile(const QueryTile &qt, Value index) {
+  using P = arith::CmpIPredicate;
+  Value k0 = ix.mul(index, ix.c(tileKV));
+  Value keys = ix.min(ix.c(tileKV), ix.sub(val(skvF), k0));
+  Value whole = ix.andI(ix.cmp(P::eq, qt.rows, ix.c(tileQ)),
+                        ix.cmp(P::eq, keys, ix.c(tileKV)));
+  if (!splitEdges)
+    return whole;
+  Value kLast = ix.add(k0, ix.c(tileKV - 1));
+  if (Value interior = buildSpanTileInterior(ix, span, causal, qt.qPos0,
+                                             qt.qPosLast, k0, kLast))
+    return ix.andI(whole, interior);
+  return whole;
+}
+
+/// The query tile's last key tile when the micro-kernels take it whole
+/// (peeled off the key-tile loop): it writes the normalized output tile
+/// straight from P V's registers, so that the accumulator is neither
+/// stored nor read again for it. Any other last tile (an edge, a partial
+/// tile) runs in the loop like the others, and its state is normalized
+/// after it.
+Value AttentionTiler::lastStep(const QueryTile &qt, Value lastIndex,
                                ValueRange state, Value outTile,
                                Value nextFirstK0) {
-  Value any = ix.cmp(arith::CmpIPredicate::sgt, tiles.ub, tiles.lb);
-  auto ifAny =
-      scf::IfOp::create(b, loc, TypeRange{outTile.getType()}, any, true, true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifAny.elseBlock());
-  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elemTy));
-  scf::YieldOp::create(
-      b, loc, linalg::FillOp::create(b, loc, zero, outTile).getResult(0));
-  b.setInsertionPointToStart(ifAny.thenBlock());
-  KeyTile kt = beginKeyTile(qt, tileIndex(ix.sub(tiles.ub, ix.c(1)), tiles));
+  KeyTile kt = beginKeyTile(qt, lastIndex);
   // What this thread reads next: the first key tile of the next query
   // tile (its neighbor in the parallel loop's static schedule), and that
   // tile's queries.
   kt.nextK0 = nextFirstK0;
   kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
-  scf::YieldOp::create(b, loc, step(qt, kt, state, outTile));
-  return ifAny.getResult(0);
+  // An interior tile evaluates no position mask (wholeInteriorTile).
+  if (splitEdges)
+    kt.interior = Value();
+  return castTo(b, loc,
+                stepKernels(b, qt, kt, state, tileQ, tileKV, outTile)[0],
+                cast<RankedTensorType>(outTile.getType()).getShape());
 }
 
 Value AttentionTiler::build() {
@@ -1303,10 +1307,11 @@ Value AttentionTiler::build() {
       slice2D(b, loc, forall.getRegionIterArgs()[0], {qt.batch, qt.head}, qt.q0,
               qt.rows, b.getIndexAttr(0), d);
   // The loop over the key tiles, then the output tile. With the
-  // micro-kernels, the loop runs over every key tile but the last, which
-  // lastStep takes after it and which writes the output tile; each step
-  // prefetches what this thread reads next.
-  Value kEnd = tiles.ub, nextFirstK0;
+  // micro-kernels, a last key tile that they take whole is left out of the
+  // loop: lastStep takes it after the loop, writing the output tile from
+  // its registers; otherwise the loop runs to the end and the state is
+  // normalized. Each step prefetches what this thread reads next.
+  Value kEnd = tiles.ub, nextFirstK0, peel, lastIndex;
   if (kernels) {
     QueryTile next = qt;
     next.qPos0 = ix.add(qt.qPos0, ix.c(tileQ));
@@ -1314,25 +1319,45 @@ Value AttentionTiler::build() {
     TileLoop nextTiles = keyTileRange(next);
     Value nextFirst = tileIndex(nextTiles.lb, nextTiles);
     nextFirstK0 = ix.mul(nextFirst, ix.c(tileKV));
-    kEnd = ix.sub(tiles.ub, ix.c(1));
+    Value lastStepIndex = ix.sub(tiles.ub, ix.c(1));
+    lastIndex = tileIndex(lastStepIndex, tiles);
+    peel = ix.andI(ix.cmp(arith::CmpIPredicate::sgt, tiles.ub, tiles.lb),
+                   wholeInteriorTile(qt, lastIndex));
+    kEnd = arith::SelectOp::create(b, loc, peel, lastStepIndex, tiles.ub);
   }
   auto kLoop = scf::ForOp::create(b, loc, tiles.lb, kEnd, ix.c(1),
                                   ValueRange{m0, l0, acc0});
   b.setInsertionPointToStart(kLoop.getBody());
   KeyTile kt = beginKeyTile(qt, tileIndex(kLoop.getInductionVar(), tiles));
   if (kernels) {
-    // The next step's key tile (lastStep's after the loop's last), and the
-    // next query tile's queries.
+    // The next step's key tile, or after the last step the next query
+    // tile's first; and the next query tile's queries.
     Value nextStep = ix.add(kLoop.getInductionVar(), ix.c(1));
-    Value nextIndex = tileIndex(nextStep, tiles);
-    kt.nextK0 = ix.mul(nextIndex, ix.c(tileKV));
+    Value nextK0 = ix.mul(tileIndex(nextStep, tiles), ix.c(tileKV));
+    kt.nextK0 = arith::SelectOp::create(
+        b, loc, ix.cmp(arith::CmpIPredicate::slt, nextStep, tiles.ub), nextK0,
+        nextFirstK0);
     kt.nextQ0 = ix.add(qt.q0, ix.c(tileQ));
   }
   scf::YieldOp::create(b, loc, step(qt, kt, kLoop.getRegionIterArgs()));
   b.setInsertionPointAfter(kLoop);
-  Value oTile =
-      kernels ? lastStep(qt, tiles, kLoop.getResults(), outTile, nextFirstK0)
-              : normalize(outTile, kLoop.getResult(2), kLoop.getResult(1));
+  Value oTile;
+  if (kernels) {
+    auto ifPeel = scf::IfOp::create(b, loc, TypeRange{outTile.getType()}, peel,
+                                    true, true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifPeel.thenBlock());
+    scf::YieldOp::create(
+        b, loc,
+        lastStep(qt, lastIndex, kLoop.getResults(), outTile, nextFirstK0));
+    // A query tile with no key tile has l = 0: normalize writes zeros.
+    b.setInsertionPointToStart(ifPeel.elseBlock());
+    scf::YieldOp::create(
+        b, loc, normalize(outTile, kLoop.getResult(2), kLoop.getResult(1)));
+    oTile = ifPeel.getResult(0);
+  } else {
+    oTile = normalize(outTile, kLoop.getResult(2), kLoop.getResult(1));
+  }
   b.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(
       b, loc, oTile, forall.getRegionIterArgs()[0],
