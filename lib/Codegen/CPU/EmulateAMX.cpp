@@ -45,8 +45,19 @@ bool isTileOp(Operation *op) {
 class BlockEmulator {
 public:
   using Files = DenseMap<std::pair<Block *, Type>, Value>;
-  BlockEmulator(RewriterBase &rw, Block &block, Block &anchor, Files &files)
-      : rw(rw), block(block), anchor(anchor), files(files) {}
+  /// What the blocks share: their register files, the module's symbols
+  /// (looked up by name in a table: a module's linear lookup, once per
+  /// bounds check, took seconds on a small model), and the number of
+  /// messages made so far.
+  struct Shared {
+    explicit Shared(ModuleOp module) : symbols(module) {}
+    Files files;
+    SymbolTable symbols;
+    int64_t messages = 0;
+  };
+  BlockEmulator(RewriterBase &rw, Block &block, Block &anchor, Shared &shared)
+      : rw(rw), block(block), anchor(anchor), files(shared.files),
+        symbols(shared.symbols), messages(shared.messages) {}
 
   LogicalResult run();
 
@@ -77,8 +88,7 @@ private:
                       llvm::function_ref<void(Value, Value)> body);
   /// A private, never inlined function `name` of type `fnTy` at the end of
   /// the module, its body a return; the rewriter left before that return.
-  func::FuncOp createHelper(ModuleOp module, Location loc, StringRef name,
-                            FunctionType fnTy);
+  func::FuncOp createHelper(Location loc, StringRef name, FunctionType fnTy);
   /// The function that emulates `op`'s product on register files.
   func::FuncOp productFunction(amx::TileMulFOp op);
   void emitMul(amx::TileMulFOp op, int64_t lhs, int64_t rhs, int64_t acc,
@@ -89,6 +99,8 @@ private:
   Block &anchor;
   /// The register files of each block, by element type.
   Files &files;
+  SymbolTable &symbols;
+  int64_t &messages;
 };
 
 Value BlockEmulator::file(Type elt) {
@@ -126,33 +138,33 @@ void BlockEmulator::checkBounds(Operation *op, Value base, ValueRange indices,
 /// Unless `ok`: `msg` to stderr with write(2) (unbuffered: a puts would be
 /// lost in the abort when stdout is a pipe), then abort.
 void BlockEmulator::stopUnless(Location loc, Value ok, StringRef msg) {
-  auto module = block.getParentOp()->getParentOfType<ModuleOp>();
   MLIRContext *ctx = rw.getContext();
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
   auto declare = [&](StringRef name, Type fnTy) {
-    if (auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+    if (auto fn = symbols.lookup<LLVM::LLVMFuncOp>(name))
       return fn;
     OpBuilder::InsertionGuard g(rw);
-    rw.setInsertionPointToStart(module.getBody());
-    return LLVM::LLVMFuncOp::create(rw, loc, name, fnTy);
+    rw.setInsertionPointToStart(&symbols.getOp()->getRegion(0).front());
+    auto fn = LLVM::LLVMFuncOp::create(rw, loc, name, fnTy);
+    symbols.insert(fn);
+    return fn;
   };
   LLVM::LLVMFuncOp write =
       declare("write", LLVM::LLVMFunctionType::get(i64, {i32, ptrTy, i64}));
   LLVM::LLVMFuncOp abort = declare(
       "abort", LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {}));
   std::string name;
-  for (int64_t i = 0;; ++i) {
-    name = ("__masformer_amx_emulator_message_" + Twine(i)).str();
-    if (!module.lookupSymbol(name))
-      break;
-  }
+  do {
+    name = ("__masformer_amx_emulator_message_" + Twine(messages++)).str();
+  } while (symbols.lookup(name));
   auto strTy = LLVM::LLVMArrayType::get(rw.getI8Type(), msg.size());
   {
     OpBuilder::InsertionGuard g(rw);
-    rw.setInsertionPointToStart(module.getBody());
-    LLVM::GlobalOp::create(rw, loc, strTy, /*isConstant=*/true,
-                           LLVM::Linkage::Private, name, rw.getStringAttr(msg));
+    rw.setInsertionPointToStart(&symbols.getOp()->getRegion(0).front());
+    symbols.insert(LLVM::GlobalOp::create(rw, loc, strTy, /*isConstant=*/true,
+                                          LLVM::Linkage::Private, name,
+                                          rw.getStringAttr(msg)));
   }
   Value failed = arith::XOrIOp::create(
       rw, loc, ok, arith::ConstantIntOp::create(rw, loc, 1, 1));
@@ -197,10 +209,11 @@ void BlockEmulator::forEachElement(
   body(rowLoop.getInductionVar(), colLoop.getInductionVar());
 }
 
-func::FuncOp BlockEmulator::createHelper(ModuleOp module, Location loc,
-                                         StringRef name, FunctionType fnTy) {
-  rw.setInsertionPointToEnd(module.getBody());
+func::FuncOp BlockEmulator::createHelper(Location loc, StringRef name,
+                                         FunctionType fnTy) {
+  rw.setInsertionPointToEnd(&symbols.getOp()->getRegion(0).front());
   auto fn = func::FuncOp::create(rw, loc, name, fnTy);
+  symbols.insert(fn);
   fn.setPrivate();
   fn->setAttr("passthrough", rw.getArrayAttr({rw.getStringAttr("noinline")}));
   Block *body = fn.addEntryBlock();
@@ -214,7 +227,6 @@ void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
                              Value reg, int64_t regIndex, int64_t rows,
                              int64_t cols, bool toMemory) {
   Location loc = op->getLoc();
-  auto module = op->getParentOfType<ModuleOp>();
   Type index = rw.getIndexType();
   SmallVector<Type> args = {base.getType(), reg.getType(), index};
   args.append(indices.size(), index);
@@ -228,13 +240,13 @@ void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
             (toMemory ? "tilestored" : "tileloadd") + "_" + Twine(rows) + "x" +
             Twine(cols) + "_" + Twine(i))
                .str();
-    fn = module.lookupSymbol<func::FuncOp>(name);
+    fn = symbols.lookup<func::FuncOp>(name);
     if (!fn || fn.getFunctionType() == fnTy)
       break;
   }
   if (!fn) {
     OpBuilder::InsertionGuard g(rw);
-    fn = createHelper(module, loc, name, fnTy);
+    fn = createHelper(loc, name, fnTy);
     Block *body = &fn.getBody().front();
     copy(loc, body->getArgument(0), body->getArguments().drop_front(3),
          body->getArgument(1), body->getArgument(2), rows, cols, toMemory);
@@ -273,8 +285,7 @@ func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
   llvm::raw_string_ostream os(name);
   os << "__masformer_amx_emulator_tdp" << in << "ps_" << rows << "x" << pairs
      << "x" << cols;
-  auto module = op->getParentOfType<ModuleOp>();
-  if (auto fn = module.lookupSymbol<func::FuncOp>(name))
+  if (auto fn = symbols.lookup<func::FuncOp>(name))
     return fn;
   Value aFile = file(in), cFile = file(f32);
   Type index = rw.getIndexType();
@@ -282,7 +293,7 @@ func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
       {aFile.getType(), cFile.getType(), index, index, index, index}, {});
   OpBuilder::InsertionGuard g(rw);
   Location loc = op.getLoc();
-  func::FuncOp fn = createHelper(module, loc, name, fnTy);
+  func::FuncOp fn = createHelper(loc, name, fnTy);
   Block *body = &fn.getBody().front();
   Value a = body->getArgument(0), cf = body->getArgument(1);
   Value ra = body->getArgument(2), rb = body->getArgument(3),
@@ -470,7 +481,7 @@ struct EmulateAMXPass final : masformer::impl::EmulateAMXBase<EmulateAMXPass> {
         blocks.insert(op->getBlock());
     });
     IRRewriter rw(&getContext());
-    BlockEmulator::Files files;
+    BlockEmulator::Shared shared(getOperation());
     for (Block *block : blocks) {
       Block *anchor = anchorOf(block);
       if (!anchor) {
@@ -478,7 +489,7 @@ struct EmulateAMXPass final : masformer::impl::EmulateAMXBase<EmulateAMXPass> {
             << "--masformer-emulate-amx: tile operations outside a function";
         return signalPassFailure();
       }
-      BlockEmulator emulator(rw, *block, *anchor, files);
+      BlockEmulator emulator(rw, *block, *anchor, shared);
       if (failed(emulator.run()))
         return signalPassFailure();
     }
