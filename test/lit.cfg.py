@@ -110,7 +110,8 @@ else:
         "no CUDA GPU here: the tests that run kernels on a GPU (REQUIRES: "
         "cuda-gpu) are skipped; test/gpu/run_checks.sh runs them on a GPU "
         "machine")
-config.substitutions.append(("%gpu_dir", os.path.join(config.masformer_src_root, "test", "gpu")))
+_gpu_dir = os.path.join(config.masformer_src_root, "test", "gpu")
+config.substitutions.append(("%gpu_dir", _gpu_dir))
 # The GPU emulator (test/gpu/emulate.py, emulate_model.py) is Python: the
 # sanitizers check none of it, and its interpretation of a module repeats
 # the first run's exactly (the same masformer-opt output). Under them,
@@ -118,7 +119,6 @@ config.substitutions.append(("%gpu_dir", os.path.join(config.masformer_src_root,
 # instrumented) and parse it (--lower-only); scripts/test.sh's run
 # interprets the same modules and compares them with their references.
 _emulate_flags = " --lower-only" if config.masformer_sanitize else ""
-_gpu_dir = os.path.join(config.masformer_src_root, "test", "gpu")
 config.substitutions.append((
     "%emulate_model",
     "%s %s%s" % (config.python_executable,

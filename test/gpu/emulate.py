@@ -37,6 +37,7 @@ scheduling, or a misreading of the ISA shared by kernel and emulator; those
 the GPU checks (run_checks.sh) cover.
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -806,15 +807,11 @@ class Block:
         return D[wi, c_idx[None]].reshape(L, 4)
 
 
-_MMA_LAYOUTS = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _mma_layout(k_):
     """The PTX ISA's fragment tables of mma.sync m16n8k16 (f16/bf16) and
     m16n8k8 (tf32), as each lane's flat index into A [16, k], B [k, 8] and
     C/D [16, 8] for each of its fragment elements: arrays [32, elements]."""
-    if k_ in _MMA_LAYOUTS:
-        return _MMA_LAYOUTS[k_]
     lane = np.arange(32)
     g, t = lane // 4, lane % 4
     if k_ == 16:
@@ -833,8 +830,7 @@ def _mma_layout(k_):
         b = [(t + 4 * j) * 8 + g for j in range(2)]
     # c_j and d_j: row g (+8 for j >= 2), column 2t + j%2.
     c = [(g + (8 if j >= 2 else 0)) * 8 + 2 * t + (j & 1) for j in range(4)]
-    _MMA_LAYOUTS[k_] = tuple(np.stack(x, axis=1) for x in (a, b, c))
-    return _MMA_LAYOUTS[k_]
+    return tuple(np.stack(x, axis=1) for x in (a, b, c))
 
 # ---------------------------------------------------------------------------
 # Host code: the function around the launches.

@@ -475,12 +475,10 @@ def main():
     module = E.parse_module(r.stdout)
     host = ModelHost(module, a.timing == 'late', parse_globals(r.stdout))
     if a.lower_only:
-        if 'main' not in host.funcs or not host.kernels_by_module:
-            print('FAIL: no @main or no GPU kernel in the lowered module')
+        if 'main' not in host.funcs:
+            print('FAIL: no @main in the lowered module')
             return 1
-        print('ok   lowered and parsed, not run (--lower-only): %d kernels' %
-              len(host.kernels_by_module))
-        return 0
+        return E.lowered_only(module)
 
     sess, feeds, want = reference(a.ort_model or a.model, a.shape)
     main_fn = host.funcs['main']

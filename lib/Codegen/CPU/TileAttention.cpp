@@ -464,6 +464,9 @@ private:
   TileLoop keyTileRange(const QueryTile &qt);
   Value tileIndex(Value step, const TileLoop &loop);
   void printTileCount(Value first, Value end);
+  /// Key tile `index`'s positions and whether it is interior, without its
+  /// slices of K, V and the mask (beginKeyTile adds them).
+  KeyTile keyTilePositions(const QueryTile &qt, Value index);
   KeyTile beginKeyTile(const QueryTile &qt, Value index);
   Value sliceMask(const QueryTile &qt, Value k0, Value keys, AffineMap &map);
   Value buildLogits(OpBuilder &bb, const QueryTile &qt, const KeyTile &kt,
@@ -735,12 +738,19 @@ Value AttentionTiler::sliceMask(const QueryTile &qt, Value k0, Value keys,
 
 /// The key tile `index` of the query tile: its keys, K and V slices and
 /// mask piece.
-KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
+KeyTile AttentionTiler::keyTilePositions(const QueryTile &qt, Value index) {
   KeyTile kt;
   kt.index = index;
   kt.k0 = ix.mul(index, ix.c(tileKV));
   kt.keys = ix.min(ix.c(tileKV), ix.sub(val(skvF), kt.k0));
   kt.kLast = ix.add(kt.k0, ix.sub(kt.keys, ix.c(1)));
+  kt.interior = buildSpanTileInterior(ix, span, causal, qt.qPos0, qt.qPosLast,
+                                      kt.k0, kt.kLast);
+  return kt;
+}
+
+KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
+  KeyTile kt = keyTilePositions(qt, index);
   SmallVector<OpFoldResult> kvLead = {qt.batch, qt.kvHead};
   kt.k = slice2D(b, loc, op.getKey(), kvLead, kt.k0, kt.keys, b.getIndexAttr(0),
                  d);
@@ -748,8 +758,6 @@ KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
                  b.getIndexAttr(0), d);
   if (op.getMask())
     kt.mask = sliceMask(qt, kt.k0, kt.keys, kt.maskMap);
-  kt.interior = buildSpanTileInterior(ix, span, causal, qt.qPos0, qt.qPosLast,
-                                      kt.k0, kt.kLast);
   return kt;
 }
 
@@ -1233,17 +1241,12 @@ Value AttentionTiler::normalize(Value outTile, Value acc, Value l) {
 /// or V (`index` need not be a tile: its result is then unused).
 Value AttentionTiler::wholeInteriorTile(const QueryTile &qt, Value index) {
   using P = arith::CmpIPredicate;
-  Value k0 = ix.mul(index, ix.c(tileKV));
-  Value keys = ix.min(ix.c(tileKV), ix.sub(val(skvF), k0));
+  KeyTile kt = keyTilePositions(qt, index);
   Value whole = ix.andI(ix.cmp(P::eq, qt.rows, ix.c(tileQ)),
-                        ix.cmp(P::eq, keys, ix.c(tileKV)));
-  if (!splitEdges)
+                        ix.cmp(P::eq, kt.keys, ix.c(tileKV)));
+  if (!splitEdges || !kt.interior)
     return whole;
-  Value kLast = ix.add(k0, ix.c(tileKV - 1));
-  if (Value interior = buildSpanTileInterior(ix, span, causal, qt.qPos0,
-                                             qt.qPosLast, k0, kLast))
-    return ix.andI(whole, interior);
-  return whole;
+  return ix.andI(whole, kt.interior);
 }
 
 /// The query tile's last key tile when the micro-kernels take it whole
