@@ -37,16 +37,8 @@ export MASFORMER_CACHE_DIR="${MASFORMER_CACHE_DIR:-$build/object-cache}"
 status=0
 python3 /usr/lib/llvm-22/bin/lit -sv --xunit-xml-output="$build/lit-results.xml" \
   "$build/test" || status=$?
-python3 - "$build/lit-results.xml" <<'PY'
-import sys
-import xml.etree.ElementTree as ET
-cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
-failed = sum(c.find("failure") is not None or c.find("error") is not None
-             for c in cases)
-skipped = sum(c.find("skipped") is not None for c in cases)
-print(f"lit under sanitizers: {len(cases) - failed - skipped} passed, "
-      f"{failed} failed, {skipped} skipped")
-PY
+python3 "$root/scripts/lit_summary.py" "$build/lit-results.xml" \
+  --label "lit under sanitizers"
 [ "$status" -eq 0 ] || exit "$status"
 
 # A fresh corpus of the seeds each time: the run is the same on every machine.
