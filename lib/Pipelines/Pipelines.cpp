@@ -96,8 +96,11 @@ void mlir::masformer::buildLowerToCPUPipeline(
   // here, not in every run.
   pm.addPass(createFoldConstantTransposes());
   // Products and attention on bf16 operands (weights converted here, once).
-  if (options.precision == "bf16")
-    pm.addPass(createMixedPrecision());
+  if (options.precision == "bf16") {
+    MixedPrecisionOptions mixed;
+    mixed.attention = options.attentionBF16;
+    pm.addPass(createMixedPrecision(mixed));
+  }
   // The model's matrix products first: the tiled attention's own partial
   // tiles are generics of the same shape, and stay loops.
   if (options.vectorWidth > 0) {

@@ -63,6 +63,14 @@ FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
   host.avx512 = sti->checkFeatures("+avx512f");
   host.amxBF16 = sti->checkFeatures("+amx-tile,+amx-bf16");
   host.avx512BF16 = sti->checkFeatures("+avx512bf16");
+  // AMD's Zen cores are LLVM's znver*; a host's vendor comes from CPUID,
+  // which a virtual machine reports truly where its model number may not be
+  // (an Intel Xeon with AMX seen as "rocketlake").
+  bool amd = cpuOption == "native"
+                 ? llvm::sys::detail::x86::getVendorSignature() ==
+                       llvm::sys::detail::x86::VendorSignatures::AUTHENTIC_AMD
+                 : StringRef(cpu).starts_with("znver");
+  host.fastBF16Dot = host.avx512BF16 && amd;
   return host;
 }
 

@@ -68,6 +68,13 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "take, and bf16 attention, on AVX512-BF16's vdpbf16ps "
                      "(the CPU has AVX512-BF16)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> attentionBF16{
+      *this, "attention-bf16",
+      llvm::cl::desc("With precision=bf16: attention on bf16 operands too "
+                     "(on vdpbf16ps with avx512-bf16); off, attention stays "
+                     "f32: masformer-compile's choice on Intel's CPUs, whose "
+                     "f32 attention kernels are faster than the bf16 ones"),
+      llvm::cl::init(true)};
 };
 
 /// masformer.attention through --masformer-tile-attention (span-aware key

@@ -27,6 +27,12 @@ struct HostTarget {
   bool avx512 = false;
   /// bf16 on the CPU: AMX tiles (AMX-TILE and AMX-BF16), and AVX512-BF16.
   bool amxBF16 = false, avx512BF16 = false;
+  /// Whether AVX512-BF16's vdpbf16ps does twice the multiply-adds of the
+  /// f32 FMAs a cycle: AMD's Zen 4 and later issue it on two pipes. Intel's
+  /// cores issue it on one, so it does no more than their two FMA ports,
+  /// and bf16 attention on it ran at 0.69x the f32 kernels' speed on a Xeon
+  /// with AMX (bench/RESULTS.md): there, attention keeps the f32 kernels.
+  bool fastBF16Dot = false;
   /// The CPU's name as LLVM knows it (the host's for "native").
   std::string cpu;
   /// The features `machine` was made with ("+avx2,..." for "native").

@@ -210,7 +210,7 @@ struct MixedPrecisionPass final
       if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
         if (convertsToBF16(generic))
           products.push_back(generic);
-      } else if (auto attn = dyn_cast<AttentionOp>(op)) {
+      } else if (auto attn = dyn_cast<AttentionOp>(op); attn && attention) {
         // The bf16 kernel steps through the head dimension by 16.
         auto qTy = cast<RankedTensorType>(attn.getQuery().getType());
         int64_t d = qTy.getDimSize(qTy.getRank() - 1);

@@ -1,4 +1,5 @@
 // RUN: masformer-opt %s --masformer-mixed-precision --split-input-file | FileCheck %s
+// RUN: masformer-opt %s --masformer-mixed-precision=attention=0 --split-input-file | FileCheck %s --check-prefix=NOATT
 
 // A product with an f32 weight: the weight becomes a bf16 constant at
 // compile time (rounding to nearest even: 1 + 2^-8 is a tie, to 1.0; 3 +
@@ -75,6 +76,13 @@ func.func @kept_f32(%pos: tensor<1x512xf32>, %x: tensor<4x8xf32>, %y: tensor<4x3
 // CHECK:       %[[C:.+]] = tensor.collapse_shape %[[O]]
 // CHECK-NOT:   arith.truncf %{{.*}} : tensor<16x16xf32>
 // CHECK:       linalg.generic {{.*}} ins(%[[C]], %{{.+}} : tensor<16x16xbf16>, tensor<16x16xbf16>)
+// With attention=0 (the CPU pipeline on Intel's CPUs), attention stays f32
+// and the product rounds its result like any other activation.
+// NOATT-LABEL: func.func @attention_then_product(
+// NOATT:       %[[O:.+]] = masformer.attention {{.*}} -> tensor<1x2x8x16xf32>
+// NOATT:       %[[T:.+]] = arith.truncf %[[O]] : tensor<1x2x8x16xf32> to tensor<1x2x8x16xbf16>
+// NOATT:       %[[C:.+]] = tensor.collapse_shape %[[T]]
+// NOATT:       linalg.generic {{.*}} ins(%[[C]], %{{.+}} : tensor<16x16xbf16>, tensor<16x16xbf16>)
 #a2 = affine_map<(d0, d1, d2) -> (d0, d2)>
 #b2 = affine_map<(d0, d1, d2) -> (d2, d1)>
 #c2 = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -103,6 +111,11 @@ func.func @attention_then_product(%q: tensor<1x2x8x16xf32>, %c: tensor<16x16xf32
 // CHECK:       %[[O:.+]] = masformer.attention %[[Q]], %[[K]], %[[V]] mask(%arg3 : tensor<1x1x1x8xf32>) {{.*}} -> tensor<1x2x8x16xbf16>
 // CHECK:       %[[R:.+]] = arith.extf %[[O]] : tensor<1x2x8x16xbf16> to tensor<1x2x8x16xf32>
 // CHECK:       return %[[R]]
+// NOATT-LABEL: func.func @attention(
+// NOATT-NOT:   truncf
+// NOATT:       %[[O:.+]] = masformer.attention %arg0, %arg1, %arg2 mask(%arg3 : tensor<1x1x1x8xf32>) {{.*}} -> tensor<1x2x8x16xf32>
+// NOATT-NOT:   extf
+// NOATT:       return %[[O]]
 // CHECK-LABEL: func.func @small_head(
 // CHECK-NOT:   truncf
 // CHECK:       masformer.attention {{.*}} -> tensor<1x2x8x8xf32>

@@ -75,7 +75,9 @@ def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
     256. Products of two activations keep f32. Every `masformer.attention` on
     f32 with a static head dimension that is a multiple of 16 runs on bf16
     query, key and value, its result extended back to f32 (the mask stays
-    f32). Constant operands (weights) are converted at compile time,
+    f32; not with `attention=0`, which leaves attention in f32: the CPUs
+    whose bf16 attention kernels are slower than their f32 ones). Constant
+    operands (weights) are converted at compile time,
     rounding to nearest even; other operands get an element-wise `truncf`.
     The rest of the model stays f32. On the GPU the products and attention
     then run on bf16 tensor cores instead of 3xTF32 (about 1e-2 relative
@@ -83,7 +85,9 @@ def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
-           "The operand type: bf16">
+           "The operand type: bf16">,
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "Attention on bf16 operands too (otherwise only the products)">
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
