@@ -19,6 +19,9 @@ causal, or causal with --causal as in a decoder), side by side in one run:
 With --precision bf16, ours runs on bf16 Q, K and V (bf16 result): on
 AVX512-BF16's vdpbf16ps where the CPU has it (docs/cpu.md), next to our
 f32 full attention; onnxruntime stays f32 (its CPU attention has no bf16).
+On Intel's CPUs masformer-compile does not use these kernels in a model:
+its bf16 attention stays f32 there, the faster (docs/cpu.md), and the
+run says so.
 
 Each timing is the median of --reps calls after a warm-up call; a span
 variant makes --reps times its ideal speed-up calls (at most 400), so that
@@ -169,6 +172,15 @@ def target_macros(cpu):
     if r.returncode:
         sys.exit(f"--cpu={cpu}: {r.stderr.strip()}")
     return r.stdout
+
+
+def amd_cpu(cpu):
+    """Whether the CPU is an AMD Zen, as masformer-compile decides: the
+    name for --cpu (znver*), CPUID's vendor for "native"."""
+    if cpu != "native":
+        return cpu.startswith("znver")
+    with open("/proc/cpuinfo") as f:
+        return "AuthenticAMD" in f.read(4096)
 
 
 def pipeline(precision):
@@ -416,6 +428,10 @@ def main():
     ours = "ours" if p == "f32" else "ours bf16"
     if p == "bf16":
         print(f"ours bf16: {pipeline(p)}")
+        if not amd_cpu(CPU):
+            print("note: not AMD: masformer-compile --precision=bf16 keeps "
+                  "attention f32 for this CPU (docs/cpu.md, \"bf16 "
+                  "attention\"); these are the bf16 kernels it does not use")
     print(f"measured sgemm peak (best of numpy, onnxruntime): {peak:.1f} GFLOP/s ({os.cpu_count()} cores)")
     rows = []
     for s in a.seqs:
