@@ -29,9 +29,10 @@ struct HostTarget {
   bool amxBF16 = false, avx512BF16 = false;
   /// Whether AVX512-BF16's vdpbf16ps does twice the multiply-adds of the
   /// f32 FMAs a cycle: AMD's Zen 4 and later issue it on two pipes. Intel's
-  /// cores issue it on one, so it does no more than their two FMA ports,
-  /// and bf16 attention on it ran at 0.69x the f32 kernels' speed on a Xeon
-  /// with AMX (bench/RESULTS.md): there, attention keeps the f32 kernels.
+  /// cores issue it on one (by published instruction tables), so it does no
+  /// more than their two FMA ports, and bf16 attention on it ran at 0.69x
+  /// the f32 kernels' speed on a Xeon with AMX (bench/RESULTS.md): there,
+  /// attention keeps the f32 kernels.
   bool fastBF16Dot = false;
   /// The CPU's name as LLVM knows it (the host's for "native").
   std::string cpu;
