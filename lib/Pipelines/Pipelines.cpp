@@ -82,6 +82,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
   tiling.tileKV = options.tileKV;
   tiling.vectorWidth = options.vectorWidth;
   tiling.bf16Dot = options.avx512BF16 && options.vectorWidth == 16;
+  tiling.amx = options.amx;
   if (options.precision != "f32" && options.precision != "bf16")
     return addPipelineError(pm, "--masformer-lower-to-cpu: precision=" +
                                     options.precision +

@@ -1,7 +1,10 @@
 //===- MicroKernels.cpp - Register-blocked vector micro-kernels -*- C++ -*-===//
 
 #include "MicroKernels.h"
+#include "masformer/Codegen/CPU/Passes.h"
 #include "masformer/Utils/IRBuilders.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -263,4 +266,35 @@ Value mlir::masformer::buildGreater(OpBuilder &b, Location loc, Value x,
                                     Value y) {
   Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
   return arith::SelectOp::create(b, loc, gt, x, y);
+}
+
+linalg::GenericOp mlir::masformer::buildPairsProduct(OpBuilder &b, Location loc,
+                                                     Value a, Value bPairs,
+                                                     Value c) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr m, n, k2, kk;
+  bindDims(ctx, m, n, k2, kk);
+  return linalg::GenericOp::create(
+      b, loc, c.getType(), ValueRange{a, bPairs}, ValueRange{c},
+      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
+                          AffineMap::get(4, 0, {k2, n, kk}, ctx),
+                          AffineMap::get(4, 0, {m, n}, ctx)},
+      ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value x = toF32(nb, nl, args[0]);
+        Value y = toF32(nb, nl, args[1]);
+        Value p = arith::MulFOp::create(nb, nl, x, y);
+        linalg::YieldOp::create(
+            nb, nl, arith::AddFOp::create(nb, nl, args[2], p).getResult());
+      });
+}
+
+Value mlir::masformer::buildAMXProduct(OpBuilder &b, Location loc, Value a,
+                                       Value bPairs, Value c, int64_t m,
+                                       int64_t n) {
+  linalg::GenericOp product = buildPairsProduct(b, loc, a, bPairs, c);
+  // The tile's static size: folded casts may leave the operands' sizes
+  // dynamic after bufferization.
+  product->setAttr(kAMXTileAttrName, b.getDenseI64ArrayAttr({m, n}));
+  return product.getResult(0);
 }

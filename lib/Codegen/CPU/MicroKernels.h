@@ -12,6 +12,7 @@
 #include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -118,6 +119,19 @@ Value buildExp2NonPositive(OpBuilder &b, Location loc, Value t);
 /// `x > y ? x : y`, elementwise: one vmaxps (arith.maxnumf costs four x86
 /// ops, for its NaN rule). Where x or y is NaN the result is y.
 Value buildGreater(OpBuilder &b, Location loc, Value x, Value y);
+
+/// C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk] over (m, n, k2, kk): the
+/// product on a VNNI panel `bPairs` ([k / 2, n, 2]), operands extended to
+/// f32.
+linalg::GenericOp buildPairsProduct(OpBuilder &b, Location loc, Value a,
+                                    Value bPairs, Value c);
+
+/// buildPairsProduct marked for --masformer-lower-amx-tiles as a tile of
+/// m x n results (A [m, k] bf16, B [k / 2, n, 2] bf16, C [m, n] f32; m and
+/// n multiples of 32, k of 32, rows contiguous once bufferized); its
+/// result.
+Value buildAMXProduct(OpBuilder &b, Location loc, Value a, Value bPairs,
+                      Value c, int64_t m, int64_t n);
 
 } // namespace mlir::masformer
 

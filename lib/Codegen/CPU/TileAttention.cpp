@@ -200,6 +200,28 @@ Value write1D(OpBuilder &b, Location loc, Value v, Value t, Value i) {
       .getResult();
 }
 
+/// acc[i, :] * corr[i] over a static [rows, d] f32 tile, in vectors of w
+/// (d a multiple of w).
+Value scaleRows(OpBuilder &b, Location loc, Value acc, Value corr, int64_t rows,
+                int64_t d, int64_t w) {
+  Idx ix{b, loc};
+  auto vt = VectorType::get({w}, b.getF32Type());
+  auto loop = ix.loop(0, rows, 1, ValueRange{acc});
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  Value c = vector::BroadcastOp::create(
+      b, loc, vt, tensor::ExtractOp::create(b, loc, corr, ValueRange{i}));
+  Value out = loop.getRegionIterArg(0);
+  for (int64_t col = 0; col < d; col += w) {
+    Value at = ix.c(col);
+    Value x = readF32(b, loc, out, i, at, w);
+    out = writeVec(b, loc, arith::MulFOp::create(b, loc, x, c), out, i, at);
+  }
+  scf::YieldOp::create(b, loc, out);
+  return loop.getResult(0);
+}
+
 /// The online-softmax update of a full tile from its transposed logits
 /// [tk, tq] (one column per query), W queries at a time, each query in its
 /// own lane: m' = max(m, column max), P = exp(logits - m'),
@@ -393,7 +415,8 @@ struct KeyTile {
 class AttentionTiler {
 public:
   AttentionTiler(AttentionOp op, OpBuilder &b, int64_t tileQ, int64_t tileKV,
-                 bool printCounts, int64_t vectorWidth, bool bf16Dot)
+                 bool printCounts, int64_t vectorWidth, bool bf16Dot,
+                 bool amxTiles)
       : op(op), b(b), loc(op.getLoc()), ctx(op.getContext()), ix{b, loc},
         tileQ(tileQ), tileKV(tileKV), printCounts(printCounts),
         vectorWidth(vectorWidth), span(op.getSpan()), causal(op.getCausal()),
@@ -427,10 +450,16 @@ public:
     // Edge tiles run in halves when the halves fit the micro-kernels too.
     splitEdges =
         kernels && tileQ % (2 * kRows) == 0 && tileKV % (2 * kRows) == 0;
-    // bf16 operands on vdpbf16ps: 16 queries a vector (also in the edge
+    // bf16 operands in pairs: 16 queries a vector (also in the edge
     // halves) and the head dimension in vectors of 16 (P V's columns).
-    dot = kernels && bf16Dot && vectorWidth == 16 && elemTy.isBF16() &&
-          *dStatic % 16 == 0 && tileQ % (splitEdges ? 32 : 16) == 0;
+    bool pairsFit = kernels && vectorWidth == 16 && elemTy.isBF16() &&
+                    *dStatic % 16 == 0 && tileQ % (splitEdges ? 32 : 16) == 0;
+    // Both products on AMX tiles: every product's sizes (the tile's, its
+    // halves', the head dimension) multiples of 32.
+    int64_t amxUnit = splitEdges ? 64 : 32;
+    amx = pairsFit && amxTiles && *dStatic % 32 == 0 && tileQ % amxUnit == 0 &&
+          tileKV % amxUnit == 0;
+    dot = pairsFit && (bf16Dot || amx);
   }
 
   /// The attention's result.
@@ -479,6 +508,9 @@ private:
                                  const KeyTile &kt, ValueRange state,
                                  int64_t tq, int64_t tk,
                                  Value outTile = Value());
+  SmallVector<Value> stepAMX(OpBuilder &bb, const QueryTile &qt,
+                             const KeyTile &kt, ValueRange state, int64_t tq,
+                             int64_t tk, Value outTile);
   std::pair<QueryTile, KeyTile> subTile(const QueryTile &qt, const KeyTile &kt,
                                         Value r0, int64_t rows, Value c0,
                                         int64_t cols);
@@ -512,8 +544,12 @@ private:
   std::optional<int64_t> dStatic;
   bool kernels = false;
   bool splitEdges = false;
-  /// Whether the micro-kernels run on bf16 pairs with vdpbf16ps.
+  /// Whether the micro-kernels run on bf16 pairs: the queries packed as
+  /// pairs of the head dimension, P written as pairs of keys, V packed as
+  /// pairs of keys; the products on vdpbf16ps, or on AMX with `amx`.
   bool dot = false;
+  /// Whether full tiles run both products on AMX tiles (stepAMX).
+  bool amx = false;
   /// The query, key and value tensors' buffers, for prefetches (with the
   /// micro-kernels).
   Value qBuf, kBuf, vBuf;
@@ -526,69 +562,49 @@ OpFoldResult AttentionTiler::tileCount(OpFoldResult size, int64_t tile) {
   return ix.cdiv(val(size), ix.c(tile));
 }
 
-/// The query tile transposed, [head_dim, tile-q] f32, for the scores'
-/// micro-kernel (S^T = K Q^T): packed once per query tile and reused by
-/// every key tile (with the bf16 dot, the queries' pairs of the head
-/// dimension, [head_dim / 2, 2 tile-q] bf16: the same transpose, of 32-bit
-/// pairs). Square blocks of t x t (t the widest vector up to W that
-/// divides both sizes) are read a row at a time, in the order the queries
-/// lie in memory, and transposed in registers (vector.transpose: shuffles,
+/// The t elements of row `i` of a matrix from column `c0`: f32, or t pairs
+/// of bf16 as i32 (transposeTile).
+using RowReader =
+    llvm::function_ref<Value(OpBuilder &, Value i, Value c0, int64_t t)>;
+
+/// A [rows, cols] matrix read by `readRow`, transposed: [cols, rows] f32,
+/// or with `pairs` (a matrix of cols 32-bit pairs of bf16 a row) [cols, 2
+/// rows] bf16. Square blocks of t x t (t the widest vector up to w that
+/// divides both sizes) are read a row at a time, in the order the rows lie
+/// in memory, and transposed in registers (vector.transpose: shuffles,
 /// where a strided copy would be a gather per column touching every row's
-/// line at once). A short last tile, which takes the linalg path, packs
-/// nothing.
-Value AttentionTiler::packQueries(const QueryTile &qt) {
-  int64_t dd = *dStatic;
-  // With the bf16 dot the elements moved are 32-bit pairs of the head
-  // dimension: dd / 2 columns of i32, each row of the result 2 tile-q bf16.
-  Type et = dot ? Type(b.getI32Type()) : Type(b.getF32Type());
-  int64_t cols = dot ? dd / 2 : dd;
-  int64_t t =
-      std::min(queryWidth(tileQ, vectorWidth), queryWidth(cols, vectorWidth));
-  auto ty = dot ? RankedTensorType::get({cols, 2 * tileQ}, b.getBF16Type())
-                : RankedTensorType::get({dd, tileQ}, b.getF32Type());
+/// line at once).
+Value transposeTile(OpBuilder &b, Location loc, RowReader readRow, int64_t rows,
+                    int64_t cols, bool pairs, int64_t w) {
+  Idx ix{b, loc};
+  Type et = pairs ? Type(b.getI32Type()) : Type(b.getF32Type());
+  int64_t t = std::min(queryWidth(rows, w), queryWidth(cols, w));
+  auto ty = pairs ? RankedTensorType::get({cols, 2 * rows}, b.getBF16Type())
+                  : RankedTensorType::get({cols, rows}, b.getF32Type());
   auto blockTy = VectorType::get({t, t}, et);
-  Value full = ix.cmp(arith::CmpIPredicate::eq, qt.rows, ix.c(tileQ));
-  auto ifFull = scf::IfOp::create(b, loc, TypeRange{ty}, full, true, true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifFull.elseBlock());
-  scf::YieldOp::create(
-      b, loc,
-      tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType())
-          .getResult());
-  b.setInsertionPointToStart(ifFull.thenBlock());
-  Value q = castTo(b, loc, qt.q, {tileQ, dd});
   Value init =
       tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType());
-  auto rowLoop = ix.loop(0, tileQ, t, ValueRange{init});
+  auto rowLoop = ix.loop(0, rows, t, ValueRange{init});
+  OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(rowLoop.getBody());
   auto colLoop = ix.loop(0, cols, t, ValueRange{rowLoop.getRegionIterArg(0)});
   b.setInsertionPointToStart(colLoop.getBody());
   Value r0 = rowLoop.getInductionVar(), c0 = colLoop.getInductionVar();
   auto pairsTy = VectorType::get({2 * t}, b.getBF16Type());
-  // t elements of row i from column c0: f32, or t pairs of bf16 as i32.
-  auto readRow = [&](Value i) -> Value {
-    if (!dot)
-      return readF32(b, loc, q, i, c0, t);
-    Value pad =
-        arith::ConstantOp::create(b, loc, b.getZeroAttr(b.getBF16Type()));
-    Value pairs = vector::TransferReadOp::create(
-        b, loc, pairsTy, q, ValueRange{i, ix.mul(c0, ix.c(2))}, pad,
-        ArrayRef<bool>{true});
-    return vector::BitCastOp::create(b, loc, VectorType::get({t}, et), pairs);
-  };
   Value block = arith::ConstantOp::create(b, loc, b.getZeroAttr(blockTy));
   for (int64_t i = 0; i < t; ++i)
-    block = vector::InsertOp::create(b, loc, readRow(ix.add(r0, ix.c(i))),
-                                     block, ArrayRef<int64_t>{i});
+    block =
+        vector::InsertOp::create(b, loc, readRow(b, ix.add(r0, ix.c(i)), c0, t),
+                                 block, ArrayRef<int64_t>{i});
   Value blockT =
       vector::TransposeOp::create(b, loc, block, ArrayRef<int64_t>{1, 0});
   Value out = colLoop.getRegionIterArg(0);
   for (int64_t j = 0; j < t; ++j) {
     Value row = vector::ExtractOp::create(b, loc, blockT, ArrayRef<int64_t>{j});
-    if (dot) {
-      Value pairs = vector::BitCastOp::create(b, loc, pairsTy, row);
+    if (pairs) {
+      Value p = vector::BitCastOp::create(b, loc, pairsTy, row);
       Value at = ix.add(c0, ix.c(j));
-      out = writeVec(b, loc, pairs, out, at, ix.mul(r0, ix.c(2)));
+      out = writeVec(b, loc, p, out, at, ix.mul(r0, ix.c(2)));
     } else {
       out = writeVec(b, loc, row, out, ix.add(c0, ix.c(j)), r0);
     }
@@ -596,9 +612,52 @@ Value AttentionTiler::packQueries(const QueryTile &qt) {
   scf::YieldOp::create(b, loc, out);
   b.setInsertionPointAfter(colLoop);
   scf::YieldOp::create(b, loc, colLoop.getResult(0));
-  b.setInsertionPointAfter(rowLoop);
-  scf::YieldOp::create(b, loc, rowLoop.getResult(0));
-  return ifFull.getResult(0);
+  return rowLoop.getResult(0);
+}
+
+/// A row of `pairs` of bf16 (transposeTile) read from `x` at `indices`
+/// (the element index of the row's pair c0 last): the t pairs as i32.
+Value readPairs(OpBuilder &b, Location loc, Value x, ValueRange indices,
+                int64_t t) {
+  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(b.getBF16Type()));
+  Value p = vector::TransferReadOp::create(
+      b, loc, VectorType::get({2 * t}, b.getBF16Type()), x, indices, pad,
+      ArrayRef<bool>{true});
+  return vector::BitCastOp::create(b, loc, VectorType::get({t}, b.getI32Type()),
+                                   p);
+}
+
+/// The query tile transposed, [head_dim, tile-q] f32, for the scores'
+/// micro-kernel (S^T = K Q^T): packed once per query tile and reused by
+/// every key tile (with bf16 pairs, the queries' pairs of the head
+/// dimension, [head_dim / 2, 2 tile-q] bf16: the same transpose, of 32-bit
+/// pairs; transposeTile). The rows are read from the query tensor, those
+/// past a short last tile (which takes the linalg path and reads none of
+/// them) clamped to its last: no branch, whose result bufferization would
+/// give a layout of unknown strides (AMX's tile loads need known unit
+/// strides).
+Value AttentionTiler::packQueries(const QueryTile &qt) {
+  int64_t dd = *dStatic;
+  Value query = op.getQuery();
+  auto readRow = [&](OpBuilder &rb, Value i, Value c0, int64_t t) -> Value {
+    Idx rx{rb, loc};
+    Value row = rx.add(qt.q0, rx.min(i, rx.sub(qt.rows, rx.c(1))));
+    if (dot)
+      return readPairs(rb, loc, query,
+                       ValueRange{qt.batch, qt.head, row, rx.mul(c0, rx.c(2))},
+                       t);
+    Type et = elemTy;
+    Value pad = arith::ConstantOp::create(rb, loc, rb.getZeroAttr(et));
+    Value v = vector::TransferReadOp::create(
+        rb, loc, VectorType::get({t}, et), query,
+        ValueRange{qt.batch, qt.head, row, c0}, pad, ArrayRef<bool>{true});
+    if (et.isF32())
+      return v;
+    return arith::ExtFOp::create(rb, loc, VectorType::get({t}, rb.getF32Type()),
+                                 v);
+  };
+  return transposeTile(b, loc, readRow, tileQ, dot ? dd / 2 : dd, dot,
+                       vectorWidth);
 }
 
 /// Prefetches every cache line of row `row` (clamped to the last row) of
@@ -955,6 +1014,8 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
                                                const KeyTile &kt,
                                                ValueRange state, int64_t tq,
                                                int64_t tk, Value outTile) {
+  if (amx)
+    return stepAMX(bb, qt, kt, state, tq, tk, outTile);
   Value m = state[0], l = state[1], acc = state[2];
   int64_t dd = *dStatic, w = vectorWidth, wq = queryWidth(tq, w);
   auto prefetch = [&](OpBuilder &pb, Value i0, int64_t rows) {
@@ -1011,6 +1072,61 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
   return {buildPVKernel(bb, loc, probsT, v, accIn, corr, tq, tk, dd, w,
                         vectorWidth, dot, castTo(bb, loc, outTile, {tq, dd}),
                         normalized)};
+}
+
+/// A full tile's part [tq, tk] (as stepKernels) with both products on AMX
+/// tiles (tdpbf16ps, 16 x 16 f32 results of 32 pairs of bf16 a tile):
+/// S^T = K Q^T with K's rows as they are stored and the queries packed as
+/// pairs of the head dimension (packQueries), unscaled; logits and the
+/// softmax update as stepKernels (P written as bf16 pairs of keys); then
+/// acc = acc * corr + P V, with P's rows the transposed pairs of keys and V
+/// packed as pairs of keys. The accumulator stays in memory between key
+/// tiles (each product loads and stores its tiles of C). With `outTile`,
+/// the result is the normalized output tile.
+SmallVector<Value> AttentionTiler::stepAMX(OpBuilder &bb, const QueryTile &qt,
+                                           const KeyTile &kt, ValueRange state,
+                                           int64_t tq, int64_t tk,
+                                           Value outTile) {
+  Value m = state[0], l = state[1], acc = state[2];
+  int64_t dd = *dStatic;
+  Type bf16 = bb.getBF16Type();
+  // A VNNI panel [rows, 2 n] bf16 viewed as AMX's B operand, [rows, n, 2].
+  auto panel = [&](Value x, int64_t rows, int64_t n) -> Value {
+    return tensor::ExpandShapeOp::create(
+        bb, loc, RankedTensorType::get({rows, n, 2}, bf16),
+        castTo(bb, loc, x, {rows, 2 * n}),
+        ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  };
+  Value s0 =
+      filledF32(bb, loc, {bb.getIndexAttr(tk), bb.getIndexAttr(tq)}, 0.0f);
+  Value scoresT = buildAMXProduct(bb, loc, castTo(bb, loc, kt.k, {tk, dd}),
+                                  panel(qt.qT, dd / 2, tq), s0, tk, tq);
+  // The scores carry no scale: the softmax applies it (softmaxScale), or
+  // the logits do.
+  Value logitsT = castTo(bb, loc,
+                         logitsOf(bb, qt, kt, scoresT,
+                                  /*scaled=*/softmaxScale.has_value(),
+                                  /*transposed=*/true),
+                         {tk, tq});
+  auto [probsT, mNew, lNew, corr] = buildSoftmaxColumns(
+      bb, loc, logitsT, castTo(bb, loc, m, {tq}), castTo(bb, loc, l, {tq}), tq,
+      tk, queryWidth(tq, vectorWidth), /*pairs=*/true, softmaxScale);
+  // P [tq, tk] bf16: the pairs of keys [tk / 2, 2 tq] transposed.
+  Value pairsT = probsT; // (A lambda cannot capture a structured binding.)
+  auto readP = [&](OpBuilder &rb, Value i, Value c0, int64_t t) {
+    Idx rx{rb, loc};
+    return readPairs(rb, loc, pairsT, ValueRange{i, rx.mul(c0, rx.c(2))}, t);
+  };
+  Value p =
+      transposeTile(bb, loc, readP, tk / 2, tq, /*pairs=*/true, vectorWidth);
+  Value v = packRowPairs(bb, loc, castTo(bb, loc, kt.v, {tk, dd}), tk, dd);
+  Value accScaled = scaleRows(bb, loc, castTo(bb, loc, acc, {tq, dd}), corr, tq,
+                              dd, vectorWidth);
+  Value accNew =
+      buildAMXProduct(bb, loc, p, panel(v, tk / 2, dd), accScaled, tq, dd);
+  if (outTile)
+    return {normalize(outTile, accNew, lNew)};
+  return {mNew, lNew, accNew};
 }
 
 /// The part of a full tile made of the query rows [r0, r0 + rows) and the
@@ -1372,9 +1488,10 @@ Value AttentionTiler::build() {
 
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk,
-                       bool printCounts, int64_t vectorWidth, bool bf16Dot)
+                       bool printCounts, int64_t vectorWidth, bool bf16Dot,
+                       bool amx)
       : OpRewritePattern(ctx), tileQ(tq), tileKV(tk), printCounts(printCounts),
-        vectorWidth(vectorWidth), bf16Dot(bf16Dot) {}
+        vectorWidth(vectorWidth), bf16Dot(bf16Dot), amx(amx) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
@@ -1391,7 +1508,7 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
     for (AttentionOp part : parts) {
       rewriter.setInsertionPoint(part);
       AttentionTiler tiler(part, rewriter, tileQ, tileKV, printCounts,
-                           vectorWidth, bf16Dot);
+                           vectorWidth, bf16Dot, amx);
       rewriter.replaceOp(part, tiler.build());
     }
     return success();
@@ -1400,7 +1517,7 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   int64_t tileQ, tileKV;
   bool printCounts;
   int64_t vectorWidth;
-  bool bf16Dot;
+  bool bf16Dot, amx;
 };
 
 struct TileAttentionPass final
@@ -1427,6 +1544,7 @@ struct TileAttentionPass final
     options.tileKV = tileKV;
     options.vectorWidth = vectorWidth;
     options.bf16Dot = bf16Dot;
+    options.amx = amx;
     populateTileAttentionPatterns(patterns, options);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
@@ -1438,5 +1556,6 @@ void mlir::masformer::populateTileAttentionPatterns(
     RewritePatternSet &patterns, const TileAttentionPatternOptions &options) {
   patterns.add<TileAttentionPattern>(
       patterns.getContext(), options.tileQ, options.tileKV,
-      options.printTileCountsForTesting, options.vectorWidth, options.bf16Dot);
+      options.printTileCountsForTesting, options.vectorWidth, options.bf16Dot,
+      options.amx);
 }

@@ -131,29 +131,6 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
       .getResult();
 }
 
-/// C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk] over (m, n, k2, kk): the
-/// product on a VNNI panel `bPairs` ([k / 2, n, 2]), operands extended to
-/// f32.
-linalg::GenericOp buildPairsProduct(OpBuilder &b, Location loc, Value a,
-                                    Value bPairs, Value c) {
-  MLIRContext *ctx = b.getContext();
-  AffineExpr m, n, k2, kk;
-  bindDims(ctx, m, n, k2, kk);
-  return linalg::GenericOp::create(
-      b, loc, c.getType(), ValueRange{a, bPairs}, ValueRange{c},
-      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
-                          AffineMap::get(4, 0, {k2, n, kk}, ctx),
-                          AffineMap::get(4, 0, {m, n}, ctx)},
-      ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value x = toF32(nb, nl, args[0]);
-        Value y = toF32(nb, nl, args[1]);
-        Value p = arith::MulFOp::create(nb, nl, x, y);
-        linalg::YieldOp::create(
-            nb, nl, arith::AddFOp::create(nb, nl, args[2], p).getResult());
-      });
-}
-
 /// One matrix product rewritten as a parallel loop over (batch..., row
 /// tile, column tile): the state its steps share.
 struct ContractionTiler {
@@ -607,12 +584,7 @@ Value ContractionTiler::buildAMXTile(OpBuilder &tb, bool fullTile) {
       ct = tensor::InsertSliceOp::create(tb, loc, cTile, ct, zero2,
                                          ArrayRef<OpFoldResult>{ms, ns}, one2);
   }
-  linalg::GenericOp product = buildPairsProduct(tb, loc, at, bTile, ct);
-  // The tile's static size: folded casts may leave the operands' sizes
-  // dynamic after bufferization.
-  product->setAttr(kAMXTileAttrName,
-                   tb.getDenseI64ArrayAttr({tileM, tileN}));
-  Value r = product.getResult(0);
+  Value r = buildAMXProduct(tb, loc, at, bTile, ct, tileM, tileN);
   if (fullTile)
     return tensor::CastOp::create(tb, loc, cTileTy, r).getResult();
   return tensor::ExtractSliceOp::create(tb, loc, cTileTy, r, zero2,

@@ -10,7 +10,7 @@
 // The query tile packed once as pairs of the head dimension, [32 / 2, 2 *
 // 64] bf16: each row read as 16 pairs (one i32 each), a 16 x 16 transpose
 // of the pairs, each column written as 32 bf16.
-// CHECK:   scf.if %{{.+}} -> (tensor<16x128xbf16>) {
+// CHECK:   scf.for %{{.+}} -> (tensor<16x128xbf16>) {
 // CHECK-COUNT-16: vector.bitcast %{{.+}} : vector<32xbf16> to vector<16xi32>
 // CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
 // CHECK-COUNT-16: vector.bitcast %{{.+}} : vector<16xi32> to vector<32xbf16>

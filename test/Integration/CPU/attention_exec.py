@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -130,6 +131,26 @@ CASES = {
     # blocks of 4 vectors; the last columns take a narrower block.
     "kernel-head-dim-80": dict(span=("window", 16, 4), causal=True, sq=40,
                                skv=40, d=80),
+    # Sizes for the AMX tiles (--masformer-lower-to-cpu amx=1, tiles of
+    # 64 x 64): products of multiples of 32, several query tiles, edge
+    # tiles in halves of 32, a short last tile on the linalg path.
+    "amx-window-sink": dict(span=("window", 48, 8), causal=True, sq=200,
+                            skv=200, d=64),
+    "amx-full-causal-offset": dict(span=("full", 0), causal=True, sq=136,
+                                   skv=200, d=32),
+    "amx-block-sink-bidirectional-mask": dict(span=("block", 64, 5),
+                                              causal=False, sq=192,
+                                              skv=192, d=64,
+                                              mask="padding-min"),
+    "amx-heads-gqa-softcap": dict(hq=4, hkv=2, span=[("window", 40, 4),
+                                                     ("full", 0)],
+                                  causal=True, sq=160, skv=160, d=32,
+                                  mask="full4d", softcap=1.5),
+    "amx-empty-rows-wide-logits": dict(span=("full", 0), causal=False,
+                                       sq=128, skv=128, d=32, scale=4.0,
+                                       mask="neginf-batch1"),
+    "amx-nan": dict(span=("block", 64), causal=True, sq=128, skv=128, d=32,
+                    nan=True),
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
@@ -296,6 +317,37 @@ def check_tiles(c, stdout, spec):
           f"({sum(printed) / dense:.3f}), the smallest cover of the span")
 
 
+# Linux hands AMX's tile registers only to a process that asks
+# (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); without it the first
+# tile instruction is SIGILL. The permission does not survive exec, so the
+# runner asks itself: a library whose constructor asks, loaded with the
+# runner utils.
+AMX_PERMIT_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+__attribute__((constructor)) static void permit(void) {
+  if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) {
+    perror("arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)");
+    exit(1);
+  }
+}
+"""
+
+
+def amx_permit_library(tmp):
+    src = os.path.join(tmp, "amx_permit.c")
+    lib = os.path.join(tmp, "libamx_permit.so")
+    with open(src, "w") as f:
+        f.write(AMX_PERMIT_C)
+    cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, src],
+                        capture_output=True, text=True)
+    if cc.returncode:
+        sys.exit(f"--amx: cannot build the permission library:\n{cc.stderr}")
+    return lib
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True, choices=sorted(CASES))
@@ -309,6 +361,10 @@ def main():
                     help="run the case in this element type instead of its "
                          "own")
     ap.add_argument("--dump", help="write the generated module here")
+    ap.add_argument("--amx", action="store_true",
+                    help="the pipeline emits AMX tile instructions: the "
+                         "runner process asks Linux for them first "
+                         "(amx_permit_library)")
     ap.add_argument("--expect-tiles", metavar="TQ,TK",
                     help="the pipeline prints the key tiles each query tile "
                          "visits (--masformer-test-tile-counts): check them against the "
@@ -339,14 +395,18 @@ def main():
         input=module, capture_output=True, text=True)
     if opt.returncode:
         sys.exit(f"{a.case}: masformer-opt failed:\n{opt.stderr}")
-    run = subprocess.run(
-        [a.runner, "-e", "main", "-entry-point-result=void",
-         f"-shared-libs={a.lib_dir}/libmlir_runner_utils.so,"
-         f"{a.lib_dir}/libmlir_c_runner_utils.so"
-         # --masformer-lower-to-cpu runs its loops with OpenMP.
-         + (f",{a.lib_dir}/libomp.so"
-            if os.path.exists(f"{a.lib_dir}/libomp.so") else "")],
-        input=opt.stdout, capture_output=True, text=True)
+    libs = [f"{a.lib_dir}/libmlir_runner_utils.so",
+            f"{a.lib_dir}/libmlir_c_runner_utils.so"]
+    # --masformer-lower-to-cpu runs its loops with OpenMP.
+    if os.path.exists(f"{a.lib_dir}/libomp.so"):
+        libs.append(f"{a.lib_dir}/libomp.so")
+    with tempfile.TemporaryDirectory(prefix="attention-exec-") as tmp:
+        if a.amx:
+            libs.append(amx_permit_library(tmp))
+        run = subprocess.run(
+            [a.runner, "-e", "main", "-entry-point-result=void",
+             "-shared-libs=" + ",".join(libs)],
+            input=opt.stdout, capture_output=True, text=True)
     if run.returncode:
         sys.exit(f"{a.case}: mlir-runner failed:\n{run.stderr}")
     got = parse_memref(run.stdout, q.shape)

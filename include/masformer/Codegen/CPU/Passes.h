@@ -43,6 +43,9 @@ struct TileAttentionPatternOptions {
   /// bf16 attention's full tiles on AVX512-BF16's vdpbf16ps (vector width
   /// 16): both products on pairs of bf16, P rounded to bf16.
   bool bf16Dot = false;
+  /// bf16 attention's full tiles with both products as AMX tile products
+  /// (vector width 16; sizes multiples of 32).
+  bool amx = false;
   /// Testing only (--masformer-test-tile-counts): each query tile prints how
   /// many key tiles it visits, through the runner utils' printI64 and
   /// printNewline, which the module must declare.

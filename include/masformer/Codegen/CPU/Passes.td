@@ -49,6 +49,15 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     and each key tile's values are packed as pairs of keys. Accumulation,
     the softmax and its state stay f32.
 
+    With `amx` (and `vector-width=16`), full tiles of bf16 attention whose
+    products' sizes are multiples of 32 (the head dimension, `tile-q` and
+    `tile-kv`, and their halves on the span's edge) run both products as
+    AMX tile products marked for `--masformer-lower-amx-tiles`: `K Q^T`
+    from the keys as stored and the packed queries, and `P V` from P's
+    rows (the softmax's pairs of keys transposed) and the values packed
+    as pairs of keys, into the accumulator rescaled in memory. The softmax
+    is the same as with `bf16-dot`.
+
     ```mlir
     %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
            : tensor<1x4x256x32xf32>, ... -> tensor<1x4x256x32xf32>
@@ -70,7 +79,12 @@ def TileAttention : Pass<"masformer-tile-attention"> {
            "With vector-width=16, bf16 attention's micro-kernels run on "
            "AVX512-BF16's vdpbf16ps: K Q^T on pairs of the head dimension, "
            "P V on pairs of keys (P rounded to bf16, V's pairs packed per "
-           "key tile); accumulation stays f32">
+           "key tile); accumulation stays f32">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "With vector-width=16, bf16 attention's full tiles run K Q^T and "
+           "P V as AMX tile products (for --masformer-lower-amx-tiles) where "
+           "the head dimension and the tiles (and their halves) are "
+           "multiples of 32; the pairs layouts are those of bf16-dot">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

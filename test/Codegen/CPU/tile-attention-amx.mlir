@@ -1,0 +1,86 @@
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=16 amx=1" | FileCheck %s
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=16 amx=1 bf16-dot=1" | FileCheck %s
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=32 tile-kv=64 vector-width=16 amx=1 bf16-dot=1" | FileCheck %s --check-prefix=DOT
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=8 amx=1" | FileCheck %s --check-prefix=NOAMX
+
+// With amx, bf16 attention's full tiles run both products as AMX tile
+// products (linalg.generic marked masformer.amx_tile, lowered by
+// --masformer-lower-amx-tiles after bufferization). Head dimension 64,
+// tiles of 64 x 64, a block span with the causal triangle: interior tiles
+// whole, edge tiles in halves of 32 queries.
+// CHECK-LABEL: func @block_causal_bf16
+// The query tile packed once as pairs of the head dimension, [64 / 2, 2 *
+// 64] bf16, by 16 x 16 transposes of 32-bit pairs.
+// CHECK:       scf.for %{{.+}} -> (tensor<32x128xbf16>) {
+// CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// A whole tile: S^T = K Q^T [64 keys, 64 queries] from zero, K's rows as
+// stored (A), the packed queries as AMX's B [32 pairs, 64, 2].
+// CHECK:         tensor.empty() : tensor<64x64xf32>
+// CHECK:         linalg.fill
+// CHECK:         %[[QP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
+// CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[QP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
+// The softmax writes P as bf16 pairs of keys, [64 / 2, 2 * 64].
+// CHECK:         tensor.empty() : tensor<32x128xbf16>
+// CHECK:         vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+// P's rows [64 queries, 64 keys]: the pairs of keys transposed.
+// CHECK:         tensor.empty() : tensor<64x64xbf16>
+// CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// V packed as pairs of keys, [32, 2 * 64].
+// CHECK:         tensor.empty() : tensor<32x128xbf16>
+// CHECK:         vector.interleave
+// The accumulator's rows times their rescaling, in memory.
+// CHECK:         scf.for %[[I:.+]] = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args(%{{.+}}) -> (tensor<64x64xf32>)
+// CHECK:           %[[CORR:.+]] = vector.broadcast %{{.+}} : f32 to vector<16xf32>
+// CHECK-COUNT-4:   arith.mulf %{{.+}}, %[[CORR]] : vector<16xf32>
+// acc += P V on AMX: P (A), V's pairs as B [32, 64, 2].
+// CHECK:         %[[VP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
+// CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[VP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
+// Edge tiles in halves of 32 queries against 32 or 64 keys: their half of
+// the packed queries.
+// CHECK:         tensor.expand_shape %{{.+}} output_shape [32, 32, 2] : tensor<32x64xbf16> into tensor<32x32x2xbf16>
+// CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 32>}
+// CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
+// CHECK:         attrs = {masformer.amx_tile = array<i64: 64, 32>}
+// CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
+// CHECK-NOT: x86vector
+// CHECK-LABEL: func @head_dim_48
+
+// With tiles of 32 queries the halves (16 queries) are too narrow for AMX:
+// vdpbf16ps with bf16-dot.
+// DOT-LABEL: func @block_causal_bf16
+// DOT-NOT: masformer.amx_tile
+// DOT: x86vector.avx512.dot
+// DOT-NOT: masformer.amx_tile
+// DOT-LABEL: func @head_dim_48
+
+// Vectors of 8: no micro-kernels of bf16 pairs, no AMX.
+// NOAMX-LABEL: func @block_causal_bf16
+// NOAMX-NOT: masformer.amx_tile
+// NOAMX: vector.fma
+// NOAMX-NOT: masformer.amx_tile
+// NOAMX-LABEL: func @head_dim_48
+func.func @block_causal_bf16(%q: tensor<1x2x192x64xbf16>, %k: tensor<1x2x192x64xbf16>, %v: tensor<1x2x192x64xbf16>) -> tensor<1x2x192x64xbf16> {
+  %o = masformer.attention %q, %k, %v {span = #masformer.span<block 96>, causal = true} : tensor<1x2x192x64xbf16>, tensor<1x2x192x64xbf16>, tensor<1x2x192x64xbf16> -> tensor<1x2x192x64xbf16>
+  return %o : tensor<1x2x192x64xbf16>
+}
+
+// A head dimension of 48 (not a multiple of 32): no AMX; vdpbf16ps with
+// bf16-dot, FMAs on bf16 extended to f32 without.
+// CHECK-NOT: masformer.amx_tile
+// CHECK-LABEL: func @f32_full
+// DOT-NOT: masformer.amx_tile
+// DOT-LABEL: func @f32_full
+func.func @head_dim_48(%q: tensor<1x1x128x48xbf16>, %k: tensor<1x1x128x48xbf16>, %v: tensor<1x1x128x48xbf16>) -> tensor<1x1x128x48xbf16> {
+  %o = masformer.attention %q, %k, %v {span = #masformer.span<full>} : tensor<1x1x128x48xbf16>, tensor<1x1x128x48xbf16>, tensor<1x1x128x48xbf16> -> tensor<1x1x128x48xbf16>
+  return %o : tensor<1x1x128x48xbf16>
+}
+
+// f32 attention keeps the FMA kernels with amx set.
+// CHECK-NOT: masformer.amx_tile
+// CHECK: vector.fma
+// CHECK-NOT: masformer.amx_tile
+// DOT-NOT: masformer.amx_tile
+func.func @f32_full(%q: tensor<1x1x128x64xf32>, %k: tensor<1x1x128x64xf32>, %v: tensor<1x1x128x64xf32>) -> tensor<1x1x128x64xf32> {
+  %o = masformer.attention %q, %k, %v {span = #masformer.span<full>} : tensor<1x1x128x64xf32>, tensor<1x1x128x64xf32>, tensor<1x1x128x64xf32> -> tensor<1x1x128x64xf32>
+  return %o : tensor<1x1x128x64xf32>
+}
