@@ -266,10 +266,12 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
                    (tools.host.amxBF16 || options.emulateAMX);
     lowering.emulateAMX = options.emulateAMX;
     lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
-    // bf16 attention where its kernels beat the f32 ones: on vdpbf16ps
-    // (AMD), or with no AVX512-BF16 at all (--emulate-amx on an AVX2 CPU,
-    // a test of the bf16 attention kernels); f32 on Intel's AVX512-BF16.
-    lowering.attentionBF16 = !tools.host.avx512BF16 || tools.host.fastBF16Dot;
+    // bf16 attention where its kernels beat the f32 ones: on AMX tiles, on
+    // vdpbf16ps (AMD), or with no AVX512-BF16 at all (--emulate-amx on an
+    // AVX2 CPU, a test of the bf16 attention kernels); f32 on Intel's
+    // AVX512-BF16 without AMX.
+    lowering.attentionBF16 =
+        !tools.host.avx512BF16 || tools.host.fastBF16Dot || lowering.amx;
     lowering.genericAllocation = true;
     buildLowerToCPUPipeline(pm, lowering);
   }

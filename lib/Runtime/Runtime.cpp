@@ -435,7 +435,8 @@ static std::string enableISA(const std::string &name, const char *path) {
               (edx & (1u << 22)) && (edx & (1u << 24));
   if (!have)
     return std::string("'") + path +
-           "' runs its bf16 products on AMX tiles, and this CPU has no "
+           "' runs its bf16 products and attention on AMX tiles, and this CPU "
+           "has no "
            "AMX-BF16: compile the model on this machine, or with "
            "--precision=f32";
   // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: without it the first tile
@@ -443,13 +444,15 @@ static std::string enableISA(const std::string &name, const char *path) {
   constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0)
     return std::string("'") + path +
-           "' runs its bf16 products on AMX tiles, and the kernel refused "
+           "' runs its bf16 products and attention on AMX tiles, and the "
+           "kernel refused "
            "them to this process (arch_prctl(ARCH_REQ_XCOMP_PERM): " +
            std::strerror(errno) + ")";
   return "";
 #else
   return std::string("'") + path +
-         "' runs its bf16 products on AMX tiles, which need x86-64 Linux";
+         "' runs its bf16 products and attention on AMX tiles, which need "
+         "x86-64 Linux";
 #endif
 }
 

@@ -53,8 +53,9 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::init("f32")};
   PassOptions::Option<bool> amx{
       *this, "amx",
-      llvm::cl::desc("With precision=bf16: products with constant weights "
-                     "on AMX tiles (the CPU has AMX-BF16)"),
+      llvm::cl::desc("With precision=bf16: products with constant weights, "
+                     "and attention whose head dimension is a multiple of "
+                     "32, on AMX tiles (the CPU has AMX-BF16)"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> emulateAMX{
       *this, "emulate-amx",
@@ -71,9 +72,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
   PassOptions::Option<bool> attentionBF16{
       *this, "attention-bf16",
       llvm::cl::desc("With precision=bf16: attention on bf16 operands too "
-                     "(on vdpbf16ps with avx512-bf16); off, attention stays "
-                     "f32: masformer-compile's choice on Intel's CPUs, whose "
-                     "f32 attention kernels are faster than the bf16 ones"),
+                     "(on AMX tiles with amx, else on vdpbf16ps with "
+                     "avx512-bf16); off, attention stays f32: "
+                     "masformer-compile's choice on Intel's CPUs without "
+                     "AMX, whose f32 attention kernels are faster than the "
+                     "bf16 ones"),
       llvm::cl::init(true)};
 };
 

@@ -1,11 +1,13 @@
 //===- LowerAMXTiles.cpp - bf16 tile products on AMX -----------*- C++ -*-===//
 //
-// The bf16 tile products that --masformer-tile-contractions marks for AMX
-// (a linalg.generic C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk], B in the
-// VNNI layout of pairs of k), after bufferization, as AMX tile loads,
-// tdpbf16ps and stores: blocks of 32 x 32 results held in four tile
-// registers while k runs in chunks, so that no tile value crosses a block
-// boundary (LLVM's conversion of control flow has no AMX tile type).
+// The bf16 tile products that --masformer-tile-contractions and
+// --masformer-tile-attention mark for AMX (a linalg.generic C[m, n] += A[m, 2
+// k2 + kk] * B[k2, n, kk], B in the VNNI layout of pairs of k), after
+// bufferization, as AMX tile loads, tdpbf16ps and stores: blocks of 32 x 32
+// results held in four tile registers while k runs in chunks, so that no tile
+// value crosses a block boundary (LLVM's conversion of control flow has no AMX
+// tile type). An A or B whose rows are not known to be contiguous is copied
+// first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,10 @@ constexpr int64_t kMaxSteps = 8;
 struct AMXTile {
   Value a, b, c;
   int64_t m, n, k;
+  /// Whether A's or B's rows are not known to be contiguous (a view of
+  /// unknown strides): the operand is first copied into a buffer of its
+  /// own.
+  bool copyA = false, copyB = false;
 };
 
 /// The operands of a marked product on memrefs, or failure with why.
@@ -98,22 +104,39 @@ FailureOr<AMXTile> matchTile(linalg::GenericOp op, std::string &why) {
         return false;
     return true;
   };
-  if (!innerUnit(aTy, 1) || !innerUnit(cTy, 1) || !innerUnit(bTy, 2)) {
-    why = "expected contiguous rows";
+  if (!innerUnit(cTy, 1)) {
+    why = "expected the accumulator's rows contiguous";
     return failure();
   }
+  t.copyA = !innerUnit(aTy, 1);
+  t.copyB = !innerUnit(bTy, 2);
   return t;
+}
+
+/// `x` itself when its rows are contiguous, else a copy of it (static
+/// `shape`) in a buffer of its own.
+Value contiguous(RewriterBase &rw, Location loc, Value x, bool copy,
+                 ArrayRef<int64_t> shape) {
+  if (!copy)
+    return x;
+  auto ty = cast<MemRefType>(x.getType());
+  Value buf = memref::AllocOp::create(
+      rw, loc, MemRefType::get(shape, ty.getElementType()));
+  memref::CopyOp::create(rw, loc, x, buf);
+  return buf;
 }
 
 void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
   Location loc = op.getLoc();
   rw.setInsertionPoint(op);
+  Value aBuf = contiguous(rw, loc, t.a, t.copyA, {t.m, t.k});
+  Value b3 = contiguous(rw, loc, t.b, t.copyB, {t.k / 2, t.n, 2});
   auto c = [&](int64_t v) {
     return arith::ConstantIndexOp::create(rw, loc, v).getResult();
   };
   // B as [k / 2, 2 n]: a row is the pairs of k of every column.
   Value b = memref::CollapseShapeOp::create(
-      rw, loc, t.b, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+      rw, loc, b3, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
   auto aTy = amx::TileType::get({kTile, kDepth}, rw.getBF16Type());
   auto cTy = amx::TileType::get({kTile, kTile}, rw.getF32Type());
   int64_t steps = t.k / kDepth;
@@ -142,7 +165,7 @@ void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
         Value k2 = arith::DivUIOp::create(rw, loc, k, c(2));
         Value a[2], bt[2];
         for (int64_t r = 0; r < 2; ++r)
-          a[r] = amx::TileLoadOp::create(rw, loc, aTy, t.a,
+          a[r] = amx::TileLoadOp::create(rw, loc, aTy, aBuf,
                                          ValueRange{c(bi + r * kTile), k});
         for (int64_t s = 0; s < 2; ++s)
           bt[s] = amx::TileLoadOp::create(

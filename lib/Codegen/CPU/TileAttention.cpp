@@ -153,14 +153,16 @@ Value buildPVKernel(
 /// 2, 2 n] (element (2 p + r, j) at (p, 2 j + r)): the VNNI layout whose
 /// vectors of 32 bf16 vdpbf16ps reads as 16 pairs. rows must be even, n a
 /// multiple of 16. Per pair of rows, two loads of 16 and one interleave per
-/// 16 columns.
-Value packRowPairs(OpBuilder &b, Location loc, Value x, int64_t rows,
-                   int64_t n) {
+/// 16 columns. Written into `into` when given, else into a new tensor.
+Value packRowPairs(OpBuilder &b, Location loc, Value x, int64_t rows, int64_t n,
+                   Value into = Value()) {
   Idx ix{b, loc};
   Type bf16 = b.getBF16Type();
   auto halfTy = VectorType::get({16}, bf16);
   Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(bf16));
-  Value init = tensor::EmptyOp::create(b, loc, {rows / 2, 2 * n}, bf16);
+  Value init = into ? into
+                    : tensor::EmptyOp::create(b, loc, {rows / 2, 2 * n}, bf16)
+                          .getResult();
   auto loop = ix.loop(0, rows / 2, 1, ValueRange{init});
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
@@ -371,6 +373,105 @@ Value castTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   return tensor::CastOp::create(b, loc, to, v);
 }
 
+/// The online-softmax update of a full tile from its logits [tq, tk] (one
+/// row per query, keys along the row), a row at a time in vectors of w
+/// keys, for AMX's P V: m' = max(m, row max), P = exp(logits - m') as bf16
+/// [tq, tk] (the rows AMX loads as P V's A), corr = exp(m - m'),
+/// l' = l * corr + row sum(P) of P as rounded to bf16 (the weights the
+/// output is divided by are those it was summed with). The row's vectors
+/// stay in registers between its maximum and its exponentials; each row
+/// ends in two lane reductions. As buildSoftmaxColumns: a row whose
+/// running max is still -inf subtracts 0 (P = 0, corr = 0, not NaN); a NaN
+/// logit is left out of the maximum and makes its row's P, sum and output
+/// NaN; with `scoreScale` the logits are unscaled and the scale joins the
+/// exponent's factor. tk must be a multiple of 2 w.
+struct SoftmaxRows {
+  Value probs, m, l, corr;
+};
+SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
+                             Value l, int64_t tq, int64_t tk, int64_t w,
+                             std::optional<float> scoreScale) {
+  Idx ix{b, loc};
+  Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
+  auto vt = VectorType::get({w}, f32);
+  auto splat = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
+  };
+  constexpr double kLog2e = 1.44269504088896341;
+  float negInf = -std::numeric_limits<float>::infinity();
+  Value probs0 = tensor::EmptyOp::create(b, loc, {tq, tk}, bf16);
+  Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
+  auto rowLoop = ix.loop(0, tq, 1, ValueRange{probs0, m, l, corr0});
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(rowLoop.getBody());
+  Value i = rowLoop.getInductionVar();
+  Value probs = rowLoop.getRegionIterArg(0), mT = rowLoop.getRegionIterArg(1),
+        lT = rowLoop.getRegionIterArg(2), corrT = rowLoop.getRegionIterArg(3);
+  SmallVector<Value> xs;
+  for (int64_t j = 0; j < tk; j += w)
+    xs.push_back(readF32(b, loc, logits, i, ix.c(j), w));
+  // Two chains of maxima from -inf (buildGreater keeps its second operand
+  // where the first is NaN: the chains hold no NaN), then across the lanes
+  // as a tree of vmaxps (no NaN to order: nnan; a reduction that must order
+  // NaN is a serial chain of 16 scalar steps).
+  Value chains[2] = {splat(negInf), splat(negInf)};
+  for (auto [j, x] : llvm::enumerate(xs))
+    chains[j % 2] = buildGreater(b, loc, x, chains[j % 2]);
+  Value rowMax =
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
+                                  buildGreater(b, loc, chains[1], chains[0]),
+                                  Value(), arith::FastMathFlags::nnan);
+  if (scoreScale)
+    rowMax =
+        arith::MulFOp::create(b, loc, rowMax, f32Const(b, loc, *scoreScale));
+  Value mOld = tensor::ExtractOp::create(b, loc, mT, ValueRange{i});
+  Value mNew = buildGreater(b, loc, rowMax, mOld);
+  Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
+                                      f32Const(b, loc, negInf));
+  Value sub =
+      arith::SelectOp::create(b, loc, isInf, f32Const(b, loc, 0.0f), mNew);
+  Value subV = vector::BroadcastOp::create(b, loc, vt, sub);
+  Value factor =
+      splat(static_cast<float>(scoreScale ? *scoreScale * kLog2e : kLog2e));
+  Value offset;
+  if (scoreScale)
+    offset = arith::NegFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, subV, splat(kLog2e)));
+  Value sums[2] = {splat(0.0f), splat(0.0f)};
+  for (auto [j, x] : llvm::enumerate(xs)) {
+    Value t = scoreScale
+                  ? math::FmaOp::create(b, loc, x, factor, offset).getResult()
+                  : arith::MulFOp::create(
+                        b, loc, arith::SubFOp::create(b, loc, x, subV), factor)
+                        .getResult();
+    Value p = buildExp2NonPositive(b, loc, t);
+    Value rounded =
+        arith::TruncFOp::create(b, loc, VectorType::get({w}, bf16), p);
+    probs = writeVec(b, loc, rounded, probs, i, ix.c(j * w));
+    sums[j % 2] = arith::AddFOp::create(
+        b, loc, sums[j % 2], arith::ExtFOp::create(b, loc, vt, rounded));
+  }
+  Value rowSum = vector::ReductionOp::create(
+      b, loc, vector::CombiningKind::ADD,
+      arith::AddFOp::create(b, loc, sums[0], sums[1]));
+  // exp(m - sub) in a vector (m = -inf gives 0), its first lane.
+  Value corrV = buildExpNonPositive(
+      b, loc,
+      arith::SubFOp::create(
+          b, loc, vector::BroadcastOp::create(b, loc, vt, mOld), subV));
+  Value corr = vector::ExtractOp::create(b, loc, corrV, ArrayRef<int64_t>{0});
+  Value lOld = tensor::ExtractOp::create(b, loc, lT, ValueRange{i});
+  Value lNew = arith::AddFOp::create(
+      b, loc, arith::MulFOp::create(b, loc, lOld, corr), rowSum);
+  scf::YieldOp::create(
+      b, loc,
+      ValueRange{probs, tensor::InsertOp::create(b, loc, mNew, mT, i),
+                 tensor::InsertOp::create(b, loc, lNew, lT, i),
+                 tensor::InsertOp::create(b, loc, corr, corrT, i)});
+  return {rowLoop.getResult(0), rowLoop.getResult(1), rowLoop.getResult(2),
+          rowLoop.getResult(3)};
+}
+
 //===----------------------------------------------------------------------===//
 // The tiling, step by step
 //===----------------------------------------------------------------------===//
@@ -479,6 +580,7 @@ private:
   }
 
   Value packQueries(const QueryTile &qt);
+  std::pair<Value, Value> packKeysValues();
   void prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt, bool kv,
                    Value row);
   void prefetchNext(OpBuilder &pb, const QueryTile &qt, const KeyTile &kt,
@@ -553,6 +655,9 @@ private:
   /// The query, key and value tensors' buffers, for prefetches (with the
   /// micro-kernels).
   Value qBuf, kBuf, vBuf;
+  /// With `amx`: the keys and values packed as AMX's B operands
+  /// (packKeysValues).
+  Value kPacked, vPacked;
   static constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 };
 
@@ -573,9 +678,10 @@ using RowReader =
 /// divides both sizes) are read a row at a time, in the order the rows lie
 /// in memory, and transposed in registers (vector.transpose: shuffles,
 /// where a strided copy would be a gather per column touching every row's
-/// line at once).
+/// line at once). The result is written into `into` when given (a
+/// destination of the result's type), else into a new tensor.
 Value transposeTile(OpBuilder &b, Location loc, RowReader readRow, int64_t rows,
-                    int64_t cols, bool pairs, int64_t w) {
+                    int64_t cols, bool pairs, int64_t w, Value into = Value()) {
   Idx ix{b, loc};
   Type et = pairs ? Type(b.getI32Type()) : Type(b.getF32Type());
   int64_t t = std::min(queryWidth(rows, w), queryWidth(cols, w));
@@ -583,7 +689,9 @@ Value transposeTile(OpBuilder &b, Location loc, RowReader readRow, int64_t rows,
                   : RankedTensorType::get({cols, rows}, b.getF32Type());
   auto blockTy = VectorType::get({t, t}, et);
   Value init =
-      tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType());
+      into ? into
+           : tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType())
+                 .getResult();
   auto rowLoop = ix.loop(0, rows, t, ValueRange{init});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(rowLoop.getBody());
@@ -658,6 +766,84 @@ Value AttentionTiler::packQueries(const QueryTile &qt) {
   };
   return transposeTile(b, loc, readRow, tileQ, dot ? dd / 2 : dd, dot,
                        vectorWidth);
+}
+
+/// For AMX (stepAMX), the keys' pairs of the head dimension transposed,
+/// [batch, kv_heads, head_dim / 2, 2 skv] bf16 (element (n, 2 j + r) of a
+/// head is K's (n, 2 j + r) at (j, 2 n + r): S = Q K^T's B operand), and
+/// the values' pairs of keys, [batch, kv_heads, skv / 2, 2 head_dim] (P
+/// V's), for every full key tile: packed once, by a parallel loop of their
+/// own over (batch, kv head, key tile), rather than by every query tile
+/// that reads them. With fewer queries than a tile (no full tile reads
+/// them: decoding) the loop runs no iteration.
+std::pair<Value, Value> AttentionTiler::packKeysValues() {
+  int64_t dd = *dStatic;
+  Type bf16 = b.getBF16Type();
+  Value skv = val(skvF);
+  std::optional<int64_t> skvStatic = stat(skvF);
+  OpFoldResult twice = skvStatic ? OpFoldResult(b.getIndexAttr(2 * *skvStatic))
+                                 : OpFoldResult(ix.mul(skv, ix.c(2)));
+  OpFoldResult half = skvStatic ? OpFoldResult(b.getIndexAttr(*skvStatic / 2))
+                                : OpFoldResult(ix.fdiv(skv, ix.c(2)));
+  Value kp0 = tensor::EmptyOp::create(
+      b, loc,
+      ArrayRef<OpFoldResult>{batchF, kvHeadsF, b.getIndexAttr(dd / 2), twice},
+      bf16);
+  Value vp0 = tensor::EmptyOp::create(
+      b, loc,
+      ArrayRef<OpFoldResult>{batchF, kvHeadsF, half, b.getIndexAttr(2 * dd)},
+      bf16);
+  Value someFull = ix.cmp(arith::CmpIPredicate::sge, val(sqF), ix.c(tileQ));
+  Value tiles = arith::SelectOp::create(b, loc, someFull,
+                                        ix.fdiv(skv, ix.c(tileKV)), ix.c(0));
+  auto forall = scf::ForallOp::create(
+      b, loc, ArrayRef<OpFoldResult>{batchF, kvHeadsF, tiles},
+      ValueRange{kp0, vp0}, std::nullopt);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(forall.getTerminator());
+  Value bi = forall.getInductionVar(0), hi = forall.getInductionVar(1);
+  Value k0 = ix.mul(forall.getInductionVar(2), ix.c(tileKV));
+  SmallVector<OpFoldResult> lead = {bi, hi};
+  Value kTile = castTo(b, loc,
+                       slice2D(b, loc, op.getKey(), lead, k0,
+                               b.getIndexAttr(tileKV), b.getIndexAttr(0), d),
+                       {tileKV, dd});
+  auto readK = [&](OpBuilder &rb, Value i, Value c0, int64_t t) {
+    Idx rx{rb, loc};
+    return readPairs(rb, loc, kTile, ValueRange{i, rx.mul(c0, rx.c(2))}, t);
+  };
+  // Written into their slices of the results (no copy).
+  Value kCol = ix.mul(k0, ix.c(2)), vRow = ix.fdiv(k0, ix.c(2));
+  Value kInto =
+      slice2D(b, loc, forall.getRegionIterArgs()[0], lead, b.getIndexAttr(0),
+              b.getIndexAttr(dd / 2), kCol, b.getIndexAttr(2 * tileKV));
+  Value vInto = slice2D(b, loc, forall.getRegionIterArgs()[1], lead, vRow,
+                        b.getIndexAttr(tileKV / 2), b.getIndexAttr(0),
+                        b.getIndexAttr(2 * dd));
+  Value kT = transposeTile(b, loc, readK, tileKV, dd / 2, /*pairs=*/true,
+                           vectorWidth, kInto);
+  Value vTile = castTo(b, loc,
+                       slice2D(b, loc, op.getValue(), lead, k0,
+                               b.getIndexAttr(tileKV), b.getIndexAttr(0), d),
+                       {tileKV, dd});
+  Value vP = packRowPairs(b, loc, vTile, tileKV, dd, vInto);
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  auto ones = SmallVector<OpFoldResult>(4, b.getIndexAttr(1));
+  tensor::ParallelInsertSliceOp::create(
+      b, loc, kT, forall.getRegionIterArgs()[0],
+      ArrayRef<OpFoldResult>{bi, hi, b.getIndexAttr(0), kCol},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                             b.getIndexAttr(dd / 2),
+                             b.getIndexAttr(2 * tileKV)},
+      ones);
+  tensor::ParallelInsertSliceOp::create(
+      b, loc, vP, forall.getRegionIterArgs()[1],
+      ArrayRef<OpFoldResult>{bi, hi, vRow, b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                             b.getIndexAttr(tileKV / 2),
+                             b.getIndexAttr(2 * dd)},
+      ones);
+  return {forall.getResult(0), forall.getResult(1)};
 }
 
 /// Prefetches every cache line of row `row` (clamped to the last row) of
@@ -1075,20 +1261,21 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
 }
 
 /// A full tile's part [tq, tk] (as stepKernels) with both products on AMX
-/// tiles (tdpbf16ps, 16 x 16 f32 results of 32 pairs of bf16 a tile):
-/// S^T = K Q^T with K's rows as they are stored and the queries packed as
-/// pairs of the head dimension (packQueries), unscaled; logits and the
-/// softmax update as stepKernels (P written as bf16 pairs of keys); then
-/// acc = acc * corr + P V, with P's rows the transposed pairs of keys and V
-/// packed as pairs of keys. The accumulator stays in memory between key
-/// tiles (each product loads and stores its tiles of C). With `outTile`,
-/// the result is the normalized output tile.
+/// tiles (tdpbf16ps: 16 x 16 f32 results of 32 pairs of bf16 a tile):
+/// S = Q K^T [tq, tk] from the queries' rows as stored and the keys' packed
+/// pairs (packKeysValues), unscaled; logits as stepKernels (not
+/// transposed); the softmax a row at a time (buildSoftmaxRows), P written
+/// as the bf16 rows P V reads; then acc = acc * corr + P V with the
+/// values' packed pairs. Nothing is packed per tile. The accumulator stays
+/// in memory between key tiles (each product loads and stores its tiles of
+/// C). With `outTile`, the result is the normalized output tile.
 SmallVector<Value> AttentionTiler::stepAMX(OpBuilder &bb, const QueryTile &qt,
                                            const KeyTile &kt, ValueRange state,
                                            int64_t tq, int64_t tk,
                                            Value outTile) {
   Value m = state[0], l = state[1], acc = state[2];
   int64_t dd = *dStatic;
+  Idx bx{bb, loc};
   Type bf16 = bb.getBF16Type();
   // A VNNI panel [rows, 2 n] bf16 viewed as AMX's B operand, [rows, n, 2].
   auto panel = [&](Value x, int64_t rows, int64_t n) -> Value {
@@ -1097,33 +1284,30 @@ SmallVector<Value> AttentionTiler::stepAMX(OpBuilder &bb, const QueryTile &qt,
         castTo(bb, loc, x, {rows, 2 * n}),
         ArrayRef<ReassociationIndices>{{0}, {1, 2}});
   };
+  SmallVector<OpFoldResult> kvLead = {qt.batch, qt.kvHead};
+  Value keys = slice2D(bb, loc, kPacked, kvLead, bb.getIndexAttr(0),
+                       bb.getIndexAttr(dd / 2), bx.mul(kt.k0, bx.c(2)),
+                       bb.getIndexAttr(2 * tk));
   Value s0 =
-      filledF32(bb, loc, {bb.getIndexAttr(tk), bb.getIndexAttr(tq)}, 0.0f);
-  Value scoresT = buildAMXProduct(bb, loc, castTo(bb, loc, kt.k, {tk, dd}),
-                                  panel(qt.qT, dd / 2, tq), s0, tk, tq);
+      filledF32(bb, loc, {bb.getIndexAttr(tq), bb.getIndexAttr(tk)}, 0.0f);
+  Value scores = buildAMXProduct(bb, loc, castTo(bb, loc, qt.q, {tq, dd}),
+                                 panel(keys, dd / 2, tk), s0, tq, tk);
   // The scores carry no scale: the softmax applies it (softmaxScale), or
   // the logits do.
-  Value logitsT = castTo(bb, loc,
-                         logitsOf(bb, qt, kt, scoresT,
-                                  /*scaled=*/softmaxScale.has_value(),
-                                  /*transposed=*/true),
-                         {tk, tq});
-  auto [probsT, mNew, lNew, corr] = buildSoftmaxColumns(
-      bb, loc, logitsT, castTo(bb, loc, m, {tq}), castTo(bb, loc, l, {tq}), tq,
-      tk, queryWidth(tq, vectorWidth), /*pairs=*/true, softmaxScale);
-  // P [tq, tk] bf16: the pairs of keys [tk / 2, 2 tq] transposed.
-  Value pairsT = probsT; // (A lambda cannot capture a structured binding.)
-  auto readP = [&](OpBuilder &rb, Value i, Value c0, int64_t t) {
-    Idx rx{rb, loc};
-    return readPairs(rb, loc, pairsT, ValueRange{i, rx.mul(c0, rx.c(2))}, t);
-  };
-  Value p =
-      transposeTile(bb, loc, readP, tk / 2, tq, /*pairs=*/true, vectorWidth);
-  Value v = packRowPairs(bb, loc, castTo(bb, loc, kt.v, {tk, dd}), tk, dd);
+  Value logits = castTo(bb, loc,
+                        logitsOf(bb, qt, kt, scores,
+                                 /*scaled=*/softmaxScale.has_value()),
+                        {tq, tk});
+  auto [probs, mNew, lNew, corr] =
+      buildSoftmaxRows(bb, loc, logits, castTo(bb, loc, m, {tq}),
+                       castTo(bb, loc, l, {tq}), tq, tk, 16, softmaxScale);
+  Value values = slice2D(bb, loc, vPacked, kvLead, bx.fdiv(kt.k0, bx.c(2)),
+                         bb.getIndexAttr(tk / 2), bb.getIndexAttr(0),
+                         bb.getIndexAttr(2 * dd));
   Value accScaled = scaleRows(bb, loc, castTo(bb, loc, acc, {tq, dd}), corr, tq,
                               dd, vectorWidth);
-  Value accNew =
-      buildAMXProduct(bb, loc, p, panel(v, tk / 2, dd), accScaled, tq, dd);
+  Value accNew = buildAMXProduct(bb, loc, probs, panel(values, tk / 2, dd),
+                                 accScaled, tq, dd);
   if (outTile)
     return {normalize(outTile, accNew, lNew)};
   return {mNew, lNew, accNew};
@@ -1142,18 +1326,20 @@ std::pair<QueryTile, KeyTile> AttentionTiler::subTile(const QueryTile &qt,
   sq.qPosLast = ix.add(sq.qPos0, ix.c(rows - 1));
   sq.q = slice2D(b, loc, op.getQuery(), {qt.batch, qt.head}, sq.q0,
                  b.getIndexAttr(rows), b.getIndexAttr(0), d);
-  auto qTy = cast<RankedTensorType>(qt.qT.getType());
-  int64_t per = dot ? 2 : 1;
-  sq.qT = tensor::ExtractSliceOp::create(
-      b, loc,
-      RankedTensorType::get({qTy.getDimSize(0), per * rows},
-                            qTy.getElementType()),
-      qt.qT,
-      ArrayRef<OpFoldResult>{b.getIndexAttr(0),
-                             dot ? ix.mul(r0, ix.c(per)) : r0},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(qTy.getDimSize(0)),
-                             b.getIndexAttr(per * rows)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+  if (qt.qT) {
+    auto qTy = cast<RankedTensorType>(qt.qT.getType());
+    int64_t per = dot ? 2 : 1;
+    sq.qT = tensor::ExtractSliceOp::create(
+        b, loc,
+        RankedTensorType::get({qTy.getDimSize(0), per * rows},
+                              qTy.getElementType()),
+        qt.qT,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0),
+                               dot ? ix.mul(r0, ix.c(per)) : r0},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(qTy.getDimSize(0)),
+                               b.getIndexAttr(per * rows)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+  }
   KeyTile sk = kt;
   // The part prefetches the same part of the next tiles.
   if (kt.nextK0) {
@@ -1404,6 +1590,8 @@ Value AttentionTiler::build() {
     kBuf = bufferOf(op.getKey());
     vBuf = bufferOf(op.getValue());
   }
+  if (amx)
+    std::tie(kPacked, vPacked) = packKeysValues();
   // One parallel iteration per (batch, head, query tile).
   Value out0 = tensor::EmptyOp::create(
       b, loc, ArrayRef<OpFoldResult>{batchF, headsF, sqF, d}, elemTy);
@@ -1412,7 +1600,8 @@ Value AttentionTiler::build() {
       ValueRange{out0}, std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
   QueryTile qt = beginQueryTile(forall);
-  if (kernels)
+  // (AMX reads the queries' rows as they are stored.)
+  if (kernels && !amx)
     qt.qT = packQueries(qt);
   TileLoop tiles = keyTileRange(qt);
   if (printCounts)

@@ -130,14 +130,42 @@ func.func @no_size(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>, %c: memref<
 
 // -----
 
+// A whose rows are strided (a view): copied into a buffer of its own, whose
+// rows the tile loads read.
+// CHECK-LABEL: func @strided_rows
+// CHECK:         %[[A:.+]] = memref.alloc() : memref<32x64xbf16>
+// CHECK:         memref.copy %{{.+}}, %[[A]] : memref<32x64xbf16, strided<[128, 2]>> to memref<32x64xbf16>
+// CHECK:         amx.tile_load %[[A]]
+// CHECK-NOT:     memref.copy
 func.func @strided_rows(%a: memref<32x64xbf16, strided<[128, 2]>>, %b: memref<32x32x2xbf16>, %c: memref<32x32xf32>) {
-  // expected-error @+1 {{cannot run on AMX: expected contiguous rows}}
   linalg.generic {
       indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
                        affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
                        affine_map<(m, n, k2, kk) -> (m, n)>],
       iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
       ins(%a, %b : memref<32x64xbf16, strided<[128, 2]>>, memref<32x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// C's rows strided: the results are stored in place, so no copy.
+func.func @strided_accumulator(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>, %c: memref<32x32xf32, strided<[64, 2]>>) {
+  // expected-error @+1 {{cannot run on AMX: expected the accumulator's rows contiguous}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xbf16>, memref<32x32x2xbf16>) outs(%c : memref<32x32xf32, strided<[64, 2]>>)
       attrs = {masformer.amx_tile = array<i64: 32, 32>} {
   ^bb0(%x: bf16, %y: bf16, %acc: f32):
     %xf = arith.extf %x : bf16 to f32

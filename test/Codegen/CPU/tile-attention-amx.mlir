@@ -9,38 +9,41 @@
 // tiles of 64 x 64, a block span with the causal triangle: interior tiles
 // whole, edge tiles in halves of 32 queries.
 // CHECK-LABEL: func @block_causal_bf16
-// The query tile packed once as pairs of the head dimension, [64 / 2, 2 *
-// 64] bf16, by 16 x 16 transposes of 32-bit pairs.
-// CHECK:       scf.for %{{.+}} -> (tensor<32x128xbf16>) {
+// First, once, a parallel loop over (batch, kv head, full key tile) packs
+// the keys' pairs of the head dimension transposed, [64 / 2, 2 * 192], and
+// the values' pairs of keys, [192 / 2, 2 * 64], each tile written in place
+// into its slice.
+// CHECK:       scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) in (1, 2, %{{.+}}) shared_outs({{.+}}) -> (tensor<1x2x32x384xbf16>, tensor<1x2x96x128xbf16>)
 // CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
-// A whole tile: S^T = K Q^T [64 keys, 64 queries] from zero, K's rows as
-// stored (A), the packed queries as AMX's B [32 pairs, 64, 2].
+// CHECK:         vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
+// CHECK:         tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %{{.+}}, 0, %{{.+}}] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<32x128xbf16> into tensor<1x2x32x384xbf16>
+// CHECK:         tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}, 0] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<32x128xbf16> into tensor<1x2x96x128xbf16>
+// Then the (batch, head, query tile) loop; the queries are not packed.
+// CHECK:       scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) in (1, 2, 3)
+// CHECK-NOT:     vector.transpose
+// A whole tile: S = Q K^T [64 queries, 64 keys] from zero, the queries'
+// rows as stored (A), the tile's packed keys as AMX's B [32 pairs, 64, 2].
 // CHECK:         tensor.empty() : tensor<64x64xf32>
 // CHECK:         linalg.fill
-// CHECK:         %[[QP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
-// CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[QP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
-// The softmax writes P as bf16 pairs of keys, [64 / 2, 2 * 64].
-// CHECK:         tensor.empty() : tensor<32x128xbf16>
-// CHECK:         vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
-// P's rows [64 queries, 64 keys]: the pairs of keys transposed.
-// CHECK:         tensor.empty() : tensor<64x64xbf16>
-// CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
-// V packed as pairs of keys, [32, 2 * 64].
-// CHECK:         tensor.empty() : tensor<32x128xbf16>
-// CHECK:         vector.interleave
+// CHECK:         %[[KP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
+// CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[KP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
+// The softmax a row at a time: the row's maximum across the lanes (no NaN
+// left to order), P's row rounded to bf16 a vector at a time, the row sum.
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<64x64xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK:           vector.reduction <maxnumf>, %{{.+}} fastmath<nnan> : vector<16xf32> into f32
+// CHECK-COUNT-4:   arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// CHECK:           vector.reduction <add>, %{{.+}} : vector<16xf32> into f32
 // The accumulator's rows times their rescaling, in memory.
 // CHECK:         scf.for %[[I:.+]] = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args(%{{.+}}) -> (tensor<64x64xf32>)
 // CHECK:           %[[CORR:.+]] = vector.broadcast %{{.+}} : f32 to vector<16xf32>
 // CHECK-COUNT-4:   arith.mulf %{{.+}}, %[[CORR]] : vector<16xf32>
-// acc += P V on AMX: P (A), V's pairs as B [32, 64, 2].
+// acc += P V on AMX: P's rows (A), the tile's packed values as B [32, 64, 2].
 // CHECK:         %[[VP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
 // CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[VP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
-// Edge tiles in halves of 32 queries against 32 or 64 keys: their half of
-// the packed queries.
-// CHECK:         tensor.expand_shape %{{.+}} output_shape [32, 32, 2] : tensor<32x64xbf16> into tensor<32x32x2xbf16>
+// Edge tiles in halves of 32 queries against 32 or 64 keys.
 // CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 32>}
 // CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
-// CHECK:         attrs = {masformer.amx_tile = array<i64: 64, 32>}
+// CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
 // CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
 // CHECK-NOT: x86vector
 // CHECK-LABEL: func @head_dim_48

@@ -73,7 +73,8 @@ def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
     and are where exact values meet: rotary embeddings multiply positions
     by frequencies with k = 1, and bf16 holds integers exactly only up to
     256. Products of two activations keep f32. Every `masformer.attention` on
-    f32 with a static head dimension that is a multiple of 16 runs on bf16
+    f32 with a static head dimension that is a multiple of 16 (of
+    `head-dim-multiple`) runs on bf16
     query, key and value, its result extended back to f32 (the mask stays
     f32; not with `attention=0`, which leaves attention in f32: the CPUs
     whose bf16 attention kernels are slower than their f32 ones). Constant
@@ -87,7 +88,12 @@ def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
     Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
            "The operand type: bf16">,
     Option<"attention", "attention", "bool", /*default=*/"true",
-           "Attention on bf16 operands too (otherwise only the products)">
+           "Attention on bf16 operands too (otherwise only the products)">,
+    Option<"headDimMultiple", "head-dim-multiple", "int64_t",
+           /*default=*/"16",
+           "Attention takes bf16 operands only where its head dimension is a "
+           "multiple of this: 16 (the bf16 kernels' step), 32 (AMX's tiles: "
+           "the CPU pipeline with amx)">
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
