@@ -52,9 +52,9 @@ int main(int argc, char **argv) {
       "precision",
       cl::desc("f32 (default), or bf16: matrix products and attention on "
                "bf16 operands with f32 accumulation (on the CPU: AMX tiles, "
-               "or AVX512-BF16; attention stays f32 on Intel's CPUs, whose "
-               "f32 attention kernels are the faster; an error on a CPU "
-               "with neither)"),
+               "or AVX512-BF16; attention stays f32 on Intel's CPUs "
+               "without AMX, whose f32 attention kernels are the faster; an "
+               "error on a CPU with neither)"),
       cl::init("f32"), cl::cat(category));
   cl::opt<std::string> cpu(
       "cpu",

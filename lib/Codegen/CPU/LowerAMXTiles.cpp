@@ -7,7 +7,8 @@
 // results held in four tile registers while k runs in chunks, so that no tile
 // value crosses a block boundary (LLVM's conversion of control flow has no AMX
 // tile type). An A or B whose rows are not known to be contiguous is copied
-// first.
+// first; a C just filled with zeros starts from tilezero when k runs in one
+// chunk.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +18,9 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::masformer {
 #define GEN_PASS_DEF_LOWERAMXTILES
@@ -113,6 +116,19 @@ FailureOr<AMXTile> matchTile(linalg::GenericOp op, std::string &why) {
   return t;
 }
 
+/// The linalg.fill of zero that writes `c` right before `op` (only ops
+/// without memory effects between them), or null.
+linalg::FillOp zeroFillBefore(linalg::GenericOp op, Value c) {
+  Operation *prev = op->getPrevNode();
+  while (prev && isPure(prev))
+    prev = prev->getPrevNode();
+  auto fill = dyn_cast_or_null<linalg::FillOp>(prev);
+  if (!fill || fill.getOutputs().front() != c ||
+      !matchPattern(fill.getInputs().front(), m_AnyZeroFloat()))
+    return {};
+  return fill;
+}
+
 /// `x` itself when its rows are contiguous, else a copy of it (static
 /// `shape`) in a buffer of its own.
 Value contiguous(RewriterBase &rw, Location loc, Value x, bool copy,
@@ -143,6 +159,13 @@ void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
   int64_t perChunk = kMaxSteps;
   while (steps % perChunk)
     --perChunk;
+  // A product into a buffer just filled with zeros (attention's scores)
+  // whose k runs in one chunk starts its accumulators from tilezero: no
+  // fill, no loads of C.
+  linalg::FillOp zeros = zeroFillBefore(op, t.c);
+  bool fromZero = zeros && steps == perChunk;
+  if (fromZero)
+    rw.eraseOp(zeros);
   // (Bounds built in order: the IR does not depend on the compiler's
   // argument evaluation order.)
   Value lb = c(0);
@@ -157,9 +180,12 @@ void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
       Value acc[2][2];
       for (int64_t r = 0; r < 2; ++r)
         for (int64_t s = 0; s < 2; ++s)
-          acc[r][s] = amx::TileLoadOp::create(
-              rw, loc, cTy, t.c,
-              ValueRange{c(bi + r * kTile), c(bj + s * kTile)});
+          acc[r][s] =
+              fromZero ? amx::TileZeroOp::create(rw, loc, cTy).getResult()
+                       : amx::TileLoadOp::create(
+                             rw, loc, cTy, t.c,
+                             ValueRange{c(bi + r * kTile), c(bj + s * kTile)})
+                             .getResult();
       for (int64_t step = 0; step < perChunk; ++step) {
         Value k = arith::AddIOp::create(rw, loc, k0, c(step * kDepth));
         Value k2 = arith::DivUIOp::create(rw, loc, k, c(2));

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -384,13 +385,17 @@ Value castTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
 /// running max is still -inf subtracts 0 (P = 0, corr = 0, not NaN); a NaN
 /// logit is left out of the maximum and makes its row's P, sum and output
 /// NaN; with `scoreScale` the logits are unscaled and the scale joins the
-/// exponent's factor. tk must be a multiple of 2 w.
+/// exponent's factor. With `dot` (AVX512-BF16, w = 16), each pair of
+/// vectors is rounded into 32 bf16 of P's row, stored at once and summed by
+/// one vdpbf16ps against ones (exact: the products are the rounded values),
+/// where extending each rounded vector to f32 and adding it cost 3
+/// operations. tk must be a multiple of 2 w.
 struct SoftmaxRows {
   Value probs, m, l, corr;
 };
 SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
                              Value l, int64_t tq, int64_t tk, int64_t w,
-                             std::optional<float> scoreScale) {
+                             std::optional<float> scoreScale, bool dot) {
   Idx ix{b, loc};
   Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
   auto vt = VectorType::get({w}, f32);
@@ -438,6 +443,14 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
     offset = arith::NegFOp::create(
         b, loc, arith::MulFOp::create(b, loc, subV, splat(kLog2e)));
   Value sums[2] = {splat(0.0f), splat(0.0f)};
+  auto pairTy = VectorType::get({2 * w}, bf16);
+  Value ones =
+      dot ? arith::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(pairTy, b.getFloatAttr(bf16, 1.0)))
+                .getResult()
+          : Value();
+  Value pLow;
   for (auto [j, x] : llvm::enumerate(xs)) {
     Value t = scoreScale
                   ? math::FmaOp::create(b, loc, x, factor, offset).getResult()
@@ -445,6 +458,22 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
                         b, loc, arith::SubFOp::create(b, loc, x, subV), factor)
                         .getResult();
     Value p = buildExp2NonPositive(b, loc, t);
+    if (dot) {
+      // The pair (j - 1, j) complete at odd j, rounded as one vector of
+      // 32 (two vcvtneps2bf16 and an insert; LLVM does not select
+      // vcvtne2ps2bf16 for it).
+      if (j % 2 == 0) {
+        pLow = p;
+        continue;
+      }
+      SmallVector<int64_t> both = llvm::to_vector(llvm::seq<int64_t>(0, 2 * w));
+      Value rounded = arith::TruncFOp::create(
+          b, loc, pairTy, vector::ShuffleOp::create(b, loc, pLow, p, both));
+      probs = writeVec(b, loc, rounded, probs, i, ix.c((j - 1) * w));
+      sums[j / 2 % 2] = x86vector::DotBF16Op::create(
+          b, loc, vt, sums[j / 2 % 2], rounded, ones);
+      continue;
+    }
     Value rounded =
         arith::TruncFOp::create(b, loc, VectorType::get({w}, bf16), p);
     probs = writeVec(b, loc, rounded, probs, i, ix.c(j * w));
@@ -521,7 +550,8 @@ public:
       : op(op), b(b), loc(op.getLoc()), ctx(op.getContext()), ix{b, loc},
         tileQ(tileQ), tileKV(tileKV), printCounts(printCounts),
         vectorWidth(vectorWidth), span(op.getSpan()), causal(op.getCausal()),
-        elemTy(op.getQueryType().getElementType()) {
+        elemTy(op.getQueryType().getElementType()),
+        bf16Dot(bf16Dot && vectorWidth == 16) {
     // Sizes as attributes where static (the IR then folds them) and as
     // tensor.dim values where dynamic.
     batchF = tensor::getMixedSize(b, loc, op.getQuery(), 0);
@@ -652,6 +682,9 @@ private:
   bool dot = false;
   /// Whether full tiles run both products on AMX tiles (stepAMX).
   bool amx = false;
+  /// Whether AVX512-BF16's instructions are available (the softmax of
+  /// stepAMX rounds and sums with them).
+  bool bf16Dot = false;
   /// The query, key and value tensors' buffers, for prefetches (with the
   /// micro-kernels).
   Value qBuf, kBuf, vBuf;
@@ -1298,9 +1331,9 @@ SmallVector<Value> AttentionTiler::stepAMX(OpBuilder &bb, const QueryTile &qt,
                         logitsOf(bb, qt, kt, scores,
                                  /*scaled=*/softmaxScale.has_value()),
                         {tq, tk});
-  auto [probs, mNew, lNew, corr] =
-      buildSoftmaxRows(bb, loc, logits, castTo(bb, loc, m, {tq}),
-                       castTo(bb, loc, l, {tq}), tq, tk, 16, softmaxScale);
+  auto [probs, mNew, lNew, corr] = buildSoftmaxRows(
+      bb, loc, logits, castTo(bb, loc, m, {tq}), castTo(bb, loc, l, {tq}), tq,
+      tk, 16, softmaxScale, bf16Dot);
   Value values = slice2D(bb, loc, vPacked, kvLead, bx.fdiv(kt.k0, bx.c(2)),
                          bb.getIndexAttr(tk / 2), bb.getIndexAttr(0),
                          bb.getIndexAttr(2 * dd));

@@ -1,5 +1,5 @@
-// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=16 amx=1" | FileCheck %s
-// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=16 amx=1 bf16-dot=1" | FileCheck %s
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=16 amx=1" | FileCheck %s --check-prefixes=CHECK,EXT
+// RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=16 amx=1 bf16-dot=1" | FileCheck %s --check-prefixes=CHECK,SUMDOT
 // RUN: masformer-opt %s --masformer-tile-attention="tile-q=32 tile-kv=64 vector-width=16 amx=1 bf16-dot=1" | FileCheck %s --check-prefix=DOT
 // RUN: masformer-opt %s --masformer-tile-attention="tile-q=64 tile-kv=64 vector-width=8 amx=1" | FileCheck %s --check-prefix=NOAMX
 
@@ -28,10 +28,17 @@
 // CHECK:         %[[KP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
 // CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[KP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
 // The softmax a row at a time: the row's maximum across the lanes (no NaN
-// left to order), P's row rounded to bf16 a vector at a time, the row sum.
+// left to order), P's row rounded to bf16, the row sum of the rounded
+// values: a vector at a time, extended back to f32 and added; with
+// AVX512-BF16 (bf16-dot), two vectors at a time, summed by vdpbf16ps
+// against ones.
 // CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<64x64xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
 // CHECK:           vector.reduction <maxnumf>, %{{.+}} fastmath<nnan> : vector<16xf32> into f32
-// CHECK-COUNT-4:   arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// EXT-COUNT-4:     arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// SUMDOT:          %[[R0:.+]] = arith.truncf %{{.+}} : vector<32xf32> to vector<32xbf16>
+// SUMDOT:          x86vector.avx512.dot %{{.+}}, %[[R0]], %{{.+}} : vector<32xbf16> -> vector<16xf32>
+// SUMDOT:          %[[R1:.+]] = arith.truncf %{{.+}} : vector<32xf32> to vector<32xbf16>
+// SUMDOT:          x86vector.avx512.dot %{{.+}}, %[[R1]], %{{.+}} : vector<32xbf16> -> vector<16xf32>
 // CHECK:           vector.reduction <add>, %{{.+}} : vector<16xf32> into f32
 // The accumulator's rows times their rescaling, in memory.
 // CHECK:         scf.for %[[I:.+]] = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args(%{{.+}}) -> (tensor<64x64xf32>)
@@ -45,7 +52,7 @@
 // CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
 // CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
 // CHECK:         attrs = {masformer.amx_tile = array<i64: 32, 64>}
-// CHECK-NOT: x86vector
+// EXT-NOT: x86vector
 // CHECK-LABEL: func @head_dim_48
 
 // With tiles of 32 queries the halves (16 queries) are too narrow for AMX:

@@ -1,5 +1,6 @@
 // RUN: masformer-opt %s --masformer-mixed-precision --split-input-file | FileCheck %s
 // RUN: masformer-opt %s --masformer-mixed-precision=attention=0 --split-input-file | FileCheck %s --check-prefix=NOATT
+// RUN: masformer-opt %s --masformer-mixed-precision=head-dim-multiple=32 --split-input-file | FileCheck %s --check-prefix=HD32
 
 // A product with an f32 weight: the weight becomes a bf16 constant at
 // compile time (rounding to nearest even: 1 + 2^-8 is a tie, to 1.0; 3 +
@@ -76,7 +77,7 @@ func.func @kept_f32(%pos: tensor<1x512xf32>, %x: tensor<4x8xf32>, %y: tensor<4x3
 // CHECK:       %[[C:.+]] = tensor.collapse_shape %[[O]]
 // CHECK-NOT:   arith.truncf %{{.*}} : tensor<16x16xf32>
 // CHECK:       linalg.generic {{.*}} ins(%[[C]], %{{.+}} : tensor<16x16xbf16>, tensor<16x16xbf16>)
-// With attention=0 (the CPU pipeline on Intel's CPUs), attention stays f32
+// With attention=0 (the CPU pipeline on Intel's CPUs without AMX), attention stays f32
 // and the product rounds its result like any other activation.
 // NOATT-LABEL: func.func @attention_then_product(
 // NOATT:       %[[O:.+]] = masformer.attention {{.*}} -> tensor<1x2x8x16xf32>
@@ -126,4 +127,21 @@ func.func @attention(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: ten
 func.func @small_head(%q: tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32> {
   %o = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true} : tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32> -> tensor<1x2x8x8xf32>
   return %o : tensor<1x2x8x8xf32>
+}
+
+// -----
+
+// With head-dim-multiple=32 (the CPU pipeline with AMX, whose attention
+// tiles take head dimensions that are multiples of 32): head_dim 64 takes
+// bf16, head_dim 48 stays f32. By default (16), both take bf16.
+// HD32-LABEL: func.func @head_dims(
+// HD32:       masformer.attention {{.*}} -> tensor<1x1x8x64xbf16>
+// HD32:       masformer.attention {{.*}} -> tensor<1x1x8x48xf32>
+// CHECK-LABEL: func.func @head_dims(
+// CHECK:       masformer.attention {{.*}} -> tensor<1x1x8x64xbf16>
+// CHECK:       masformer.attention {{.*}} -> tensor<1x1x8x48xbf16>
+func.func @head_dims(%a: tensor<1x1x8x64xf32>, %b: tensor<1x1x8x48xf32>) -> (tensor<1x1x8x64xf32>, tensor<1x1x8x48xf32>) {
+  %x = masformer.attention %a, %a, %a {span = #masformer.span<full>, causal = true} : tensor<1x1x8x64xf32>, tensor<1x1x8x64xf32>, tensor<1x1x8x64xf32> -> tensor<1x1x8x64xf32>
+  %y = masformer.attention %b, %b, %b {span = #masformer.span<full>, causal = true} : tensor<1x1x8x48xf32>, tensor<1x1x8x48xf32>, tensor<1x1x8x48xf32> -> tensor<1x1x8x48xf32>
+  return %x, %y : tensor<1x1x8x64xf32>, tensor<1x1x8x48xf32>
 }
