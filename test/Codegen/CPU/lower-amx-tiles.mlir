@@ -44,6 +44,63 @@ func.func @tile(%a: memref<?x512xbf16, strided<[512, 1], offset: ?>>,
 
 // -----
 
+// C filled with zeros just before (attention's scores), k = 64 in one
+// chunk: the fill is dropped and the accumulators start from tilezero,
+// with no load of C. With k in two chunks (k = 512) the fill stays and C
+// is loaded, since the second chunk must read the first's results.
+// CHECK-LABEL: func.func @from_zero
+// CHECK-NOT:     linalg.fill
+// CHECK-COUNT-4: amx.tile_zero : !amx.tile<16x16xf32>
+// CHECK-NOT:     into !amx.tile<16x16xf32>
+// CHECK-COUNT-4: amx.tile_store
+// CHECK-LABEL: func.func @from_zero_two_chunks
+// CHECK:         linalg.fill
+// CHECK-NOT:     amx.tile_zero
+// CHECK:         amx.tile_load {{.*}} into !amx.tile<16x16xf32>
+func.func @from_zero(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>) -> memref<32x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<32x32xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<32x32xf32>)
+  %bv = memref.cast %b : memref<32x32x2xbf16> to memref<32x32x2xbf16>
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %bv : memref<32x64xbf16>, memref<32x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return %c : memref<32x32xf32>
+}
+func.func @from_zero_two_chunks(%a: memref<32x512xbf16>, %b: memref<256x32x2xbf16>) -> memref<32x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<32x32xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<32x32xf32>)
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
+                       affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
+                       affine_map<(m, n, k2, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x512xbf16>, memref<256x32x2xbf16>) outs(%c : memref<32x32xf32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return %c : memref<32x32xf32>
+}
+
+// -----
+
 // k = 96: chunks of 3 steps (the largest count up to 8 that divides 3).
 // CHECK-LABEL: func.func @short_k
 // CHECK:     scf.for {{.*}} step %c96
