@@ -374,22 +374,59 @@ Value castTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   return tensor::CastOp::create(b, loc, to, v);
 }
 
+/// `rows` (w vectors of w lanes, w a power of two) reduced across their
+/// lanes by `combine` into one vector whose lane i is row i's result: a
+/// butterfly of log2(w) levels, each pairing vectors by two shuffles and
+/// one `combine` (45 operations for 16 rows, where a tree across each
+/// row's lanes takes 8 a row). At each level the rows' partial results
+/// sit in blocks of lanes; a pair of vectors combines each block's two
+/// halves, so that the result holds twice the rows in blocks half as wide.
+Value reduceRows(OpBuilder &b, Location loc, ArrayRef<Value> rows,
+                 llvm::function_ref<Value(Value, Value)> combine) {
+  SmallVector<Value> level(rows);
+  int64_t w = level.size();
+  for (int64_t block = w; block > 1; block /= 2) {
+    // The first halves of the blocks of the pair's two vectors, in order
+    // (the first vector's blocks, then the second's), and the second
+    // halves: combined, each block half as wide.
+    int64_t half = block / 2;
+    SmallVector<int64_t> lo, hi;
+    for (int64_t src = 0; src < 2; ++src)
+      for (int64_t blk = 0; blk < w / block; ++blk)
+        for (int64_t j = 0; j < half; ++j) {
+          lo.push_back(src * w + blk * block + j);
+          hi.push_back(src * w + blk * block + half + j);
+        }
+    SmallVector<Value> next;
+    for (size_t v = 0; v < level.size(); v += 2) {
+      Value x = vector::ShuffleOp::create(b, loc, level[v], level[v + 1], lo);
+      Value y = vector::ShuffleOp::create(b, loc, level[v], level[v + 1], hi);
+      next.push_back(combine(x, y));
+    }
+    level = std::move(next);
+  }
+  return level.front();
+}
+
 /// The online-softmax update of a full tile from its logits [tq, tk] (one
-/// row per query, keys along the row), a row at a time in vectors of w
-/// keys, for AMX's P V: m' = max(m, row max), P = exp(logits - m') as bf16
-/// [tq, tk] (the rows AMX loads as P V's A), corr = exp(m - m'),
-/// l' = l * corr + row sum(P) of P as rounded to bf16 (the weights the
-/// output is divided by are those it was summed with). The row's vectors
-/// stay in registers between its maximum and its exponentials; each row
-/// ends in two lane reductions. As buildSoftmaxColumns: a row whose
-/// running max is still -inf subtracts 0 (P = 0, corr = 0, not NaN); a NaN
-/// logit is left out of the maximum and makes its row's P, sum and output
-/// NaN; with `scoreScale` the logits are unscaled and the scale joins the
-/// exponent's factor. With `dot` (AVX512-BF16, w = 16), each pair of
-/// vectors is rounded into 32 bf16 of P's row, stored at once and summed by
-/// one vdpbf16ps against ones (exact: the products are the rounded values),
+/// row per query, keys along the row), for AMX's P V: m' = max(m, row
+/// max), P = exp(logits - m') as bf16 [tq, tk] (the rows AMX loads as P V's
+/// A), corr = exp(m - m'), l' = l * corr + row sum(P) of P as rounded to
+/// bf16 (the weights the output is divided by are those it was summed
+/// with). Rows go in groups of w: a first loop takes each row's maximum
+/// down its vectors of w keys, a butterfly (reduceRows) takes the group's
+/// w maxima across the lanes at once, m, corr and the exponent's offset
+/// are computed for the w rows as one vector each, a second loop writes
+/// each row's P and sums it down its vectors, and a butterfly takes the
+/// sums across. As buildSoftmaxColumns: a row whose running max is still
+/// -inf subtracts 0 (P = 0, corr = 0, not NaN); a NaN logit is left out
+/// of the maximum and makes its row's P, sum and output NaN; with
+/// `scoreScale` the logits are unscaled and the scale joins the exponent's
+/// factor. With `dot` (AVX512-BF16, w = 16), each pair of vectors is
+/// rounded into 32 bf16 of P's row, stored at once and summed by one
+/// vdpbf16ps against ones (exact: the products are the rounded values),
 /// where extending each rounded vector to f32 and adding it cost 3
-/// operations. tk must be a multiple of 2 w.
+/// operations. tq must be a multiple of w, tk of 2 w.
 struct SoftmaxRows {
   Value probs, m, l, corr;
 };
@@ -406,43 +443,79 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
   float negInf = -std::numeric_limits<float>::infinity();
   Value probs0 = tensor::EmptyOp::create(b, loc, {tq, tk}, bf16);
   Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
-  auto rowLoop = ix.loop(0, tq, 1, ValueRange{probs0, m, l, corr0});
+  auto groups = ix.loop(0, tq, w, ValueRange{probs0, m, l, corr0});
   OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(rowLoop.getBody());
-  Value i = rowLoop.getInductionVar();
-  Value probs = rowLoop.getRegionIterArg(0), mT = rowLoop.getRegionIterArg(1),
-        lT = rowLoop.getRegionIterArg(2), corrT = rowLoop.getRegionIterArg(3);
-  SmallVector<Value> xs;
-  for (int64_t j = 0; j < tk; j += w)
-    xs.push_back(readF32(b, loc, logits, i, ix.c(j), w));
-  // Two chains of maxima from -inf (buildGreater keeps its second operand
-  // where the first is NaN: the chains hold no NaN), then across the lanes
-  // as a tree of vmaxps (no NaN to order: nnan; a reduction that must order
-  // NaN is a serial chain of 16 scalar steps).
-  Value chains[2] = {splat(negInf), splat(negInf)};
-  for (auto [j, x] : llvm::enumerate(xs))
-    chains[j % 2] = buildGreater(b, loc, x, chains[j % 2]);
-  Value rowMax =
-      vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
-                                  buildGreater(b, loc, chains[1], chains[0]),
-                                  Value(), arith::FastMathFlags::nnan);
+  b.setInsertionPointToStart(groups.getBody());
+  Value r0 = groups.getInductionVar();
+  Value probs = groups.getRegionIterArg(0), mT = groups.getRegionIterArg(1),
+        lT = groups.getRegionIterArg(2), corrT = groups.getRegionIterArg(3);
+  // One row's w-key vectors of logits.
+  auto rowOf = [&](OpBuilder &rb, Value row) {
+    Idx rx{rb, loc};
+    SmallVector<Value> xs;
+    for (int64_t j = 0; j < tk; j += w)
+      xs.push_back(readF32(rb, loc, logits, row, rx.c(j), w));
+    return xs;
+  };
+  // A loop over the group's rows, each yielding one vector, whose results
+  // are kept in a [w, w] tile and read back as the w vectors.
+  auto perRow =
+      [&](llvm::function_ref<Value(OpBuilder &, Value, Value, Value &)> body,
+          Value &carried) {
+        Value tile0 = tensor::EmptyOp::create(b, loc, {w, w}, f32);
+        auto rows = ix.loop(0, w, 1, ValueRange{tile0, carried});
+        {
+          OpBuilder::InsertionGuard gr(b);
+          b.setInsertionPointToStart(rows.getBody());
+          Idx rx{b, loc};
+          Value i = rows.getInductionVar();
+          Value c = rows.getRegionIterArg(1);
+          Value v = body(b, i, rx.add(r0, i), c);
+          Value tile =
+              writeVec(b, loc, v, rows.getRegionIterArg(0), i, rx.c(0));
+          scf::YieldOp::create(b, loc, ValueRange{tile, c});
+        }
+        carried = rows.getResult(1);
+        SmallVector<Value> vs;
+        for (int64_t i = 0; i < w; ++i)
+          vs.push_back(readF32(b, loc, rows.getResult(0), ix.c(i), ix.c(0), w));
+        return vs;
+      };
+  // Each row's maximum down its vectors: two chains from -inf
+  // (buildGreater keeps its second operand where the first is NaN: the
+  // chains hold no NaN, so the butterfly orders none).
+  Value none = probs;
+  SmallVector<Value> maxima = perRow(
+      [&](OpBuilder &rb, Value, Value row, Value &) {
+        Value chains[2] = {splat(negInf), splat(negInf)};
+        for (auto [j, x] : llvm::enumerate(rowOf(rb, row)))
+          chains[j % 2] = buildGreater(rb, loc, x, chains[j % 2]);
+        return buildGreater(rb, loc, chains[1], chains[0]);
+      },
+      none);
+  Value rowMax = reduceRows(b, loc, maxima, [&](Value x, Value y) {
+    return buildGreater(b, loc, x, y);
+  });
   if (scoreScale)
-    rowMax =
-        arith::MulFOp::create(b, loc, rowMax, f32Const(b, loc, *scoreScale));
-  Value mOld = tensor::ExtractOp::create(b, loc, mT, ValueRange{i});
+    rowMax = arith::MulFOp::create(b, loc, rowMax, splat(*scoreScale));
+  Value mOld = read1D(b, loc, mT, r0, w);
   Value mNew = buildGreater(b, loc, rowMax, mOld);
   Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew,
-                                      f32Const(b, loc, negInf));
-  Value sub =
-      arith::SelectOp::create(b, loc, isInf, f32Const(b, loc, 0.0f), mNew);
-  Value subV = vector::BroadcastOp::create(b, loc, vt, sub);
+                                      splat(negInf));
+  Value sub = arith::SelectOp::create(b, loc, isInf, splat(0.0f), mNew);
+  // exp(m - sub): m = -inf gives 0.
+  Value corr =
+      buildExpNonPositive(b, loc, arith::SubFOp::create(b, loc, mOld, sub));
+  // The exponent's offset per row: t = x c - sub log2(e) with the scale
+  // folded in, else (x - sub) log2(e).
+  Value offsets =
+      scoreScale
+          ? arith::NegFOp::create(
+                b, loc, arith::MulFOp::create(b, loc, sub, splat(kLog2e)))
+                .getResult()
+          : sub;
   Value factor =
       splat(static_cast<float>(scoreScale ? *scoreScale * kLog2e : kLog2e));
-  Value offset;
-  if (scoreScale)
-    offset = arith::NegFOp::create(
-        b, loc, arith::MulFOp::create(b, loc, subV, splat(kLog2e)));
-  Value sums[2] = {splat(0.0f), splat(0.0f)};
   auto pairTy = VectorType::get({2 * w}, bf16);
   Value ones =
       dot ? arith::ConstantOp::create(
@@ -450,55 +523,64 @@ SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
                 DenseElementsAttr::get(pairTy, b.getFloatAttr(bf16, 1.0)))
                 .getResult()
           : Value();
-  Value pLow;
-  for (auto [j, x] : llvm::enumerate(xs)) {
-    Value t = scoreScale
-                  ? math::FmaOp::create(b, loc, x, factor, offset).getResult()
+  SmallVector<Value> sumVecs = perRow(
+      [&](OpBuilder &rb, Value i, Value row, Value &probsIn) {
+        Value off = vector::BroadcastOp::create(
+            rb, loc, vt,
+            vector::ExtractOp::create(rb, loc, offsets,
+                                      ArrayRef<OpFoldResult>{i}));
+        Idx rx{rb, loc};
+        Value sums[2] = {splat(0.0f), splat(0.0f)};
+        Value pLow;
+        for (auto [j, x] : llvm::enumerate(rowOf(rb, row))) {
+          Value t =
+              scoreScale
+                  ? math::FmaOp::create(rb, loc, x, factor, off).getResult()
                   : arith::MulFOp::create(
-                        b, loc, arith::SubFOp::create(b, loc, x, subV), factor)
+                        rb, loc, arith::SubFOp::create(rb, loc, x, off), factor)
                         .getResult();
-    Value p = buildExp2NonPositive(b, loc, t);
-    if (dot) {
-      // The pair (j - 1, j) complete at odd j, rounded as one vector of
-      // 32 (two vcvtneps2bf16 and an insert; LLVM does not select
-      // vcvtne2ps2bf16 for it).
-      if (j % 2 == 0) {
-        pLow = p;
-        continue;
-      }
-      SmallVector<int64_t> both = llvm::to_vector(llvm::seq<int64_t>(0, 2 * w));
-      Value rounded = arith::TruncFOp::create(
-          b, loc, pairTy, vector::ShuffleOp::create(b, loc, pLow, p, both));
-      probs = writeVec(b, loc, rounded, probs, i, ix.c((j - 1) * w));
-      sums[j / 2 % 2] = x86vector::DotBF16Op::create(
-          b, loc, vt, sums[j / 2 % 2], rounded, ones);
-      continue;
-    }
-    Value rounded =
-        arith::TruncFOp::create(b, loc, VectorType::get({w}, bf16), p);
-    probs = writeVec(b, loc, rounded, probs, i, ix.c(j * w));
-    sums[j % 2] = arith::AddFOp::create(
-        b, loc, sums[j % 2], arith::ExtFOp::create(b, loc, vt, rounded));
-  }
-  Value rowSum = vector::ReductionOp::create(
-      b, loc, vector::CombiningKind::ADD,
-      arith::AddFOp::create(b, loc, sums[0], sums[1]));
-  // exp(m - sub) in a vector (m = -inf gives 0), its first lane.
-  Value corrV = buildExpNonPositive(
-      b, loc,
-      arith::SubFOp::create(
-          b, loc, vector::BroadcastOp::create(b, loc, vt, mOld), subV));
-  Value corr = vector::ExtractOp::create(b, loc, corrV, ArrayRef<int64_t>{0});
-  Value lOld = tensor::ExtractOp::create(b, loc, lT, ValueRange{i});
+          Value p = buildExp2NonPositive(rb, loc, t);
+          if (dot) {
+            // The pair (j - 1, j) complete at odd j, rounded as one vector
+            // of 32 (two vcvtneps2bf16 and an insert; LLVM does not select
+            // vcvtne2ps2bf16 for it).
+            if (j % 2 == 0) {
+              pLow = p;
+              continue;
+            }
+            SmallVector<int64_t> both =
+                llvm::to_vector(llvm::seq<int64_t>(0, 2 * w));
+            Value rounded = arith::TruncFOp::create(
+                rb, loc, pairTy,
+                vector::ShuffleOp::create(rb, loc, pLow, p, both));
+            probsIn =
+                writeVec(rb, loc, rounded, probsIn, row, rx.c((j - 1) * w));
+            sums[j / 2 % 2] = x86vector::DotBF16Op::create(
+                rb, loc, vt, sums[j / 2 % 2], rounded, ones);
+            continue;
+          }
+          Value rounded =
+              arith::TruncFOp::create(rb, loc, VectorType::get({w}, bf16), p);
+          probsIn = writeVec(rb, loc, rounded, probsIn, row, rx.c(j * w));
+          sums[j % 2] = arith::AddFOp::create(
+              rb, loc, sums[j % 2],
+              arith::ExtFOp::create(rb, loc, vt, rounded));
+        }
+        return arith::AddFOp::create(rb, loc, sums[0], sums[1]).getResult();
+      },
+      probs);
+  Value rowSum = reduceRows(b, loc, sumVecs, [&](Value x, Value y) {
+    return arith::AddFOp::create(b, loc, x, y).getResult();
+  });
   Value lNew = arith::AddFOp::create(
-      b, loc, arith::MulFOp::create(b, loc, lOld, corr), rowSum);
-  scf::YieldOp::create(
-      b, loc,
-      ValueRange{probs, tensor::InsertOp::create(b, loc, mNew, mT, i),
-                 tensor::InsertOp::create(b, loc, lNew, lT, i),
-                 tensor::InsertOp::create(b, loc, corr, corrT, i)});
-  return {rowLoop.getResult(0), rowLoop.getResult(1), rowLoop.getResult(2),
-          rowLoop.getResult(3)};
+      b, loc, arith::MulFOp::create(b, loc, read1D(b, loc, lT, r0, w), corr),
+      rowSum);
+  scf::YieldOp::create(b, loc,
+                       ValueRange{probs, write1D(b, loc, mNew, mT, r0),
+                                  write1D(b, loc, lNew, lT, r0),
+                                  write1D(b, loc, corr, corrT, r0)});
+  return {groups.getResult(0), groups.getResult(1), groups.getResult(2),
+          groups.getResult(3)};
 }
 
 //===----------------------------------------------------------------------===//

@@ -27,19 +27,26 @@
 // CHECK:         linalg.fill
 // CHECK:         %[[KP:.+]] = tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [32, 64, 2] : tensor<32x128xbf16> into tensor<32x64x2xbf16>
 // CHECK:         linalg.generic {{.+}} ins(%{{.+}}, %[[KP]] : tensor<64x64xbf16>, tensor<32x64x2xbf16>) outs(%{{.+}} : tensor<64x64xf32>) attrs = {masformer.amx_tile = array<i64: 64, 64>}
-// The softmax a row at a time: the row's maximum across the lanes (no NaN
-// left to order), P's row rounded to bf16, the row sum of the rounded
-// values: a vector at a time, extended back to f32 and added; with
-// AVX512-BF16 (bf16-dot), two vectors at a time, summed by vdpbf16ps
-// against ones.
-// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<64x64xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
-// CHECK:           vector.reduction <maxnumf>, %{{.+}} fastmath<nnan> : vector<16xf32> into f32
-// EXT-COUNT-4:     arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
-// SUMDOT:          %[[R0:.+]] = arith.truncf %{{.+}} : vector<32xf32> to vector<32xbf16>
-// SUMDOT:          x86vector.avx512.dot %{{.+}}, %[[R0]], %{{.+}} : vector<32xbf16> -> vector<16xf32>
-// SUMDOT:          %[[R1:.+]] = arith.truncf %{{.+}} : vector<32xf32> to vector<32xbf16>
-// SUMDOT:          x86vector.avx512.dot %{{.+}}, %[[R1]], %{{.+}} : vector<32xbf16> -> vector<16xf32>
-// CHECK:           vector.reduction <add>, %{{.+}} : vector<16xf32> into f32
+// The softmax in groups of 16 rows: a loop takes each row's maximum down
+// its vectors (into a 16 x 16 tile), a butterfly of shuffles takes the 16
+// maxima across the lanes at once (4 levels of 8, 4, 2, 1 pairs), a second
+// loop writes each row's P rounded to bf16 and sums the rounded values: a
+// vector at a time, extended back to f32 and added; with AVX512-BF16
+// (bf16-dot), two vectors at a time, summed by vdpbf16ps against ones;
+// then a butterfly takes the 16 sums across.
+// CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c64{{.*}} step %c16{{.*}} iter_args({{.+}}) -> (tensor<64x64xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK:           scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<16x16xf32>, tensor<64x64xbf16>)
+// CHECK-COUNT-8:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
+// CHECK-COUNT-4:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
+// CHECK-COUNT-2:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29]
+// CHECK:           vector.shuffle %{{.+}}, %{{.+}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]
+// CHECK:           scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<16x16xf32>, tensor<64x64xbf16>)
+// EXT-COUNT-4:       arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// SUMDOT:            %[[R0:.+]] = arith.truncf %{{.+}} : vector<32xf32> to vector<32xbf16>
+// SUMDOT:            x86vector.avx512.dot %{{.+}}, %[[R0]], %{{.+}} : vector<32xbf16> -> vector<16xf32>
+// SUMDOT:            %[[R1:.+]] = arith.truncf %{{.+}} : vector<32xf32> to vector<32xbf16>
+// SUMDOT:            x86vector.avx512.dot %{{.+}}, %[[R1]], %{{.+}} : vector<32xbf16> -> vector<16xf32>
+// CHECK:           vector.shuffle %{{.+}}, %{{.+}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]
 // The accumulator's rows times their rescaling, in memory.
 // CHECK:         scf.for %[[I:.+]] = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args(%{{.+}}) -> (tensor<64x64xf32>)
 // CHECK:           %[[CORR:.+]] = vector.broadcast %{{.+}} : f32 to vector<16xf32>
