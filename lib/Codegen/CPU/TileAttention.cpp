@@ -895,11 +895,20 @@ std::pair<Value, Value> AttentionTiler::packKeysValues() {
   int64_t dd = *dStatic;
   Type bf16 = b.getBF16Type();
   Value skv = val(skvF);
-  std::optional<int64_t> skvStatic = stat(skvF);
-  OpFoldResult twice = skvStatic ? OpFoldResult(b.getIndexAttr(2 * *skvStatic))
-                                 : OpFoldResult(ix.mul(skv, ix.c(2)));
-  OpFoldResult half = skvStatic ? OpFoldResult(b.getIndexAttr(*skvStatic / 2))
-                                : OpFoldResult(ix.fdiv(skv, ix.c(2)));
+  // The keys packed: all of them, or none when no query tile is full (a
+  // decoding step allocates nothing).
+  Value someFull = ix.cmp(arith::CmpIPredicate::sge, val(sqF), ix.c(tileQ));
+  std::optional<int64_t> sqStatic = stat(sqF), skvStatic = stat(skvF);
+  OpFoldResult twice, half;
+  if (sqStatic && skvStatic) {
+    int64_t keys = *sqStatic >= tileQ ? *skvStatic : 0;
+    twice = b.getIndexAttr(2 * keys);
+    half = b.getIndexAttr(keys / 2);
+  } else {
+    Value keys = arith::SelectOp::create(b, loc, someFull, skv, ix.c(0));
+    twice = ix.mul(keys, ix.c(2));
+    half = ix.fdiv(keys, ix.c(2));
+  }
   Value kp0 = tensor::EmptyOp::create(
       b, loc,
       ArrayRef<OpFoldResult>{batchF, kvHeadsF, b.getIndexAttr(dd / 2), twice},
@@ -908,7 +917,6 @@ std::pair<Value, Value> AttentionTiler::packKeysValues() {
       b, loc,
       ArrayRef<OpFoldResult>{batchF, kvHeadsF, half, b.getIndexAttr(2 * dd)},
       bf16);
-  Value someFull = ix.cmp(arith::CmpIPredicate::sge, val(sqF), ix.c(tileQ));
   Value tiles = arith::SelectOp::create(b, loc, someFull,
                                         ix.fdiv(skv, ix.c(tileKV)), ix.c(0));
   auto forall = scf::ForallOp::create(

@@ -151,6 +151,8 @@ CASES = {
                                        mask="neginf-batch1"),
     "amx-nan": dict(span=("block", 64), causal=True, sq=128, skv=128, d=32,
                     nan=True),
+    "amx-dynamic-gqa": dict(hq=4, hkv=2, span=("window", 40), causal=True,
+                            sq=150, skv=150, d=32, dynamic=True),
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
