@@ -16,12 +16,12 @@ causal, or causal with --causal as in a decoder), side by side in one run:
   an additive causal mask), and as its fused
   com.microsoft.MultiHeadAttention op (with --causal, unidirectional=1).
 
-With --precision bf16, ours runs on bf16 Q, K and V (bf16 result): on
-AVX512-BF16's vdpbf16ps where the CPU has it (docs/cpu.md), next to our
-f32 full attention; onnxruntime stays f32 (its CPU attention has no bf16).
-On Intel's CPUs masformer-compile does not use these kernels in a model:
-its bf16 attention stays f32 there, the faster (docs/cpu.md), and the
-run says so.
+With --precision bf16, ours runs on bf16 Q, K and V (bf16 result): on AMX
+tiles where the CPU has AMX, else on AVX512-BF16's vdpbf16ps where it has
+that (docs/cpu.md, "bf16 attention"), next to our f32 full attention;
+onnxruntime stays f32 (its CPU attention has no bf16). On Intel's CPUs
+without AMX masformer-compile does not use these kernels in a model: its
+bf16 attention stays f32 there, the faster, and the run says so.
 
 Each timing is the median of --reps calls after a warm-up call; a span
 variant makes --reps times its ideal speed-up calls (at most 400), so that
