@@ -245,21 +245,25 @@ Value scaleRows(OpBuilder &b, Location loc, Value acc, Value corr, int64_t rows,
 /// subtraction and a multiplication here (the maximum of the unscaled
 /// scores, times the scale, is the scaled maximum since the scale is
 /// positive); m and l stay those of the scaled logits.
-struct SoftmaxColumns {
-  Value probsT, m, l, corr;
+/// The online softmax's update of a tile: P (in the layout its product
+/// reads), and the new m, l and the rows' rescaling.
+struct SoftmaxUpdate {
+  Value probs, m, l, corr;
 };
+constexpr double kLog2e = 1.44269504088896341;
+/// A vector constant of `v` in every lane.
+Value splatConst(OpBuilder &b, Location loc, VectorType vt, float v) {
+  return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
+}
 static_assert(kRows % 2 == 0, "the pairs of keys lie in one step");
-SoftmaxColumns buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
-                                   Value m, Value l, int64_t tq, int64_t tk,
-                                   int64_t w, bool pairs,
-                                   std::optional<float> scoreScale) {
+SoftmaxUpdate buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
+                                  Value m, Value l, int64_t tq, int64_t tk,
+                                  int64_t w, bool pairs,
+                                  std::optional<float> scoreScale) {
   Idx ix{b, loc};
   Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
   auto vt = VectorType::get({w}, f32);
-  auto splat = [&](float v) -> Value {
-    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
-  };
-  constexpr double kLog2e = 1.44269504088896341;
+  auto splat = [&](float v) { return splatConst(b, loc, vt, v); };
   float negInf = -std::numeric_limits<float>::infinity();
   Value probs0 = pairs ? tensor::EmptyOp::create(b, loc, {tk / 2, 2 * tq}, bf16)
                        : tensor::EmptyOp::create(b, loc, {tk, tq}, f32);
@@ -427,19 +431,14 @@ Value reduceRows(OpBuilder &b, Location loc, ArrayRef<Value> rows,
 /// vdpbf16ps against ones (exact: the products are the rounded values),
 /// where extending each rounded vector to f32 and adding it cost 3
 /// operations. tq must be a multiple of w, tk of 2 w.
-struct SoftmaxRows {
-  Value probs, m, l, corr;
-};
-SoftmaxRows buildSoftmaxRows(OpBuilder &b, Location loc, Value logits, Value m,
-                             Value l, int64_t tq, int64_t tk, int64_t w,
-                             std::optional<float> scoreScale, bool dot) {
+SoftmaxUpdate buildSoftmaxRows(OpBuilder &b, Location loc, Value logits,
+                               Value m, Value l, int64_t tq, int64_t tk,
+                               int64_t w, std::optional<float> scoreScale,
+                               bool dot) {
   Idx ix{b, loc};
   Type f32 = b.getF32Type(), bf16 = b.getBF16Type();
   auto vt = VectorType::get({w}, f32);
-  auto splat = [&](float v) -> Value {
-    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
-  };
-  constexpr double kLog2e = 1.44269504088896341;
+  auto splat = [&](float v) { return splatConst(b, loc, vt, v); };
   float negInf = -std::numeric_limits<float>::infinity();
   Value probs0 = tensor::EmptyOp::create(b, loc, {tq, tk}, bf16);
   Value corr0 = tensor::EmptyOp::create(b, loc, {tq}, f32);
