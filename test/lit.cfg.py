@@ -64,6 +64,13 @@ if {"amx_tile", "amx_bf16"} <= _flags:
     config.available_features.add("cpu-amx-bf16")
 if "avx512_bf16" in _flags:
     config.available_features.add("cpu-avx512-bf16")
+# Code for --cpu=znver4 runs on a CPU with Zen 4's AVX-512 extensions
+# (Sapphire Rapids and later, Zen 4 and 5), not on every CPU with
+# AVX512-BF16 (Cooper Lake lacks VBMI2, BITALG, GFNI and more).
+if {"avx512_bf16", "avx512vbmi", "avx512_vbmi2", "avx512_bitalg",
+        "avx512_vpopcntdq", "avx512ifma", "gfni", "vaes",
+        "vpclmulqdq"} <= _flags:
+    config.available_features.add("cpu-znver4-isa")
 # Code for AVX2 servers (--cpu=haswell: vectors of 8, 16 registers) runs
 # on any CPU with AVX2 and FMA.
 if {"avx2", "fma"} <= _flags:
