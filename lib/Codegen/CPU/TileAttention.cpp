@@ -225,6 +225,17 @@ Value scaleRows(OpBuilder &b, Location loc, Value acc, Value corr, int64_t rows,
   return loop.getResult(0);
 }
 
+/// The online softmax's update of a tile: P (in the layout its product
+/// reads), and the new m, l and the rows' rescaling.
+struct SoftmaxUpdate {
+  Value probs, m, l, corr;
+};
+constexpr double kLog2e = 1.44269504088896341;
+/// A vector constant of `v` in every lane.
+Value splatConst(OpBuilder &b, Location loc, VectorType vt, float v) {
+  return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
+}
+
 /// The online-softmax update of a full tile from its transposed logits
 /// [tk, tq] (one column per query), W queries at a time, each query in its
 /// own lane: m' = max(m, column max), P = exp(logits - m'),
@@ -245,16 +256,6 @@ Value scaleRows(OpBuilder &b, Location loc, Value acc, Value corr, int64_t rows,
 /// subtraction and a multiplication here (the maximum of the unscaled
 /// scores, times the scale, is the scaled maximum since the scale is
 /// positive); m and l stay those of the scaled logits.
-/// The online softmax's update of a tile: P (in the layout its product
-/// reads), and the new m, l and the rows' rescaling.
-struct SoftmaxUpdate {
-  Value probs, m, l, corr;
-};
-constexpr double kLog2e = 1.44269504088896341;
-/// A vector constant of `v` in every lane.
-Value splatConst(OpBuilder &b, Location loc, VectorType vt, float v) {
-  return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(vt, v));
-}
 static_assert(kRows % 2 == 0, "the pairs of keys lie in one step");
 SoftmaxUpdate buildSoftmaxColumns(OpBuilder &b, Location loc, Value logitsT,
                                   Value m, Value l, int64_t tq, int64_t tk,
