@@ -153,6 +153,9 @@ CASES = {
                     nan=True),
     "amx-dynamic-gqa": dict(hq=4, hkv=2, span=("window", 40), causal=True,
                             sq=150, skv=150, d=32, dynamic=True),
+    # head_dim 128 (Llama) with one key/value head for two query heads.
+    "amx-head-dim-128-mqa": dict(b=1, hq=2, hkv=1, span=("full", 0),
+                                 causal=True, sq=140, skv=140, d=128),
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
