@@ -599,7 +599,8 @@ struct QueryTile {
   /// With the micro-kernels, the tile's queries transposed, [head_dim,
   /// rows] f32, or with the bf16 dot their pairs of the head dimension,
   /// [head_dim / 2, 2 rows] bf16 (packQueries; undefined for a short last
-  /// tile, which takes the linalg path).
+  /// tile, which takes the linalg path). Null with AMX, which reads the
+  /// queries as stored.
   Value qT;
 };
 
@@ -758,9 +759,9 @@ private:
   std::optional<int64_t> dStatic;
   bool kernels = false;
   bool splitEdges = false;
-  /// Whether the micro-kernels run on bf16 pairs: the queries packed as
-  /// pairs of the head dimension, P written as pairs of keys, V packed as
-  /// pairs of keys; the products on vdpbf16ps, or on AMX with `amx`.
+  /// Whether the micro-kernels run on bf16 pairs: on vdpbf16ps, the
+  /// queries packed as pairs of the head dimension, P written as pairs of
+  /// keys, V packed as pairs of keys; with `amx`, stepAMX's layouts.
   bool dot = false;
   /// Whether full tiles run both products on AMX tiles (stepAMX).
   bool amx = false;

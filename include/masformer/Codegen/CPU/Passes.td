@@ -52,11 +52,16 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     With `amx` (and `vector-width=16`), full tiles of bf16 attention whose
     products' sizes are multiples of 32 (the head dimension, `tile-q` and
     `tile-kv`, and their halves on the span's edge) run both products as
-    AMX tile products marked for `--masformer-lower-amx-tiles`: `K Q^T`
-    from the keys as stored and the packed queries, and `P V` from P's
-    rows (the softmax's pairs of keys transposed) and the values packed
-    as pairs of keys, into the accumulator rescaled in memory. The softmax
-    is the same as with `bf16-dot`.
+    AMX tile products marked for `--masformer-lower-amx-tiles`. A parallel
+    loop of its own first packs, once, the keys' pairs of the head
+    dimension transposed and the values' pairs of keys (none when no query
+    tile is full). Each tile then computes `S = Q K^T` from the queries'
+    rows as stored and the packed keys, a softmax by rows in groups of 16
+    (each row's maximum and sum down its vectors, one butterfly of
+    shuffles across the lanes per group; P written as bf16 rows, summed as
+    rounded, with `vdpbf16ps` against ones under `bf16-dot`), and `P V`
+    from P's rows and the packed values into the accumulator, rescaled in
+    memory.
 
     ```mlir
     %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
@@ -81,10 +86,10 @@ def TileAttention : Pass<"masformer-tile-attention"> {
            "P V on pairs of keys (P rounded to bf16, V's pairs packed per "
            "key tile); accumulation stays f32">,
     Option<"amx", "amx", "bool", /*default=*/"false",
-           "With vector-width=16, bf16 attention's full tiles run K Q^T and "
+           "With vector-width=16, bf16 attention's full tiles run Q K^T and "
            "P V as AMX tile products (for --masformer-lower-amx-tiles) where "
            "the head dimension and the tiles (and their halves) are "
-           "multiples of 32; the pairs layouts are those of bf16-dot">
+           "multiples of 32, on keys and values packed once per call">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
