@@ -228,11 +228,15 @@ def build_ours(s, span, reps, precision="f32"):
     with open(main_c, "w") as f:
         # AMX's tile registers are Linux's to hand out: a process asks
         # before its first tile instruction (as masformer-compile's runtime
-        # does).
-        f.write("#include <sys/syscall.h>\n#include <unistd.h>\n"
+        # does), and stops with why if refused.
+        permit = ("  if (syscall(SYS_arch_prctl, 0x1023, 18)) {\n"
+                  "    perror(\"arch_prctl(ARCH_REQ_XCOMP_PERM)\");\n"
+                  "    return 1;\n  }\n"
+                  if "amx=1" in pipeline(precision) else "")
+        f.write("#include <stdio.h>\n#include <sys/syscall.h>\n"
+                "#include <unistd.h>\n"
                 "extern void bench_main(void);\n"
-                "int main(void) {\n"
-                "  syscall(SYS_arch_prctl, 0x1023, 18);\n"
+                "int main(void) {\n" + permit +
                 "  bench_main(); return 0; }\n")
     exe = os.path.join(work, "attn")
     r = subprocess.run(

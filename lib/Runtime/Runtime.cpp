@@ -436,8 +436,7 @@ static std::string enableISA(const std::string &name, const char *path) {
   if (!have)
     return std::string("'") + path +
            "' runs its bf16 products and attention on AMX tiles, and this CPU "
-           "has no "
-           "AMX-BF16: compile the model on this machine, or with "
+           "has no AMX-BF16: compile the model on this machine, or with "
            "--precision=f32";
   // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: without it the first tile
   // instruction is SIGILL.
@@ -445,8 +444,8 @@ static std::string enableISA(const std::string &name, const char *path) {
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0)
     return std::string("'") + path +
            "' runs its bf16 products and attention on AMX tiles, and the "
-           "kernel refused "
-           "them to this process (arch_prctl(ARCH_REQ_XCOMP_PERM): " +
+           "kernel refused them to this process "
+           "(arch_prctl(ARCH_REQ_XCOMP_PERM): " +
            std::strerror(errno) + ")";
   return "";
 #else

@@ -32,7 +32,7 @@ struct HostTarget {
   /// cores issue it on one (by published instruction tables), so it does no
   /// more than their two FMA ports, and bf16 attention on it ran at 0.69x
   /// the f32 kernels' speed on a Xeon with AMX (bench/RESULTS.md): there,
-  /// attention keeps the f32 kernels.
+  /// attention keeps the f32 kernels unless AMX takes it.
   bool fastBF16Dot = false;
   /// The CPU's name as LLVM knows it (the host's for "native").
   std::string cpu;

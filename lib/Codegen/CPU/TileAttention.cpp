@@ -458,33 +458,39 @@ SoftmaxUpdate buildSoftmaxRows(OpBuilder &b, Location loc, Value logits,
     return xs;
   };
   // A loop over the group's rows, each yielding one vector, whose results
-  // are kept in a [w, w] tile and read back as the w vectors.
-  auto perRow =
-      [&](llvm::function_ref<Value(OpBuilder &, Value, Value, Value &)> body,
-          Value &carried) {
-        Value tile0 = tensor::EmptyOp::create(b, loc, {w, w}, f32);
-        auto rows = ix.loop(0, w, 1, ValueRange{tile0, carried});
-        {
-          OpBuilder::InsertionGuard gr(b);
-          b.setInsertionPointToStart(rows.getBody());
-          Idx rx{b, loc};
-          Value i = rows.getInductionVar();
-          Value c = rows.getRegionIterArg(1);
-          Value v = body(b, i, rx.add(r0, i), c);
-          Value tile =
-              writeVec(b, loc, v, rows.getRegionIterArg(0), i, rx.c(0));
-          scf::YieldOp::create(b, loc, ValueRange{tile, c});
-        }
-        carried = rows.getResult(1);
-        SmallVector<Value> vs;
-        for (int64_t i = 0; i < w; ++i)
-          vs.push_back(readF32(b, loc, rows.getResult(0), ix.c(i), ix.c(0), w));
-        return vs;
-      };
+  // are kept in a [w, w] tile and read back as the w vectors; `carried`,
+  // when given, is threaded through the loop (P, which the rows write).
+  auto perRow = [&](llvm::function_ref<Value(OpBuilder &, Value, Value,
+                                             Value &)>
+                        body,
+                    Value *carried) {
+    SmallVector<Value> inits = {tensor::EmptyOp::create(b, loc, {w, w}, f32)};
+    if (carried)
+      inits.push_back(*carried);
+    auto rows = ix.loop(0, w, 1, inits);
+    {
+      OpBuilder::InsertionGuard gr(b);
+      b.setInsertionPointToStart(rows.getBody());
+      Idx rx{b, loc};
+      Value i = rows.getInductionVar();
+      Value c = carried ? rows.getRegionIterArg(1) : Value();
+      Value v = body(b, i, rx.add(r0, i), c);
+      SmallVector<Value> yields = {
+          writeVec(b, loc, v, rows.getRegionIterArg(0), i, rx.c(0))};
+      if (carried)
+        yields.push_back(c);
+      scf::YieldOp::create(b, loc, yields);
+    }
+    if (carried)
+      *carried = rows.getResult(1);
+    SmallVector<Value> vs;
+    for (int64_t i = 0; i < w; ++i)
+      vs.push_back(readF32(b, loc, rows.getResult(0), ix.c(i), ix.c(0), w));
+    return vs;
+  };
   // Each row's maximum down its vectors: two chains from -inf
   // (buildGreater keeps its second operand where the first is NaN: the
   // chains hold no NaN, so the butterfly orders none).
-  Value none = probs;
   SmallVector<Value> maxima = perRow(
       [&](OpBuilder &rb, Value, Value row, Value &) {
         Value chains[2] = {splat(negInf), splat(negInf)};
@@ -492,7 +498,7 @@ SoftmaxUpdate buildSoftmaxRows(OpBuilder &b, Location loc, Value logits,
           chains[j % 2] = buildGreater(rb, loc, x, chains[j % 2]);
         return buildGreater(rb, loc, chains[1], chains[0]);
       },
-      none);
+      nullptr);
   Value rowMax = reduceRows(b, loc, maxima, [&](Value x, Value y) {
     return buildGreater(b, loc, x, y);
   });
@@ -568,7 +574,7 @@ SoftmaxUpdate buildSoftmaxRows(OpBuilder &b, Location loc, Value logits,
         }
         return arith::AddFOp::create(rb, loc, sums[0], sums[1]).getResult();
       },
-      probs);
+      &probs);
   Value rowSum = reduceRows(b, loc, sumVecs, [&](Value x, Value y) {
     return arith::AddFOp::create(b, loc, x, y).getResult();
   });
@@ -891,7 +897,7 @@ Value AttentionTiler::packQueries(const QueryTile &qt) {
 /// V's), for every full key tile: packed once, by a parallel loop of their
 /// own over (batch, kv head, key tile), rather than by every query tile
 /// that reads them. With fewer queries than a tile (no full tile reads
-/// them: decoding) the loop runs no iteration.
+/// them: decoding) they are empty and the loop runs no iteration.
 std::pair<Value, Value> AttentionTiler::packKeysValues() {
   int64_t dd = *dStatic;
   Type bf16 = b.getBF16Type();
@@ -1388,8 +1394,8 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
 /// tiles (tdpbf16ps: 16 x 16 f32 results of 32 pairs of bf16 a tile):
 /// S = Q K^T [tq, tk] from the queries' rows as stored and the keys' packed
 /// pairs (packKeysValues), unscaled; logits as stepKernels (not
-/// transposed); the softmax a row at a time (buildSoftmaxRows), P written
-/// as the bf16 rows P V reads; then acc = acc * corr + P V with the
+/// transposed); the softmax by rows, in groups of 16 (buildSoftmaxRows), P
+/// written as the bf16 rows P V reads; then acc = acc * corr + P V with the
 /// values' packed pairs. Nothing is packed per tile. The accumulator stays
 /// in memory between key tiles (each product loads and stores its tiles of
 /// C). With `outTile`, the result is the normalized output tile.

@@ -35,7 +35,7 @@
 // (bf16-dot), two vectors at a time, summed by vdpbf16ps against ones;
 // then a butterfly takes the 16 sums across.
 // CHECK:         scf.for %{{.+}} = %c0{{.*}} to %c64{{.*}} step %c16{{.*}} iter_args({{.+}}) -> (tensor<64x64xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
-// CHECK:           scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<16x16xf32>, tensor<64x64xbf16>)
+// CHECK:           scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c1{{.*}} iter_args({{.+}}) -> (tensor<16x16xf32>)
 // CHECK-COUNT-8:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
 // CHECK-COUNT-4:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
 // CHECK-COUNT-2:   vector.shuffle %{{.+}}, %{{.+}} [0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29]
