@@ -36,6 +36,12 @@ namespace {
 /// group of the tile streams over it. (On the Xeon of bench/RESULTS.md,
 /// 256 and 512 ran within the run-to-run spread of 128.)
 constexpr int64_t kChunk = 128;
+/// Row tiles run in groups of up to kMaxRowGroup whose rows of A take at
+/// most kRowGroupBytes, so that a group's rows stay in L2 while its
+/// iterations run over every column tile (bench/RESULTS.md, "Products in
+/// groups of row tiles").
+constexpr int64_t kMaxRowGroup = 4;
+constexpr int64_t kRowGroupBytes = 1 << 20;
 
 /// `v`, a 2-D tensor, cast to the static shape [rows, cols].
 Value castTo2D(OpBuilder &b, Location loc, Value v, int64_t rows,
@@ -174,13 +180,18 @@ struct ContractionTiler {
   scf::ForallOp forall;
   Value out;
   DenseMap<unsigned, Value> batchIv;
+  /// The column tile's index (B's packed panel), and whether row tiles run
+  /// in groups (an iteration past the last row tile then has ms = 0).
+  Value nTile;
+  bool rowGroups = false;
   Value m0, n0, ms, ns;
   Value aTile, bTile, cTile;
   RankedTensorType cTileTy;
 
   /// The forall over C's tiles, accumulating into `c`; leaves the builder
-  /// in its body and sets the tile's position and size.
-  void buildTileLoop(Value c);
+  /// in its body and sets the tile's position and size. `aRowBytes`: the
+  /// bytes of one row of A over all of k.
+  void buildTileLoop(Value c, int64_t aRowBytes);
   /// The rank-reduced 2-D slice of operand `t` (indexed by `map`) for this
   /// tile.
   Value slice(Value t, AffineMap map, int64_t rows, int64_t cols);
@@ -221,11 +232,13 @@ struct ContractionTiler {
   /// A's rows (padded with zeros) x B's VNNI panel, as the product marked
   /// for --masformer-lower-amx-tiles.
   Value buildAMXTile(OpBuilder &tb, bool fullTile);
+  /// This iteration's tile of C, computed.
+  Value buildTile();
   /// Inserts this iteration's result `tile` into C.
   void insertTile(Value tile);
 };
 
-void ContractionTiler::buildTileLoop(Value c) {
+void ContractionTiler::buildTileLoop(Value c, int64_t aRowBytes) {
   // The sizes of C's dimensions, and the loop dimension each one is.
   SmallVector<OpFoldResult> cSizes = tensor::getMixedSizes(b, loc, c);
   SmallVector<unsigned> cDims;
@@ -236,13 +249,34 @@ void ContractionTiler::buildTileLoop(Value c) {
     return getValueOrCreateConstantIndexOp(b, loc, f);
   };
   SmallVector<OpFoldResult> ubs(cSizes.begin(), cSizes.end() - 2);
-  // Column tiles outside row tiles: the iterations a thread runs in a row
-  // share B's column panel (in L2 after the first), and A's row panels
-  // (the activations, smaller than the weights) stream instead. A tied LM
-  // head's 150 MiB of weights are then read from memory once, not once per
-  // row tile.
-  ubs.push_back(ix.cdiv(val(nSize), ix.c(tileN)));
-  ubs.push_back(ix.cdiv(val(mSize), ix.c(tileM)));
+  // Row tiles in groups, column tiles inside a group, a group's row tiles
+  // innermost: (group, column tile, row tile in the group). The iterations
+  // a thread runs share a group's rows of A (in L2 after the first column
+  // tile), and B's column panel across the group's row tiles; B is read
+  // once per group rather than once per row tile. Without groups (a row
+  // of A too long for two tiles' rows in L2), column tiles outside row
+  // tiles: a thread's iterations share B's panel and A's row panels (the
+  // activations, smaller than the weights) stream instead; a tied LM
+  // head's weights are then read from memory once. A group counts
+  // ceil(tiles / ceil(tiles / kMaxRowGroup)) row tiles, so that the groups
+  // of a short product are as full as they can be; the iterations past
+  // the last row tile (fewer than one per group) compute nothing.
+  int64_t maxGroup = std::min<int64_t>(
+      kMaxRowGroup, kRowGroupBytes / std::max<int64_t>(1, tileM * aRowBytes));
+  rowGroups = maxGroup > 1;
+  Value rowTiles = ix.cdiv(val(mSize), ix.c(tileM));
+  Value groups, group;
+  if (rowGroups) {
+    groups = ix.cdiv(rowTiles, ix.c(maxGroup));
+    // (No division by zero groups: a product of no rows has no iteration.)
+    group = ix.cdiv(rowTiles, ix.max(groups, ix.c(1)));
+    ubs.push_back(groups);
+    ubs.push_back(ix.cdiv(val(nSize), ix.c(tileN)));
+    ubs.push_back(group);
+  } else {
+    ubs.push_back(ix.cdiv(val(nSize), ix.c(tileN)));
+    ubs.push_back(rowTiles);
+  }
 
   forall = scf::ForallOp::create(b, loc, ubs, ValueRange{c}, std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
@@ -250,9 +284,20 @@ void ContractionTiler::buildTileLoop(Value c) {
   // The position of every loop dimension in this iteration.
   for (int64_t r = 0; r + 2 < rank; ++r)
     batchIv[cDims[r]] = forall.getInductionVar(r);
-  n0 = ix.mul(forall.getInductionVar(rank - 2), ix.c(tileN));
-  m0 = ix.mul(forall.getInductionVar(rank - 1), ix.c(tileM));
+  Value rowTile;
+  if (rowGroups) {
+    nTile = forall.getInductionVar(rank - 1);
+    rowTile = ix.add(ix.mul(forall.getInductionVar(rank - 2), group),
+                     forall.getInductionVar(rank));
+  } else {
+    nTile = forall.getInductionVar(rank - 2);
+    rowTile = forall.getInductionVar(rank - 1);
+  }
+  n0 = ix.mul(nTile, ix.c(tileN));
+  m0 = ix.mul(rowTile, ix.c(tileM));
   ms = ix.min(ix.c(tileM), ix.sub(val(mSize), m0));
+  if (rowGroups)
+    ms = ix.max(ms, ix.c(0));
   ns = ix.min(ix.c(tileN), ix.sub(val(nSize), n0));
 }
 
@@ -621,8 +666,7 @@ void ContractionTiler::sliceOperands(Value a, Value bm) {
         b, loc,
         RankedTensorType::get({kLen / 2, tileN, 2}, pty.getElementType()),
         packedB,
-        ArrayRef<OpFoldResult>{forall.getInductionVar(rank - 2),
-                               b.getIndexAttr(0), b.getIndexAttr(0),
+        ArrayRef<OpFoldResult>{nTile, b.getIndexAttr(0), b.getIndexAttr(0),
                                b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(kLen / 2),
                                b.getIndexAttr(tileN), b.getIndexAttr(2)},
@@ -632,8 +676,7 @@ void ContractionTiler::sliceOperands(Value a, Value bm) {
     bTile = tensor::ExtractSliceOp::create(
         b, loc, RankedTensorType::get({kLen, tileN}, pty.getElementType()),
         packedB,
-        ArrayRef<OpFoldResult>{forall.getInductionVar(rank - 2),
-                               b.getIndexAttr(0), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{nTile, b.getIndexAttr(0), b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(kLen),
                                b.getIndexAttr(tileN)},
         SmallVector<OpFoldResult>(3, b.getIndexAttr(1)));
@@ -663,8 +706,32 @@ Value ContractionTiler::build(linalg::GenericOp op) {
     fill = f.getInputs()[0];
     init = f.getOutputs()[0];
   }
-  buildTileLoop(init);
+  auto aTy = cast<RankedTensorType>(op.getDpsInputs()[0].getType());
+  buildTileLoop(
+      init,
+      kLen * llvm::divideCeil(aTy.getElementType().getIntOrFloatBitWidth(), 8));
   sliceOperands(op.getDpsInputs()[0], op.getDpsInputs()[1]);
+  if (!rowGroups) {
+    insertTile(buildTile());
+    return forall.getResult(0);
+  }
+  // An iteration past the last row tile (ms = 0) computes nothing.
+  Value some = ix.cmp(arith::CmpIPredicate::sgt, ms, ix.c(0));
+  auto ifSome = scf::IfOp::create(b, loc, TypeRange{cTileTy}, some, true, true);
+  {
+    // (buildTile may replace cTile by values of its own regions.)
+    Value empty = cTile;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifSome.thenBlock());
+    scf::YieldOp::create(b, loc, buildTile());
+    b.setInsertionPointToStart(ifSome.elseBlock());
+    scf::YieldOp::create(b, loc, empty);
+  }
+  insertTile(ifSome.getResult(0));
+  return forall.getResult(0);
+}
+
+Value ContractionTiler::buildTile() {
   // (The two comparisons built in order: the IR, and the object cache's
   // keys, do not depend on the C++ compiler's argument evaluation order.)
   Value fullM = ix.cmp(arith::CmpIPredicate::eq, ms, ix.c(tileM));
@@ -679,8 +746,7 @@ Value ContractionTiler::build(linalg::GenericOp op) {
         [&](OpBuilder &eb, Location) {
           scf::YieldOp::create(eb, loc, buildAMXTile(eb, false));
         });
-    insertTile(ifOp.getResult(0));
-    return forall.getResult(0);
+    return ifOp.getResult(0);
   }
   Value full = ix.andI(fullM, fullN);
   auto ifOp = scf::IfOp::create(
@@ -705,8 +771,7 @@ Value ContractionTiler::build(linalg::GenericOp op) {
             });
         scf::YieldOp::create(eb, loc, inner.getResult(0));
       });
-  insertTile(ifOp.getResult(0));
-  return forall.getResult(0);
+  return ifOp.getResult(0);
 }
 
 struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {

@@ -6,9 +6,11 @@
 
 // BAD: error: --masformer-tile-contractions: tile-m must be a positive multiple of 4 and tile-n of 64, got 6 x 64
 
-// A MatMul with broadcast weights: a parallel loop over (batch, column
-// tiles, row tiles), column tiles outside so that a thread's consecutive
-// tiles share B's panel; full 64 x 64 tiles copy their panel of B
+// A MatMul with broadcast weights: a parallel loop over (batch, group of
+// row tiles, column tile, row tile in the group). A row of A is 384 bytes,
+// so groups of up to 4 row tiles (96 KiB of A): the groups are ceil(tiles /
+// 4) and each counts ceil(tiles / groups) row tiles; an iteration past the
+// last row tile computes nothing. Full 64 x 64 tiles copy their panel of B
 // contiguous and run the 4 x 4-vector FMA kernel across all of k, starting
 // from the fill's zeros (the result is never filled as a whole); partial
 // tiles fill their slice and run a generic on it.
@@ -16,9 +18,23 @@
 // CHECK-SAME: (%[[X:.*]]: tensor<?x?x96xf32>, %[[W:.*]]: tensor<96x136xf32>)
 // CHECK:     %[[ZERO:.*]] = arith.constant 0.0
 // CHECK:     %[[EMPTY:.*]] = tensor.empty
-// CHECK:     scf.forall (%[[B:.*]], %[[J:.*]], %[[I:.*]]) in (%{{.*}}, %{{.*}}, %{{.*}}) shared_outs(%[[O:.*]] = %[[EMPTY]])
-// CHECK-DAG:   tensor.extract_slice %[[X]][%[[B]], %{{.*}}, 0] [1, %{{.*}}, 96] [1, 1, 1] : tensor<?x?x96xf32> to tensor<?x96xf32>
+// CHECK:     %[[TILES:.*]] = arith.ceildivsi %{{.*}}, %c64
+// CHECK:     %[[GROUPS:.*]] = arith.ceildivsi %[[TILES]], %c4
+// CHECK:     %[[ATLEAST1:.*]] = arith.maxsi %[[GROUPS]], %c1
+// CHECK:     %[[GROUP:.*]] = arith.ceildivsi %[[TILES]], %[[ATLEAST1]]
+// CHECK:     %[[COLS:.*]] = arith.ceildivsi %c136, %c64
+// CHECK:     scf.forall (%[[B:.*]], %[[G:.*]], %[[J:.*]], %[[I:.*]]) in (%{{.*}}, %[[GROUPS]], %[[COLS]], %[[GROUP]]) shared_outs(%[[O:.*]] = %[[EMPTY]])
+// CHECK:       %[[GI:.*]] = arith.muli %[[G]], %[[GROUP]]
+// CHECK:       %[[ROWTILE:.*]] = arith.addi %[[GI]], %[[I]]
+// CHECK:       arith.muli %[[J]], %c64
+// CHECK:       %[[M0:.*]] = arith.muli %[[ROWTILE]], %c64
+// CHECK:       %[[LEFT:.*]] = arith.subi %{{.*}}, %[[M0]]
+// CHECK:       %[[MS:.*]] = arith.minsi %{{.*}}, %[[LEFT]]
+// CHECK:       %[[MSPOS:.*]] = arith.maxsi %[[MS]], %c0
+// CHECK-DAG:   tensor.extract_slice %[[X]][%[[B]], %[[M0]], 0] [1, %[[MSPOS]], 96] [1, 1, 1] : tensor<?x?x96xf32> to tensor<?x96xf32>
 // CHECK-DAG:   tensor.extract_slice %[[W]][0, %{{.*}}] [96, %{{.*}}] [1, 1] : tensor<96x136xf32> to tensor<96x?xf32>
+// CHECK:       %[[SOME:.*]] = arith.cmpi sgt, %[[MSPOS]], %c0
+// CHECK:       scf.if %[[SOME]]
 // CHECK:       scf.if
 // CHECK:         scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{.*}} = %{{.*}}) -> (tensor<96x64xf32>)
 // CHECK-COUNT-4:   vector.transfer_write {{.*}} : vector<16xf32>, tensor<96x64xf32>
@@ -109,14 +125,14 @@ func.func @transposed_b(%a: tensor<128x32xbf16>, %b: tensor<256x32xbf16>, %c: te
 // too, reads the packed constant; the original weights are no longer used.
 // CHECK-LABEL: func.func @constant_weights
 // CHECK:     %[[P:.*]] = arith.constant dense_resource<packed_weight> : tensor<3x2x64xf32>
-// CHECK:     scf.forall (%[[J:.*]], %[[I:.*]]) in
+// CHECK:     scf.forall (%[[G:.*]], %[[J:.*]], %[[I:.*]]) in
 // CHECK:       tensor.extract_slice %[[P]][%[[J]], 0, 0] [1, 2, 64] [1, 1, 1] : tensor<3x2x64xf32> to tensor<2x64xf32>
 // CHECK:       scf.if
 // CHECK:         vector.fma
 // CHECK:       } else {
 // CHECK:         tensor.extract_slice {{.*}}[0, 0] [2, %{{.*}}] [1, 1] : tensor<2x64xf32> to tensor<2x?xf32>
 // CHECK:     %[[PT:.*]] = arith.constant dense_resource<packed_weight_1> : tensor<3x2x64xf32>
-// CHECK:     scf.forall (%[[J2:.*]], %[[I2:.*]]) in
+// CHECK:     scf.forall (%[[G2:.*]], %[[J2:.*]], %[[I2:.*]]) in
 // CHECK:       tensor.extract_slice %[[PT]][%[[J2]], 0, 0] [1, 2, 64] [1, 1, 1] : tensor<3x2x64xf32> to tensor<2x64xf32>
 // CHECK-NOT:   linalg.transpose
 // CHECK:     scf.forall.in_parallel
@@ -171,7 +187,7 @@ func.func @constant_weights(%a: tensor<?x2xf32>) -> (tensor<?x136xf32>, tensor<?
 // CHECK-NOT:   masformer.amx_tile
 // AMX-LABEL: func.func @bf16_weights
 // AMX:       %[[P:.*]] = arith.constant dense_resource<packed_weight> : tensor<2x32x64x2xbf16>
-// AMX:       scf.forall (%[[J:.*]], %[[I:.*]]) in
+// AMX:       scf.forall (%[[G:.*]], %[[J:.*]], %[[I:.*]]) in
 // AMX:         %[[PANEL:.*]] = tensor.extract_slice %[[P]][%[[J]], 0, 0, 0] [1, 32, 64, 2] [1, 1, 1, 1] : tensor<2x32x64x2xbf16> to tensor<32x64x2xbf16>
 // AMX:         scf.if
 // AMX:           %[[C:.*]] = linalg.fill {{.*}} -> tensor<64x64xf32>
@@ -264,4 +280,38 @@ func.func @left_alone(%a: tensor<64x32xf16>, %b: tensor<32x64xf16>, %c: tensor<6
     linalg.yield %s : f32
   } -> tensor<64x64xf32>
   return %r0, %r1, %r2 : tensor<64x64xf16>, tensor<64x64xf32>, tensor<64x64xf32>
+}
+
+// -----
+
+// Rows of A too long for groups (4096 f32: two row tiles of 64 would take
+// 2 MiB): column tiles outside row tiles, as (column tile, row tile), and
+// no iteration without rows.
+// CHECK-LABEL: func.func @long_rows
+// CHECK-DAG: %[[TILES:.*]] = arith.ceildivsi %{{.*}}, %c64
+// CHECK-DAG: %[[COLS:.*]] = arith.ceildivsi %c128, %c64
+// CHECK:     scf.forall (%[[J:.*]], %[[I:.*]]) in (%[[COLS]], %[[TILES]])
+// CHECK-NOT:   arith.maxsi
+// CHECK:       arith.muli %[[J]], %c64
+// CHECK:       arith.muli %[[I]], %c64
+// CHECK-NOT:   arith.maxsi
+// CHECK:     scf.forall.in_parallel
+func.func @long_rows(%a: tensor<?x4096xf32>, %b: tensor<4096x128xf32>) -> tensor<?x128xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %a, %c0 : tensor<?x4096xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<?x128xf32>) -> tensor<?x128xf32>
+  %r = linalg.generic {
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                       affine_map<(m, n, k) -> (k, n)>,
+                       affine_map<(m, n, k) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : tensor<?x4096xf32>, tensor<4096x128xf32>) outs(%init : tensor<?x128xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?x128xf32>
+  return %r : tensor<?x128xf32>
 }
