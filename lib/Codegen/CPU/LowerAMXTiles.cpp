@@ -7,8 +7,8 @@
 // results held in four tile registers while k runs in chunks, so that no tile
 // value crosses a block boundary (LLVM's conversion of control flow has no AMX
 // tile type). An A or B whose rows are not known to be contiguous is copied
-// first; a C just filled with zeros starts from tilezero when k runs in one
-// chunk.
+// first; a C just filled with zeros is not filled: k's first chunk starts
+// its accumulators from tilezero.
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,39 +142,16 @@ Value contiguous(RewriterBase &rw, Location loc, Value x, bool copy,
   return buf;
 }
 
-void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
-  Location loc = op.getLoc();
-  rw.setInsertionPoint(op);
-  Value aBuf = contiguous(rw, loc, t.a, t.copyA, {t.m, t.k});
-  Value b3 = contiguous(rw, loc, t.b, t.copyB, {t.k / 2, t.n, 2});
+/// One chunk of `steps` k steps from k0 for every 32 x 32 block of C: its
+/// four accumulators loaded from C (or from tilezero with `fromZero`),
+/// accumulated over the chunk, stored.
+void emitBlocks(RewriterBase &rw, Location loc, const AMXTile &t, Value aBuf,
+                Value b, Value k0, int64_t steps, bool fromZero) {
   auto c = [&](int64_t v) {
     return arith::ConstantIndexOp::create(rw, loc, v).getResult();
   };
-  // B as [k / 2, 2 n]: a row is the pairs of k of every column.
-  Value b = memref::CollapseShapeOp::create(
-      rw, loc, b3, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
   auto aTy = amx::TileType::get({kTile, kDepth}, rw.getBF16Type());
   auto cTy = amx::TileType::get({kTile, kTile}, rw.getF32Type());
-  int64_t steps = t.k / kDepth;
-  int64_t perChunk = kMaxSteps;
-  while (steps % perChunk)
-    --perChunk;
-  // A product into a buffer just filled with zeros (attention's scores)
-  // whose k runs in one chunk starts its accumulators from tilezero: no
-  // fill, no loads of C.
-  linalg::FillOp zeros = zeroFillBefore(op, t.c);
-  bool fromZero = zeros && steps == perChunk;
-  if (fromZero)
-    rw.eraseOp(zeros);
-  // (Bounds built in order: the IR does not depend on the compiler's
-  // argument evaluation order.)
-  Value lb = c(0);
-  Value ub = c(t.k);
-  Value chunkStep = c(perChunk * kDepth);
-  auto chunks = scf::ForOp::create(rw, loc, lb, ub, chunkStep);
-  OpBuilder::InsertionGuard g(rw);
-  rw.setInsertionPoint(chunks.getBody()->getTerminator());
-  Value k0 = chunks.getInductionVar();
   for (int64_t bi = 0; bi < t.m; bi += kBlock) {
     for (int64_t bj = 0; bj < t.n; bj += kBlock) {
       Value acc[2][2];
@@ -186,7 +163,7 @@ void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
                              rw, loc, cTy, t.c,
                              ValueRange{c(bi + r * kTile), c(bj + s * kTile)})
                              .getResult();
-      for (int64_t step = 0; step < perChunk; ++step) {
+      for (int64_t step = 0; step < steps; ++step) {
         Value k = arith::AddIOp::create(rw, loc, k0, c(step * kDepth));
         Value k2 = arith::DivUIOp::create(rw, loc, k, c(2));
         Value a[2], bt[2];
@@ -207,6 +184,53 @@ void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
               rw, loc, t.c, ValueRange{c(bi + r * kTile), c(bj + s * kTile)},
               acc[r][s]);
     }
+  }
+}
+
+void lowerTile(RewriterBase &rw, linalg::GenericOp op, const AMXTile &t) {
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  Value aBuf = contiguous(rw, loc, t.a, t.copyA, {t.m, t.k});
+  Value b3 = contiguous(rw, loc, t.b, t.copyB, {t.k / 2, t.n, 2});
+  auto c = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(rw, loc, v).getResult();
+  };
+  // B as [k / 2, 2 n]: a row is the pairs of k of every column.
+  Value b = memref::CollapseShapeOp::create(
+      rw, loc, b3, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  int64_t steps = t.k / kDepth;
+  int64_t perChunk = kMaxSteps;
+  while (steps % perChunk)
+    --perChunk;
+  // A product into a buffer just filled with zeros (attention's scores, a
+  // MatMul's result) is not filled: the first chunk of k, peeled off the
+  // chunks' loop, starts its accumulators from tilezero and stores every
+  // block of C; the other chunks load them.
+  linalg::FillOp zeros = zeroFillBefore(op, t.c);
+  if (zeros)
+    rw.eraseOp(zeros);
+  auto emitChunk = [&](Value k0, bool fromZero) {
+    emitBlocks(rw, loc, t, aBuf, b, k0, perChunk, fromZero);
+  };
+  int64_t firstChunk = 0;
+  if (zeros) {
+    emitChunk(c(0), /*fromZero=*/true);
+    firstChunk = perChunk * kDepth;
+  }
+  if (firstChunk == t.k) {
+    rw.eraseOp(op);
+    return;
+  }
+  // (Bounds built in order: the IR does not depend on the compiler's
+  // argument evaluation order.)
+  Value lb = c(firstChunk);
+  Value ub = c(t.k);
+  Value chunkStep = c(perChunk * kDepth);
+  auto chunks = scf::ForOp::create(rw, loc, lb, ub, chunkStep);
+  {
+    OpBuilder::InsertionGuard g(rw);
+    rw.setInsertionPoint(chunks.getBody()->getTerminator());
+    emitChunk(chunks.getInductionVar(), /*fromZero=*/false);
   }
   rw.eraseOp(op);
 }

@@ -44,19 +44,30 @@ func.func @tile(%a: memref<?x512xbf16, strided<[512, 1], offset: ?>>,
 
 // -----
 
-// C filled with zeros just before (attention's scores), k = 64 in one
-// chunk: the fill is dropped and the accumulators start from tilezero,
-// with no load of C. With k in two chunks (k = 512) the fill stays and C
-// is loaded, since the second chunk must read the first's results.
+// C filled with zeros just before (attention's scores, a MatMul's
+// result), k = 64 in one chunk: the fill is dropped and the accumulators
+// start from tilezero, with no load of C and no loop. With k in two chunks
+// (k = 512), the first chunk, peeled off the loop, starts from tilezero
+// and stores C; the loop runs the second, which loads it.
 // CHECK-LABEL: func.func @from_zero
 // CHECK-NOT:     linalg.fill
+// CHECK-NOT:     scf.for
 // CHECK-COUNT-4: amx.tile_zero : !amx.tile<16x16xf32>
 // CHECK-NOT:     into !amx.tile<16x16xf32>
 // CHECK-COUNT-4: amx.tile_store
+// CHECK-NOT:     scf.for
 // CHECK-LABEL: func.func @from_zero_two_chunks
-// CHECK:         linalg.fill
+// CHECK-NOT:     linalg.fill
+// CHECK-COUNT-4: amx.tile_zero : !amx.tile<16x16xf32>
+// CHECK-NOT:     into !amx.tile<16x16xf32>
+// CHECK-COUNT-32: amx.tile_mulf
+// CHECK-COUNT-4: amx.tile_store
+// CHECK:         scf.for %{{.*}} = %c256{{.*}} to %c512{{.*}} step %c256
 // CHECK-NOT:     amx.tile_zero
-// CHECK:         amx.tile_load {{.*}} into !amx.tile<16x16xf32>
+// CHECK-COUNT-4: amx.tile_load {{.*}} into !amx.tile<16x16xf32>
+// CHECK-COUNT-32: amx.tile_mulf
+// CHECK-COUNT-4: amx.tile_store
+// CHECK-NOT:     amx.tile_mulf
 func.func @from_zero(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>) -> memref<32x32xf32> {
   %zero = arith.constant 0.0 : f32
   %c = memref.alloc() : memref<32x32xf32>
