@@ -24,8 +24,17 @@ figure includes the library call and the output buffer, as in a model.
 numpy's matmul and onnxruntime (2 threads = every core, default
 optimizations) time the same product in the same process.
 
+--torch PYTHON adds a peer for bf16: torch.matmul on bf16 operands (oneDNN's
+AMX or AVX512-BF16 kernels, every core), run by PYTHON, an interpreter with
+torch (a venv; torch is never a dependency of the project), in a process
+of its own after each product's other timings. It does less than ours: its
+operands are bf16 already and its result is bf16, where our library reads
+f32 activations, rounds them and writes f32 results (the model's
+interface).
+
 Prints the CPU model and its ISA extensions, then one markdown table:
-GFLOP/s of each, and ours / sgemm and ours / onnxruntime.
+GFLOP/s of each, and ours / sgemm and ours / onnxruntime (and ours /
+torch).
 """
 
 import argparse
@@ -87,6 +96,30 @@ def make_model(path, k, n, transposed, rng):
     return w.T if transposed else w
 
 
+# Times torch.matmul(x, w) on bf16 operands of the shape given: argv m k n
+# reps; prints the median seconds.
+TORCH_TIMER = r"""
+import os, statistics, sys, time
+import torch
+torch.set_num_threads(os.cpu_count())
+m, k, n, reps = (int(v) for v in sys.argv[1:5])
+x = torch.randn(m, k).bfloat16()
+w = torch.randn(k, n).bfloat16()
+torch.matmul(x, w)
+times = []
+for _ in range(reps):
+    t = time.perf_counter()
+    torch.matmul(x, w)
+    times.append(time.perf_counter() - t)
+print(statistics.median(times))
+"""
+
+
+def torch_time(python, m, k, n, reps):
+    return float(run([python, "-c", TORCH_TIMER, str(m), str(k), str(n),
+                      str(reps)]).split()[-1])
+
+
 def median_time(fn, reps):
     fn()
     times = []
@@ -106,6 +139,9 @@ def main():
     ap.add_argument("--cpu", default="native",
                     help="masformer-compile --cpu: code for this LLVM CPU")
     ap.add_argument("--work", default="/tmp/masformer-matmul")
+    ap.add_argument("--torch", metavar="PYTHON",
+                    help="also time torch.matmul on bf16 operands (oneDNN) "
+                         "with this interpreter")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -114,10 +150,13 @@ def main():
     print(f"\nproducts at {a.seq} rows, masformer-compile "
           f"--precision={a.precision} --cpu={a.cpu}, numpy's OpenBLAS core: "
           f"{core}, median of {a.reps}\n")
+    peer = (" torch bf16 GFLOP/s | ours / torch |" if a.torch else "")
     print("| product | m x k x n | sgemm GFLOP/s | onnxruntime GFLOP/s | "
-          "ours GFLOP/s | ours / sgemm | ours / onnxruntime | max rel err |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    tot = {"sgemm": 0.0, "ort": 0.0, "ours": 0.0}
+          "ours GFLOP/s | ours / sgemm | ours / onnxruntime | max rel err |"
+          + peer)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |" +
+          (" --- | --- |" if a.torch else ""))
+    tot = {"sgemm": 0.0, "ort": 0.0, "ours": 0.0, "torch": 0.0}
     flops_all = 0.0
     for name, k, n, transposed in SHAPES[a.shapes]:
         path = os.path.join(a.work, f"{name}.onnx")
@@ -148,14 +187,24 @@ def main():
         tot["sgemm"] += sg
         tot["ort"] += ot
         tot["ours"] += ours
+        cells = ""
+        if a.torch:
+            tt = torch_time(a.torch, a.seq, k, n, a.reps)
+            tot["torch"] += tt
+            cells = f" {flops / tt / 1e9:.0f} | {tt / ours:.2f} |"
         print(f"| {name} | {a.seq} x {k} x {n} | {flops / sg / 1e9:.0f} | "
               f"{flops / ot / 1e9:.0f} | {flops / ours / 1e9:.0f} | "
-              f"{sg / ours:.2f} | {ot / ours:.2f} | {err:.1e} |", flush=True)
+              f"{sg / ours:.2f} | {ot / ours:.2f} | {err:.1e} |" + cells,
+              flush=True)
+    cells = ""
+    if a.torch:
+        cells = (f" {flops_all / tot['torch'] / 1e9:.0f} | "
+                 f"{tot['torch'] / tot['ours']:.2f} |")
     print(f"| all | | {flops_all / tot['sgemm'] / 1e9:.0f} | "
           f"{flops_all / tot['ort'] / 1e9:.0f} | "
           f"{flops_all / tot['ours'] / 1e9:.0f} | "
           f"{tot['sgemm'] / tot['ours']:.2f} | "
-          f"{tot['ort'] / tot['ours']:.2f} | |")
+          f"{tot['ort'] / tot['ours']:.2f} | |" + cells)
 
 
 if __name__ == "__main__":

@@ -112,8 +112,14 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     results, `C[b..., m, n] += A[b'..., m, k] * B[b''..., k, n]` (or
     `B[b''..., n, k]`; f32, f16 or bf16 operands extended to f32; operands
     broadcast over some batch dimensions; a static `k`), as an `scf.forall`
-    over (batch..., tiles of `tile-n` columns, tiles of `tile-m` rows): the
-    tiles a thread runs one after the other share their columns of `B`.
+    over (batch..., group of row tiles, tile of `tile-n` columns, tile of
+    `tile-m` rows in the group): groups of up to 4 row tiles whose rows of
+    `A` take at most 1 MiB, ceil(tiles / ceil(tiles / 4)) row tiles each
+    (an iteration past the last row tile computes nothing). The tiles a
+    thread runs one after the other share the group's rows of `A` and,
+    across the group, their columns of `B`. Where two row tiles of `A`
+    pass 1 MiB, the loop is over (batch..., column tile, row tile): the
+    tiles a thread runs share their columns of `B`.
     A full tile computes its `tile-m` x `tile-n` results with the
     register-blocked micro-kernel of `--masformer-tile-attention` (4 rows x
     4 vectors of `vector-width` f32 accumulators across `k`, in chunks of
@@ -208,7 +214,9 @@ def LowerAMXTiles : Pass<"masformer-lower-amx-tiles"> {
     256 of k, each block of 32 x 32 results is loaded into four tile
     registers, accumulated with `amx.tile_mulf` (tdpbf16ps) over the
     chunk's steps of 32 (two tiles of A and two of B per step, unrolled),
-    and stored. No tile value crosses a block (LLVM's conversion of control
+    and stored. When a `linalg.fill` of zeros writes C just before, the
+    fill is dropped and k's first chunk, peeled off the loop, starts from
+    `amx.tile_zero`. No tile value crosses a block (LLVM's conversion of control
     flow has no AMX tile type). A marked op that does not have this form is
     an error naming why.
   }];
