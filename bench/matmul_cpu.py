@@ -99,19 +99,15 @@ def make_model(path, k, n, transposed, rng):
 # Times torch.matmul(x, w) on bf16 operands of the shape given: argv m k n
 # reps; prints the median seconds.
 TORCH_TIMER = r"""
-import os, statistics, sys, time
+import os, statistics, sys, timeit
 import torch
 torch.set_num_threads(os.cpu_count())
 m, k, n, reps = (int(v) for v in sys.argv[1:5])
 x = torch.randn(m, k).bfloat16()
 w = torch.randn(k, n).bfloat16()
 torch.matmul(x, w)
-times = []
-for _ in range(reps):
-    t = time.perf_counter()
-    torch.matmul(x, w)
-    times.append(time.perf_counter() - t)
-print(statistics.median(times))
+print(statistics.median(timeit.repeat(lambda: torch.matmul(x, w),
+                                      number=1, repeat=reps)))
 """
 
 
