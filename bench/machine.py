@@ -77,12 +77,53 @@ def isa_extensions():
     return " ".join(e for e in _EXTENSIONS if e in have) or "none listed"
 
 
+def l2_per_thread():
+    """Bytes of L2 cache per hardware thread, from Linux's sysfs (the L2's
+    size over the threads that share it, as masformer-compile sizes the
+    products' groups of row tiles by); None where sysfs does not say."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return None
+
+    def read(entry, name):
+        with open(os.path.join(base, entry, name)) as f:
+            return f.read().strip()
+
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        try:
+            if (read(entry, "level") != "2"
+                    or read(entry, "type") not in ("Unified", "Data")):
+                continue
+            size = read(entry, "size")
+            shared = read(entry, "shared_cpu_list")
+        except OSError:
+            continue
+        scale = {"K": 1024, "M": 1 << 20}.get(size[-1:], 1)
+        try:
+            size_bytes = int(size.rstrip("KM")) * scale
+            threads = 0
+            for part in filter(None, shared.split(",")):
+                lo, _, hi = part.partition("-")
+                threads += int(hi or lo) - int(lo) + 1
+        except ValueError:
+            return None
+        return size_bytes // max(threads, 1)
+    return None
+
+
 def describe():
-    """"<CPU model> [<microarchitecture>], <n> cores, ISA: <extensions>":
-    the line every benchmark prints with its tables."""
+    """"<CPU model> [<microarchitecture>], <n> cores, L2 <k> KiB a thread,
+    ISA: <extensions>": the line every benchmark prints with its tables."""
     arch = microarchitecture()
     model = f"{cpu_model()} [{arch}]" if arch else cpu_model()
-    return f"{model}, {os.cpu_count()} cores, ISA: {isa_extensions()}"
+    l2 = l2_per_thread()
+    cache = f", L2 {l2 // 1024} KiB a thread" if l2 else ""
+    return (f"{model}, {os.cpu_count()} cores{cache}, "
+            f"ISA: {isa_extensions()}")
 
 
 if __name__ == "__main__":

@@ -261,6 +261,7 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
     lowering.tileKV =
         options.tileKV ? options.tileKV : (tools.host.avx512 ? 128 : 64);
     lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
+    lowering.l2Bytes = tools.host.l2Bytes;
     lowering.precision = options.precision;
     lowering.amx = options.precision == "bf16" &&
                    (tools.host.amxBF16 || options.emulateAMX);

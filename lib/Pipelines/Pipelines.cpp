@@ -113,6 +113,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
     contractions.vectorWidth = options.vectorWidth;
     contractions.amx = options.amx;
     contractions.bf16Dot = options.avx512BF16 && options.vectorWidth == 16;
+    contractions.l2Bytes = options.l2Bytes;
     pm.addPass(createTileContractions(contractions));
   }
   // Chains of element-wise ops (a GELU, a residual add, a norm's scale and

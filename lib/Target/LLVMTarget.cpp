@@ -5,6 +5,7 @@
 #include "mlir/IR/Diagnostics.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/IR/Dominators.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -13,6 +14,7 @@
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
@@ -22,6 +24,69 @@
 
 using namespace mlir;
 using namespace mlir::masformer;
+
+int64_t mlir::masformer::knownL2Bytes(StringRef cpu) {
+  constexpr int64_t kKiB = 1024;
+  return llvm::StringSwitch<int64_t>(cpu)
+      .Cases({"znver1", "znver2", "znver3"}, 512 * kKiB)
+      .Cases({"znver4", "znver5"}, 1024 * kKiB)
+      .Cases({"nehalem", "westmere", "sandybridge", "ivybridge", "haswell",
+              "broadwell", "skylake", "cannonlake"},
+             256 * kKiB)
+      .Cases({"icelake-client", "rocketlake"}, 512 * kKiB)
+      .Cases({"skylake-avx512", "cascadelake", "cooperlake", "sierraforest",
+              "grandridge"},
+             1024 * kKiB)
+      .Cases({"icelake-server", "tigerlake", "alderlake"}, 1280 * kKiB)
+      .Cases({"sapphirerapids", "emeraldrapids", "graniterapids",
+              "graniterapids-d", "diamondrapids", "raptorlake", "meteorlake"},
+             2048 * kKiB)
+      .Default(1024 * kKiB);
+}
+
+int64_t mlir::masformer::hostL2BytesPerThread() {
+  auto read = [](const llvm::Twine &path) -> std::string {
+    auto buffer = llvm::MemoryBuffer::getFileAsStream(path);
+    return buffer ? (*buffer)->getBuffer().trim().str() : std::string();
+  };
+  for (int index = 0; index < 8; ++index) {
+    std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::string level = read(dir + "/level");
+    if (level.empty())
+      break;
+    std::string type = read(dir + "/type");
+    if (level != "2" || (type != "Unified" && type != "Data"))
+      continue;
+    // "2048K"; the threads that share it, as "0-1" or "0,64".
+    StringRef size = StringRef(read(dir + "/size")).trim();
+    int64_t scale = 1;
+    if (size.consume_back("K"))
+      scale = 1024;
+    else if (size.consume_back("M"))
+      scale = 1024 * 1024;
+    int64_t bytes = 0;
+    if (size.getAsInteger(10, bytes) || bytes <= 0)
+      return 0;
+    int64_t threads = 0;
+    SmallVector<StringRef> ranges;
+    std::string shared = read(dir + "/shared_cpu_list");
+    StringRef(shared).split(ranges, ',', -1, /*KeepEmpty=*/false);
+    for (StringRef range : ranges) {
+      auto [first, last] = range.trim().split('-');
+      int64_t lo = 0, hi = 0;
+      if (first.getAsInteger(10, lo))
+        return 0;
+      if (last.empty())
+        hi = lo;
+      else if (last.getAsInteger(10, hi) || hi < lo)
+        return 0;
+      threads += hi - lo + 1;
+    }
+    return bytes * scale / std::max<int64_t>(1, threads);
+  }
+  return 0;
+}
 
 FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
                                                         Location loc) {
@@ -71,6 +136,9 @@ FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
                        llvm::sys::detail::x86::VendorSignatures::AUTHENTIC_AMD
                  : StringRef(cpu).starts_with("znver");
   host.fastBF16Dot = host.avx512BF16 && amd;
+  host.l2Bytes = cpuOption == "native" ? hostL2BytesPerThread() : 0;
+  if (host.l2Bytes <= 0)
+    host.l2Bytes = knownL2Bytes(cpu);
   return host;
 }
 

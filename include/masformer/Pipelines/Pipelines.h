@@ -38,6 +38,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("f32 lanes of the micro-kernels' vectors (16: AVX-512, "
                      "8: AVX2, 0: no micro-kernels)"),
       llvm::cl::init(16)};
+  PassOptions::Option<int64_t> l2Bytes{
+      *this, "l2-bytes",
+      llvm::cl::desc("Bytes of L2 cache per thread, which sizes the groups "
+                     "of row tiles of the model's products "
+                     "(--masformer-tile-contractions)"),
+      llvm::cl::init(2 << 20)};
   PassOptions::Option<bool> genericAllocation{
       *this, "generic-allocation",
       llvm::cl::desc("Allocate buffers with _mlir_memref_to_llvm_alloc and "

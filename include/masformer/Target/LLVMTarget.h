@@ -34,6 +34,11 @@ struct HostTarget {
   /// the f32 kernels' speed on a Xeon with AMX (bench/RESULTS.md): there,
   /// attention keeps the f32 kernels unless AMX takes it.
   bool fastBF16Dot = false;
+  /// Bytes of L2 cache per hardware thread: the cache a thread's group of
+  /// row tiles of a product is sized to (--masformer-tile-contractions'
+  /// l2-bytes). For "native", the host's L2 (Linux's sysfs) over the
+  /// threads that share it; for a named CPU, its family's per-core L2.
+  int64_t l2Bytes = 0;
   /// The CPU's name as LLVM knows it (the host's for "native").
   std::string cpu;
   /// The features `machine` was made with ("+avx2,..." for "native").
@@ -44,6 +49,15 @@ struct HostTarget {
   /// TargetMachine serves one thread at a time).
   std::unique_ptr<llvm::TargetMachine> createMachine() const;
 };
+
+/// Bytes of L2 cache per core of the CPU LLVM calls `cpu` ("znver4",
+/// "sapphirerapids", ...), from the vendors' published sizes; 1 MiB for a
+/// CPU not in the table.
+int64_t knownL2Bytes(StringRef cpu);
+
+/// This machine's L2 cache over the hardware threads that share it, from
+/// /sys/devices/system/cpu/cpu0/cache; 0 where that cannot be read.
+int64_t hostL2BytesPerThread();
 
 /// The target machine for `cpu` ("native": this machine's CPU and
 /// features); an unknown CPU is an error naming it.

@@ -37,11 +37,10 @@ namespace {
 /// 256 and 512 ran within the run-to-run spread of 128.)
 constexpr int64_t kChunk = 128;
 /// Row tiles run in groups of up to kMaxRowGroup whose rows of A take at
-/// most kRowGroupBytes, so that a group's rows stay in L2 while its
-/// iterations run over every column tile (bench/RESULTS.md, "Products in
-/// groups of row tiles").
+/// most half of a thread's L2 (the pass's l2-bytes), so that a group's rows
+/// stay in L2, beside B's panel, while its iterations run over every column
+/// tile (bench/RESULTS.md, "Products in groups of row tiles").
 constexpr int64_t kMaxRowGroup = 4;
-constexpr int64_t kRowGroupBytes = 1 << 20;
 
 /// `v`, a 2-D tensor, cast to the static shape [rows, cols].
 Value castTo2D(OpBuilder &b, Location loc, Value v, int64_t rows,
@@ -142,10 +141,10 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
 struct ContractionTiler {
   ContractionTiler(OpBuilder &b, linalg::GenericOp op, MatmulDims dims,
                    int64_t tileM, int64_t tileN, int64_t width, bool amx,
-                   bool bf16Dot)
+                   bool bf16Dot, int64_t rowGroupBytes)
       : b(b), loc(op.getLoc()), ix{b, loc}, dims(dims), tileM(tileM),
-        tileN(tileN), width(width), amx(amx), bf16Dot(bf16Dot),
-        maps(op.getIndexingMapsArray()),
+        tileN(tileN), width(width), rowGroupBytes(rowGroupBytes), amx(amx),
+        bf16Dot(bf16Dot), maps(op.getIndexingMapsArray()),
         rank(cast<RankedTensorType>(op.getDpsInits()[0].getType()).getRank()),
         kLen(op.getStaticLoopRanges()[dims.k]) {}
 
@@ -157,6 +156,8 @@ struct ContractionTiler {
   Idx ix;
   MatmulDims dims;
   int64_t tileM, tileN, width;
+  /// The most bytes of A a group of row tiles may read: half the L2.
+  int64_t rowGroupBytes;
   /// Whether bf16 products with constant weights may run on AMX, or on
   /// AVX512-BF16's vdpbf16ps.
   bool amx, bf16Dot;
@@ -262,7 +263,7 @@ void ContractionTiler::buildTileLoop(Value c, int64_t aRowBytes) {
   // of a short product are as full as they can be; the iterations past
   // the last row tile (fewer than one per group) compute nothing.
   int64_t maxGroup = std::min<int64_t>(
-      kMaxRowGroup, kRowGroupBytes / std::max<int64_t>(1, tileM * aRowBytes));
+      kMaxRowGroup, rowGroupBytes / std::max<int64_t>(1, tileM * aRowBytes));
   rowGroups = maxGroup > 1;
   Value rowTiles = ix.cdiv(val(mSize), ix.c(tileM));
   Value groups, group;
@@ -776,14 +777,15 @@ Value ContractionTiler::buildTile() {
 
 struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {
   TileContractionPattern(MLIRContext *ctx, int64_t tileM, int64_t tileN,
-                         int64_t width, bool amx, bool bf16Dot)
+                         int64_t width, bool amx, bool bf16Dot,
+                         int64_t rowGroupBytes)
       : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width),
-        amx(amx), bf16Dot(bf16Dot) {}
+        rowGroupBytes(rowGroupBytes), amx(amx), bf16Dot(bf16Dot) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override;
 
-  int64_t tileM, tileN, width;
+  int64_t tileM, tileN, width, rowGroupBytes;
   bool amx, bf16Dot;
 };
 
@@ -793,8 +795,8 @@ TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
   FailureOr<MatmulDims> dims = matchMatmul(op);
   if (failed(dims))
     return rewriter.notifyMatchFailure(op, "not a matrix product");
-  ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx,
-                         bf16Dot);
+  ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx, bf16Dot,
+                         rowGroupBytes);
   rewriter.replaceOp(op, tiler.build(op));
   return success();
 }
@@ -824,9 +826,15 @@ struct TileContractionsPass final
           << static_cast<int64_t>(tileN);
       return signalPassFailure();
     }
+    if (l2Bytes <= 0) {
+      emitError(getOperation()->getLoc())
+          << "--masformer-tile-contractions: l2-bytes must be positive, got "
+          << static_cast<int64_t>(l2Bytes);
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
     patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w, amx,
-                                         bf16Dot);
+                                         bf16Dot, l2Bytes / 2);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };

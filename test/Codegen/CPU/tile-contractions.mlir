@@ -3,8 +3,12 @@
 // RUN: masformer-opt %s --masformer-tile-contractions="amx=1" --split-input-file | FileCheck %s --check-prefix=AMX
 // RUN: masformer-opt %s --masformer-tile-contractions="bf16-dot=1" --split-input-file | FileCheck %s --check-prefix=DOT
 // RUN: masformer-opt %s --masformer-tile-contractions="vector-width=8" --split-input-file | FileCheck %s --check-prefix=AVX2
+// RUN: masformer-opt %s --masformer-tile-contractions="l2-bytes=98304" --split-input-file | FileCheck %s --check-prefix=L2-96K
+// RUN: masformer-opt %s --masformer-tile-contractions="l2-bytes=32768" --split-input-file | FileCheck %s --check-prefix=L2-32K
+// RUN: not masformer-opt %s --masformer-tile-contractions="l2-bytes=0" 2>&1 | FileCheck %s --check-prefix=BAD-L2
 
 // BAD: error: --masformer-tile-contractions: tile-m must be a positive multiple of 4 and tile-n of 64, got 6 x 64
+// BAD-L2: error: --masformer-tile-contractions: l2-bytes must be positive, got 0
 
 // A MatMul with broadcast weights: a parallel loop over (batch, group of
 // row tiles, column tile, row tile in the group). A row of A is 384 bytes,
@@ -52,6 +56,18 @@
 // With vectors of 8 (AVX2's 16 vector registers), blocks of 6 rows x 2
 // vectors: 12 accumulators, 2 loads and 6 broadcasts per 12 FMAs; the 64
 // rows of a tile as 10 such blocks and one of 4 rows (8 accumulators).
+// The groups follow the L2: a row tile's rows of A are 24 KiB, so half of
+// an L2 of 96 KiB holds groups of 2; half of 32 KiB not even two tiles,
+// and the loop is (column tile, row tile).
+// L2-96K-LABEL: func.func @broadcast_weights
+// L2-96K:     %[[TILES:.*]] = arith.ceildivsi %{{.*}}, %c64
+// L2-96K:     %[[GROUPS:.*]] = arith.ceildivsi %[[TILES]], %c2
+// L2-96K:     scf.forall (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, %[[GROUPS]], %{{.*}}, %{{.*}})
+// L2-32K-LABEL: func.func @broadcast_weights
+// L2-32K-DAG: %[[TILES:.*]] = arith.ceildivsi %{{.*}}, %c64
+// L2-32K-DAG: %[[COLS:.*]] = arith.ceildivsi %c136, %c64
+// L2-32K:     scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, %[[COLS]], %[[TILES]])
+
 // AVX2-LABEL: func.func @broadcast_weights
 // AVX2:         scf.for {{.*}} to %c60{{(_[0-9]+)?}} step %c6{{(_[0-9]+)?}} iter_args
 // AVX2:           scf.for {{.*}} step %c16{{(_[0-9]+)?}} iter_args

@@ -114,12 +114,13 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     broadcast over some batch dimensions; a static `k`), as an `scf.forall`
     over (batch..., group of row tiles, tile of `tile-n` columns, tile of
     `tile-m` rows in the group): groups of up to 4 row tiles whose rows of
-    `A` take at most 1 MiB, ceil(tiles / ceil(tiles / 4)) row tiles each
-    (an iteration past the last row tile computes nothing). The tiles a
-    thread runs one after the other share the group's rows of `A` and,
-    across the group, their columns of `B`. Where two row tiles of `A`
-    pass 1 MiB, the loop is over (batch..., column tile, row tile): the
-    tiles a thread runs share their columns of `B`.
+    `A` take at most half of `l2-bytes` (a thread's L2 cache),
+    ceil(tiles / ceil(tiles / 4)) row tiles each (an iteration past the
+    last row tile computes nothing). The tiles a thread runs one after the
+    other share the group's rows of `A` and, across the group, their
+    columns of `B`. Where two row tiles of `A` pass half the L2, the loop
+    is over (batch..., column tile, row tile): the tiles a thread runs
+    share their columns of `B`.
     A full tile computes its `tile-m` x `tile-n` results with the
     register-blocked micro-kernel of `--masformer-tile-attention` (4 rows x
     4 vectors of `vector-width` f32 accumulators across `k`, in chunks of
@@ -151,6 +152,9 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "Other products of bf16 operands (k even, vector-width 16) on "
            "AVX512-BF16's vdpbf16ps, on VNNI-packed weights">,
+    Option<"l2Bytes", "l2-bytes", "int64_t", /*default=*/"2097152",
+           "Bytes of L2 cache per thread: a group of row tiles reads at most "
+           "half of it of A (masformer-compile passes the target CPU's)">,
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
                            "scf::SCFDialect", "tensor::TensorDialect",
