@@ -121,9 +121,15 @@ void mlir::masformer::buildLowerToCPUPipeline(
   // op. After the contractions are tiled (an element-wise producer fused
   // into a product would hide it from the kernel) and before the attention
   // is (fused ops inside its tile loops defeat in-place bufferization).
+  // Transposes and broadcasts outside the kernels fuse too (a head split
+  // and its bf16 rounding: one pass); the sizes of an op's result read
+  // through tensor.dim would count as a second use and block its fusion
+  // (a norm and its bf16 rounding): they are taken from its operands.
   addTextualPipeline(pm,
                      "masformer-decompose-aggregates,"
                      "convert-elementwise-to-linalg,"
+                     "masformer-generalize-layout-ops,"
+                     "resolve-ranked-shaped-type-result-dims,"
                      "linalg-fuse-elementwise-ops",
                      "CPU lowering");
   pm.addPass(createTileAttention(tiling));

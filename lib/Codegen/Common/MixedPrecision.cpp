@@ -119,6 +119,24 @@ struct MixedPrecisionPass final
       converted[v] = low;
       return low;
     }
+    // A transpose (heads split off or merged back): the transpose of the
+    // converted source, in bf16. The truncf then meets the source's
+    // producer, and an attention's result, extended to f32 and transposed
+    // for the output projection, is transposed in bf16 with no conversion.
+    if (auto t = v.getDefiningOp<linalg::TransposeOp>();
+        t && t.hasPureTensorSemantics()) {
+      Value src = toLow(t.getInput(), b);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(t);
+      Value init = tensor::EmptyOp::create(
+          b, t.getLoc(), tensor::getMixedSizes(b, t.getLoc(), t.getInit()),
+          b.getBF16Type());
+      Value low = linalg::TransposeOp::create(b, t.getLoc(), src, init,
+                                              t.getPermutation())
+                      .getResult()[0];
+      converted[v] = low;
+      return low;
+    }
     Value low;
     OpBuilder::InsertionGuard guard(b);
     if (Operation *def = v.getDefiningOp())

@@ -102,6 +102,43 @@ func.func @attention_then_product(%q: tensor<1x2x8x16xf32>, %c: tensor<16x16xf32
 
 // -----
 
+// The heads merged back by a transpose (as exporters write it): the
+// transpose of the bf16 result, in bf16, with no extension and no truncf;
+// a query split off an activation by a transpose: the truncf on the
+// activation, before the transpose, which then runs in bf16.
+// CHECK-LABEL: func.func @transposed_heads(
+// CHECK-SAME:  %[[X:.+]]: tensor<1x8x2x16xf32>
+// CHECK:       %[[XL:.+]] = arith.truncf %[[X]] : tensor<1x8x2x16xf32> to tensor<1x8x2x16xbf16>
+// CHECK:       %[[E:.+]] = tensor.empty() : tensor<1x2x8x16xbf16>
+// CHECK:       %[[Q:.+]] = linalg.transpose ins(%[[XL]] : tensor<1x8x2x16xbf16>) outs(%[[E]] : tensor<1x2x8x16xbf16>) permutation = [0, 2, 1, 3]
+// CHECK:       %[[O:.+]] = masformer.attention %[[Q]], %[[Q]], %[[Q]] {{.*}} -> tensor<1x2x8x16xbf16>
+// CHECK:       %[[E2:.+]] = tensor.empty() : tensor<1x8x2x16xbf16>
+// CHECK:       %[[T:.+]] = linalg.transpose ins(%[[O]] : tensor<1x2x8x16xbf16>) outs(%[[E2]] : tensor<1x8x2x16xbf16>) permutation = [0, 2, 1, 3]
+// CHECK:       %[[C:.+]] = tensor.collapse_shape %[[T]]
+// CHECK-NOT:   arith.truncf
+// CHECK:       linalg.generic {{.*}} ins(%[[C]], %{{.+}} : tensor<8x32xbf16>, tensor<32x16xbf16>)
+#a3 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b3 = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c3 = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @transposed_heads(%x: tensor<1x8x2x16xf32>, %c: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %w = arith.constant dense<0.5> : tensor<32x16xf32>
+  %eq = tensor.empty() : tensor<1x2x8x16xf32>
+  %q = linalg.transpose ins(%x : tensor<1x8x2x16xf32>) outs(%eq : tensor<1x2x8x16xf32>) permutation = [0, 2, 1, 3]
+  %o = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
+  %eo = tensor.empty() : tensor<1x8x2x16xf32>
+  %t = linalg.transpose ins(%o : tensor<1x2x8x16xf32>) outs(%eo : tensor<1x8x2x16xf32>) permutation = [0, 2, 1, 3]
+  %f = tensor.collapse_shape %t [[0, 1], [2, 3]] : tensor<1x8x2x16xf32> into tensor<8x32xf32>
+  %r = linalg.generic {indexing_maps = [#a3, #b3, #c3], iterator_types = ["parallel", "parallel", "reduction"]} ins(%f, %w : tensor<8x32xf32>, tensor<32x16xf32>) outs(%c : tensor<8x16xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %m = arith.mulf %in, %in2 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
 // Attention with head_dim 16: bf16 query, key and value (one truncf each),
 // the f32 mask as it is, the result extended back to f32. With head_dim 8
 // (not a multiple of the bf16 kernel's 16) it stays f32.

@@ -63,6 +63,28 @@ def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
 
+def GeneralizeLayoutOps : Pass<"masformer-generalize-layout-ops"> {
+  let summary = "Transposes and broadcasts as generics the fusion can merge";
+  let description = [{
+    Rewrites each `linalg.transpose` and `linalg.broadcast` on tensors
+    whose parent is a function (not one inside a loop: the tiled kernels'
+    fills and transposed tiles, which later passes match by name) as the
+    equivalent `linalg.generic`, so that `linalg-fuse-elementwise-ops`
+    merges it with the element-wise op that produces or consumes it (the
+    heads split off a QKV projection and their bf16 rounding, a mask
+    broadcast over the heads and its use): one pass over memory instead of
+    two.
+
+    ```mlir
+    %t = linalg.transpose ins(%x : tensor<?x?x12x64xf32>)
+           outs(%e : tensor<?x12x?x64xf32>) permutation = [0, 2, 1, 3]
+    ```
+    becomes a `linalg.generic` copying `%x` through the permuted map
+    `(d0, d1, d2, d3) -> (d0, d2, d1, d3)`.
+  }];
+  let dependentDialects = ["linalg::LinalgDialect"];
+}
+
 def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Matrix products and attention on bf16 operands";
   let description = [{
