@@ -174,7 +174,10 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // (every layer of one shape) shared: everything below handles each
       // kernel once rather than once per layer.
       "masformer-outline-kernels,"
-      "scf-forall-to-parallel,convert-linalg-to-loops,convert-vector-to-scf,"
+      // Row reductions (norms, softmax outside attention) with their
+      // partial results in registers, vectorizable; the other ops as loops.
+      "scf-forall-to-parallel,masformer-lower-reductions,"
+      "convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first
       // (whole imported models with dynamic shapes have them).

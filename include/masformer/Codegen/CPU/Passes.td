@@ -206,6 +206,39 @@ def ApproximateMath : Pass<"masformer-approximate-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def LowerReductions : Pass<"masformer-lower-reductions"> {
+  let summary = "Row reductions as loops with the partial result in a "
+                "register, vectorizable";
+  let description = [{
+    Lowers each `linalg.generic` on buffers whose innermost loop is its
+    only reduction, and whose one output that loop does not index (a
+    norm's row sum, a softmax's row maximum), to `scf.for` loops in which
+    the reduction loop carries the partial result as a loop value: the
+    output element is loaded once before the loop and stored once after
+    it. The op of the body that combines the partial result is marked
+    `fastmath<reassoc>`, so that LLVM vectorizes the loop (partial
+    results in vector lanes, combined at the end).
+    `convert-linalg-to-loops` instead loads and stores the output at every
+    step, which LLVM cannot keep in a register (an input might alias it),
+    with the adds in order: one scalar add per store-to-load latency.
+    Other generics are left to `convert-linalg-to-loops`.
+
+    ```mlir
+    linalg.generic {iterator_types = ["parallel", "reduction"], ...}
+        ins(%x : memref<?x768xf32>) outs(%sum : memref<?xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+    ```
+    becomes a loop over the rows around
+    `scf.for ... iter_args(%acc = %first)` whose body is
+    `arith.addf %in, %acc fastmath<reassoc>`.
+  }];
+  let dependentDialects = ["affine::AffineDialect", "arith::ArithDialect",
+                           "memref::MemRefDialect", "scf::SCFDialect"];
+}
+
 def LowerAMXTiles : Pass<"masformer-lower-amx-tiles"> {
   let summary = "The bf16 tile products marked for AMX as AMX tile "
                 "operations";
