@@ -196,7 +196,10 @@ func.func @constant_weights(%a: tensor<?x2xf32>) -> (tensor<?x136xf32>, tensor<?
 // panel, extended to f32. With amx=1: the weights packed in the VNNI
 // layout (pairs of k side by side: [tiles, k / 2, 64, 2]), and every tile,
 // full or padded with zeros at the edges, one product marked for
-// --masformer-lower-amx-tiles with its static size.
+// --masformer-lower-amx-tiles with its static size. A padded tile's
+// results are copied into C's slice, where the full tile writes its own:
+// both branches yield the slice, which bufferizes in place with no copy
+// of the tile after them.
 // CHECK-LABEL: func.func @bf16_weights
 // CHECK:       arith.constant dense_resource<packed_weight> : tensor<2x64x64xbf16>
 // CHECK:       arith.extf {{.*}} : vector<16xbf16> to vector<16xf32>
@@ -211,7 +214,8 @@ func.func @constant_weights(%a: tensor<?x2xf32>) -> (tensor<?x136xf32>, tensor<?
 // AMX:         } else {
 // AMX:           tensor.insert_slice {{.*}} : tensor<?x64xbf16> into tensor<64x64xbf16>
 // AMX:           linalg.generic {{.*}} attrs = {masformer.amx_tile = array<i64: 64, 64>}
-// AMX:           tensor.extract_slice {{.*}} : tensor<64x64xf32> to tensor<?x?xf32>
+// AMX:           %[[PART:.*]] = tensor.extract_slice {{.*}} : tensor<64x64xf32> to tensor<?x?xf32>
+// AMX:           linalg.copy ins(%[[PART]] : tensor<?x?xf32>) outs(%{{.*}} : tensor<?x?xf32>)
 // w[0][0] = -3, w[1][0] = 2, w[0][1] = -2, w[1][1] = 3 (bf16, little-endian)
 // AMX:       packed_weight: "0x0800000040C0004000C04040
 // With bf16-dot=1 (AVX512-BF16 without AMX): the same VNNI panels, read as
