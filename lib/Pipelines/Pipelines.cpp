@@ -130,6 +130,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
                      "convert-elementwise-to-linalg,"
                      "masformer-generalize-layout-ops,"
                      "resolve-ranked-shaped-type-result-dims,"
+                     "masformer-slice-elementwise-producers,"
                      "linalg-fuse-elementwise-ops",
                      "CPU lowering");
   pm.addPass(createTileAttention(tiling));

@@ -85,6 +85,25 @@ def GeneralizeLayoutOps : Pass<"masformer-generalize-layout-ops"> {
   let dependentDialects = ["linalg::LinalgDialect"];
 }
 
+def SliceElementwiseProducers : Pass<"masformer-slice-elementwise-producers"> {
+  let summary = "An element-wise op read only through disjoint slices, "
+                "computed slice by slice";
+  let description = [{
+    Where every use of an element-wise `linalg.generic`'s result (all loops
+    parallel, identity output map, tensors) is a `tensor.extract_slice`
+    of unit strides and full rank, the slices all at offset 0 except along
+    one dimension, with static offsets and sizes there that do not
+    overlap, each slice is computed on its own from slices of the op's
+    operands (the op's tiled implementation), and the whole result is
+    never made. No element is computed twice. The typical case is a QKV
+    projection's bias add split into query, key and value: each part then
+    fuses (`linalg-fuse-elementwise-ops`) with the head split and bf16
+    rounding that read it, one pass over memory where the bias add had
+    one of its own.
+  }];
+  let dependentDialects = ["linalg::LinalgDialect", "tensor::TensorDialect"];
+}
+
 def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Matrix products and attention on bf16 operands";
   let description = [{
