@@ -27,14 +27,16 @@ using namespace mlir;
 namespace {
 
 /// The slices of `op`'s result, when every use is a slice of unit strides
-/// and full rank, and there is one, or they all lie at offset 0 but along
-/// one dimension, where their static ranges do not overlap: computing each
-/// apart computes no element twice. Empty otherwise.
+/// and full rank in `op`'s block (not in a loop), and there is one, or they all
+/// lie at offset 0 but along one dimension, where their static ranges do not
+/// overlap: computing each apart computes no element twice. Empty otherwise.
 SmallVector<tensor::ExtractSliceOp> disjointSlices(linalg::GenericOp op) {
   SmallVector<tensor::ExtractSliceOp> slices;
   for (Operation *user : op->getUsers()) {
+    // (A slice inside a loop, a tile's, would compute its part once per
+    // iteration.)
     auto s = dyn_cast<tensor::ExtractSliceOp>(user);
-    if (!s || !s.hasUnitStride() ||
+    if (!s || s->getBlock() != op->getBlock() || !s.hasUnitStride() ||
         s.getType().getRank() != s.getSourceType().getRank())
       return {};
     slices.push_back(s);

@@ -85,3 +85,30 @@ func.func @one_part(%x: tensor<4x96xf32>) -> tensor<1x96xf32> {
   %l = tensor.extract_slice %s[3, 0] [1, 96] [1, 1] : tensor<4x96xf32> to tensor<1x96xf32>
   return %l : tensor<1x96xf32>
 }
+
+// -----
+
+// A slice in a loop (a product's row tile): computing the part there
+// would compute it once per iteration; the op stays whole.
+// CHECK-LABEL: func.func @in_loop
+// CHECK:       %[[R:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<256x96xf32>)
+// CHECK:       scf.forall
+// CHECK:         tensor.extract_slice %[[R]]
+#id4 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @in_loop(%x: tensor<256x96xf32>) -> tensor<256x96xbf16> {
+  %e = tensor.empty() : tensor<256x96xbf16>
+  %r = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<256x96xf32>) outs(%e : tensor<256x96xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<256x96xbf16>
+  %o = tensor.empty() : tensor<256x96xbf16>
+  %y = scf.forall (%i) in (4) shared_outs(%out = %o) -> (tensor<256x96xbf16>) {
+    %off = arith.muli %i, %i : index
+    %t = tensor.extract_slice %r[%off, 0] [64, 96] [1, 1] : tensor<256x96xbf16> to tensor<64x96xbf16>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %t into %out[%off, 0] [64, 96] [1, 1] : tensor<64x96xbf16> into tensor<256x96xbf16>
+    }
+  }
+  return %y : tensor<256x96xbf16>
+}

@@ -91,7 +91,9 @@ def SliceElementwiseProducers : Pass<"masformer-slice-elementwise-producers"> {
   let description = [{
     Where every use of an element-wise `linalg.generic`'s result (all loops
     parallel, identity output map, tensors) is a `tensor.extract_slice`
-    of unit strides and full rank, the slices all at offset 0 except along
+    of unit strides and full rank in the op's block (a slice in a loop
+    would compute its part at every iteration), and there is one slice or
+    the slices all lie at offset 0 except along
     one dimension, with static offsets and sizes there that do not
     overlap, each slice is computed on its own from slices of the op's
     operands (the op's tiled implementation), and the whole result is
