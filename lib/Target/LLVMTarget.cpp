@@ -59,7 +59,8 @@ int64_t mlir::masformer::hostL2BytesPerThread() {
     if (level != "2" || (type != "Unified" && type != "Data"))
       continue;
     // "2048K"; the threads that share it, as "0-1" or "0,64".
-    StringRef size = StringRef(read(dir + "/size")).trim();
+    std::string sizeText = read(dir + "/size");
+    StringRef size = StringRef(sizeText).trim();
     int64_t scale = 1;
     if (size.consume_back("K"))
       scale = 1024;
