@@ -37,14 +37,11 @@ bool isRowReduction(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1)
     return false;
   SmallVector<utils::IteratorType> iters = op.getIteratorTypesArray();
-  int64_t n = iters.size();
-  if (n == 0 || iters.back() != utils::IteratorType::reduction ||
-      op.getNumReductionLoops() != 1)
+  if (op.getNumReductionLoops() != 1 ||
+      iters.back() != utils::IteratorType::reduction)
     return false;
   AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
-  if (outMap.isFunctionOfDim(n - 1))
-    return false;
-  return isa<MemRefType>(op.getDpsInits()[0].getType()) &&
+  return !outMap.isFunctionOfDim(iters.size() - 1) &&
          !op.getRegion().front().getArgument(op.getNumDpsInputs()).use_empty();
 }
 
