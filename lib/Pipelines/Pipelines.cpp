@@ -155,8 +155,12 @@ void mlir::masformer::buildLowerToCPUPipeline(
   if (options.amx)
     lowering += "func.func(masformer-lower-amx-tiles),";
   lowering +=
-      // A key tile's temporaries are allocated once per query tile, not
-      // once per key tile.
+      // A tile's temporaries (an attention tile's packed queries, scores,
+      // probabilities and state) on its thread's stack: no malloc and free
+      // per tile and per key tile.
+      "func.func(masformer-stack-loop-temporaries),"
+      // Those left on the heap are allocated once per query tile, not once
+      // per key tile.
       "func.func(buffer-loop-hoisting),"
       "buffer-deallocation-pipeline,"
       // Every activation is freed after its last use rather than when the

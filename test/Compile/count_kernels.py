@@ -5,8 +5,12 @@ Every attention layer of one shape lowers to the same kernel, the largest
 function of a model's LLVM IR (its OpenMP region,
 `@masformer_kernel_N..omp_par`). Compiled once, every layer calls that one
 function; compiled per layer, there is one copy per layer. Prints the sizes of the
-functions at least half as large as the largest one (in IR lines) and fails
-unless there are exactly --expect of them.
+functions at least two thirds as large as the largest one (in IR lines) and
+fails unless there are exactly --expect of them. (Half was the bound until
+the kernels' temporaries moved to the stack, 2026-12-06: the attention
+kernels lost their calls to malloc and free, the largest of the GPT-2
+fixture's has 2090 lines, and its decode glue (1168) and one other kernel
+(1136) passed half of that.)
 
 --at-most NAME=LINES instead checks that one function has at most LINES lines
 (the glue of a small static model, whose loops LLVM must not unroll).
@@ -47,7 +51,7 @@ def main():
             sys.exit(f"@{fn} has {sizes[fn]} lines, more than {limit}")
         return
     largest = max(sizes.values())
-    large = sorted((n for n in sizes if 2 * sizes[n] >= largest),
+    large = sorted((n for n in sizes if 3 * sizes[n] >= 2 * largest),
                    key=lambda n: -sizes[n])
     for n in large:
         print(f"@{n}: {sizes[n]} lines")

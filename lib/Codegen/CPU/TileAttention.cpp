@@ -701,9 +701,10 @@ private:
   Value packQueries(const QueryTile &qt);
   std::pair<Value, Value> packKeysValues();
   void prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt, bool kv,
-                   Value row);
+                   Value row, bool write = false);
   void prefetchNext(OpBuilder &pb, const QueryTile &qt, const KeyTile &kt,
-                    int64_t tq, int64_t tk, Value i0, int64_t rows);
+                    int64_t tq, int64_t tk, Value i0, int64_t rows,
+                    bool output);
   QueryTile beginQueryTile(scf::ForallOp forall);
   /// The bounds of a query tile's loop over key tiles; with sinks, the
   /// number of sink tiles and the first tile of the span's run.
@@ -775,8 +776,8 @@ private:
   /// stepAMX rounds and sums with them).
   bool bf16Dot = false;
   /// The query, key and value tensors' buffers, for prefetches (with the
-  /// micro-kernels).
-  Value qBuf, kBuf, vBuf;
+  /// micro-kernels), and inside the parallel loop the result's.
+  Value qBuf, kBuf, vBuf, oBuf;
   /// With `amx`: the keys and values packed as AMX's B operands
   /// (packKeysValues).
   Value kPacked, vPacked;
@@ -977,10 +978,10 @@ std::pair<Value, Value> AttentionTiler::packKeysValues() {
 }
 
 /// Prefetches every cache line of row `row` (clamped to the last row) of
-/// the query (`kv` false) or key/value buffer `buf` for the query tile's
-/// head, into all cache levels.
+/// the query or result (`kv` false) or key/value buffer `buf` for the query
+/// tile's head, into all cache levels; with `write`, to be written.
 void AttentionTiler::prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt,
-                                 bool kv, Value row) {
+                                 bool kv, Value row, bool write) {
   Idx px{pb, loc};
   Value rows = val(kv ? skvF : sqF);
   Value r = px.min(row, px.sub(rows, px.c(1)));
@@ -990,19 +991,22 @@ void AttentionTiler::prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt,
     memref::PrefetchOp::create(
         pb, loc, buf,
         ValueRange{qt.batch, kv ? qt.kvHead : qt.head, r, px.c(c)},
-        /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+        /*isWrite=*/write, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
 /// The prefetches of a [tq, tk] part's scores kernel, at its block of
 /// `rows` keys from i0: the same rows of the next key tile's K and V, and
 /// the next query tile's rows of this part's queries in proportion (tq rows
-/// over the tk / rows blocks). Spread over the product this way, they
-/// overlap with its arithmetic: at long lengths Q, K and V come from
-/// memory, and a block span reads each query and key tile for only a few
-/// steps, too few to hide the misses of its first reads.
+/// over the tk / rows blocks); with `output` (the query tile's last key
+/// tile, whose P V stores the result) also this part's rows of the result,
+/// to be written. Spread over the product this way, they overlap with its
+/// arithmetic: at long lengths Q, K and V come from memory, and a block
+/// span reads each query and key tile for only a few steps, too few to hide
+/// the misses of its first reads; the result's lines, written once per
+/// query tile, would otherwise be fetched while P V stores them.
 void AttentionTiler::prefetchNext(OpBuilder &pb, const QueryTile &qt,
                                   const KeyTile &kt, int64_t tq, int64_t tk,
-                                  Value i0, int64_t rows) {
+                                  Value i0, int64_t rows, bool output) {
   Idx px{pb, loc};
   for (int64_t r = 0; r < rows; ++r) {
     Value row = px.add(kt.nextK0, px.add(i0, px.c(r)));
@@ -1015,6 +1019,12 @@ void AttentionTiler::prefetchNext(OpBuilder &pb, const QueryTile &qt,
       px.add(kt.nextQ0, px.mul(px.fdiv(i0, px.c(rows)), px.c(perBlock)));
   for (int64_t r = 0; r < perBlock; ++r)
     prefetchRow(pb, qBuf, qt, /*kv=*/false, px.add(first, px.c(r)));
+  if (!output || !oBuf)
+    return;
+  Value own = px.add(qt.q0, px.mul(px.fdiv(i0, px.c(rows)), px.c(perBlock)));
+  for (int64_t r = 0; r < perBlock; ++r)
+    prefetchRow(pb, oBuf, qt, /*kv=*/false, px.add(own, px.c(r)),
+                /*write=*/true);
 }
 
 /// The indices of one iteration of the (batch, head, query tile) loop, the
@@ -1335,7 +1345,7 @@ SmallVector<Value> AttentionTiler::stepKernels(OpBuilder &bb,
   Value m = state[0], l = state[1], acc = state[2];
   int64_t dd = *dStatic, w = vectorWidth, wq = queryWidth(tq, w);
   auto prefetch = [&](OpBuilder &pb, Value i0, int64_t rows) {
-    prefetchNext(pb, qt, kt, tq, tk, i0, rows);
+    prefetchNext(pb, qt, kt, tq, tk, i0, rows, /*output=*/bool(outTile));
   };
   Value scoresT = buildScoresKernel(
       bb, loc, castTo(bb, loc, kt.k, {tk, dd}),
@@ -1705,17 +1715,17 @@ Value AttentionTiler::lastStep(const QueryTile &qt, Value lastIndex,
 }
 
 Value AttentionTiler::build() {
+  // Views of the operands' buffers, read-only and of any layout, so that
+  // bufferization aliases them (no copy).
+  auto bufferOf = [&](Value t) {
+    auto ty = cast<RankedTensorType>(t.getType());
+    SmallVector<int64_t> strides(ty.getRank(), ShapedType::kDynamic);
+    auto layout = StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides);
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(ty.getShape(), ty.getElementType(), layout), t,
+        /*readOnly=*/true);
+  };
   if (kernels) {
-    // Views of the operands' buffers, read-only and of any layout, so that
-    // bufferization aliases them (no copy).
-    auto bufferOf = [&](Value t) {
-      auto ty = cast<RankedTensorType>(t.getType());
-      SmallVector<int64_t> strides(ty.getRank(), ShapedType::kDynamic);
-      auto layout = StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides);
-      return bufferization::ToBufferOp::create(
-          b, loc, MemRefType::get(ty.getShape(), ty.getElementType(), layout),
-          t, /*readOnly=*/true);
-    };
     qBuf = bufferOf(op.getQuery());
     kBuf = bufferOf(op.getKey());
     vBuf = bufferOf(op.getValue());
@@ -1729,6 +1739,11 @@ Value AttentionTiler::build() {
       b, loc, ArrayRef<OpFoldResult>{batchF, headsF, tileCount(sqF, tileQ)},
       ValueRange{out0}, std::nullopt);
   b.setInsertionPoint(forall.getTerminator());
+  // The result's buffer, for the last key tile's prefetches of the lines it
+  // writes (a read of the shared result before any of this iteration's
+  // writes: bufferization keeps it in place).
+  if (kernels)
+    oBuf = bufferOf(forall.getRegionIterArgs()[0]);
   QueryTile qt = beginQueryTile(forall);
   // (AMX reads the queries' rows as they are stored.)
   if (kernels && !amx)

@@ -12,7 +12,10 @@
 // CHECK: %[[KBUF:.+]] = bufferization.to_buffer %[[ARG]] read_only
 // CHECK: %[[VBUF:.+]] = bufferization.to_buffer %[[ARG]] read_only
 // The attention: (batch, head, query tile).
-// CHECK: scf.forall ({{.+}}) in (1, 2, 5)
+// CHECK: scf.forall ({{.+}}) in (1, 2, 5) shared_outs(%[[OUTS:arg[0-9]+]] =
+// The result's buffer, for the last key tile's write prefetches: a
+// read-only view of the shared result, before any write of the iteration.
+// CHECK:   %[[OBUF:.+]] = bufferization.to_buffer %[[OUTS]] read_only
 // The query tile transposed once into [head_dim, tile-q] f32, in 16 x 16
 // blocks: 16 rows read as vectors from the query tensor (rows past a short
 // last tile clamped to its last, with no branch), one vector.transpose, 16
@@ -24,7 +27,7 @@
 // CHECK:       vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
 // CHECK-COUNT-16: vector.transfer_write %{{.+}}, %{{.+}}[%{{.+}}, %[[R]]] {{.+}} : vector<16xf32>, tensor<32x16xf32>
 // The query tile's part of the output, which its last key tile writes.
-// CHECK:   %[[OTILE:.+]] = tensor.extract_slice %[[OUTS:arg[0-9]+]][{{.+}}] [1, 1, %{{.+}}, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<?x32xf32>
+// CHECK:   %[[OTILE:.+]] = tensor.extract_slice %[[OUTS]][{{.+}}] [1, 1, %{{.+}}, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<?x32xf32>
 // The last key tile, when the micro-kernels take it whole (both tiles full,
 // every pair inside the span and the triangle), is left out of the loop.
 // CHECK:   %[[LASTSTEP:.+]] = arith.subi %[[UB:.+]], %c1{{.*}} : index
@@ -189,8 +192,21 @@
 // The last key tile taken whole, after the loop: it computes each row's
 // 1 / l once, and its P V stores the output tile straight from the
 // registers: each vector times its row's 1 / l, zero for a row with no
-// allowed key. The accumulator is not written back.
+// allowed key. The accumulator is not written back. With each block of 16
+// keys, its scores kernel prefetches the next tiles' K, V and Q rows (80
+// lines) and then, to be written, 8 of the output rows P V stores (two
+// lines each), from the tile's first query.
 // CHECK:   %[[RESULT:.+]] = scf.if %[[PEEL]] -> (tensor<?x32xf32>) {
+// CHECK:     scf.for %[[PJ:.+]] = %c0{{.*}} to %c32{{.*}} step %c16
+// CHECK-COUNT-80: memref.prefetch %{{.+}}, read, locality<3>, data
+// CHECK:       %[[PBLK:.+]] = arith.floordivsi %[[PJ]], %c16{{.*}} : index
+// CHECK:       %[[POFF:.+]] = arith.muli %[[PBLK]], %c8{{.*}} : index
+// CHECK:       %[[PROW0:.+]] = arith.addi %[[Q0:.+]], %[[POFF]] : index
+// CHECK:       %[[PCLAMP:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+// CHECK:       memref.prefetch %[[OBUF]][%{{.+}}, %{{.+}}, %[[PCLAMP]], %c0{{.*}}], write, locality<3>, data
+// CHECK-COUNT-15: memref.prefetch %[[OBUF]][{{.+}}], write, locality<3>, data
+// CHECK-NOT:   memref.prefetch
+// CHECK:       scf.for
 // CHECK:     %[[SOFTMAX:.+]]:4 = scf.for
 // CHECK:     %[[INV:.+]] = linalg.generic {{.+}} ins(%[[SOFTMAX]]#2 : tensor<16xf32>)
 // CHECK:       arith.divf

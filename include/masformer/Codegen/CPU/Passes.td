@@ -298,6 +298,63 @@ def EmulateAMX : Pass<"masformer-emulate-amx", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def StackLoopTemporaries : Pass<"masformer-stack-loop-temporaries"> {
+  let summary = "A parallel loop's temporaries on its thread's stack";
+  let description = [{
+    After bufferization, the temporaries of a tiled kernel (an attention
+    tile's packed queries, its scores and probabilities, its running
+    state) are `memref.alloc`s inside the `scf.forall` over tiles, many of
+    them inside its key-tile loop: a `malloc` and a `free` per tile and per
+    step, from every thread at once. This pass turns each such buffer into
+    a `memref.alloca` at the start of the innermost enclosing `scf.forall`
+    body, sized by its constant upper bound when a size is dynamic (only
+    the leading one may be: a view of the bound's rows then has the
+    original's layout, and the users see the original type through a
+    `memref.cast`). The OpenMP lowering wraps each iteration in a
+    `memref.alloca_scope`, so the stack is reclaimed per iteration.
+
+    A buffer moves only when it cannot outlive one execution of its
+    definition: every use, through views, reads or writes it (no region
+    yield, call, return or op whose effects are unknown), so one slot
+    serves every execution (one per key tile). A loop's temporaries stay
+    within `max-bytes` together (the stacks of OpenMP's worker threads are
+    4 MiB by default); the rest, and buffers whose size has no constant
+    bound, stay on the heap.
+
+    ```mlir
+    scf.forall (%i) in (64) {
+      %n = affine.min affine_map<(d0) -> (64, 4000 - d0 * 64)>(%i)
+      scf.for %k = %c0 to %c32 step %c1 {
+        %s = memref.alloc(%n) : memref<?x128xf32>
+        "use"(%s) : (memref<?x128xf32>) -> ()
+      }
+    }
+    ```
+
+    becomes
+
+    ```mlir
+    scf.forall (%i) in (64) {
+      %slot = memref.alloca() : memref<64x128xf32>
+      %n = affine.min affine_map<(d0) -> (64, 4000 - d0 * 64)>(%i)
+      scf.for %k = %c0 to %c32 step %c1 {
+        %v = memref.subview %slot[0, 0] [%n, 128] [1, 1]
+            : memref<64x128xf32> to memref<?x128xf32, strided<[128, 1]>>
+        %s = memref.cast %v
+            : memref<?x128xf32, strided<[128, 1]>> to memref<?x128xf32>
+        "use"(%s) : (memref<?x128xf32>) -> ()
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"262144",
+           "The most bytes of one loop iteration's temporaries placed on "
+           "the stack">,
+  ];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def FreeBuffersEarly : Pass<"masformer-free-buffers-early"> {
   let summary = "Free each buffer right after its last use, not at the end "
                 "of its block";
