@@ -31,6 +31,9 @@
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Transforms/Utils/ValueMapper.h"
 
+#include <exception>
+#include <mutex>
+
 // MASFORMER_CODEGEN_SOURCES_HASH: this file's and LLVMTarget.cpp's SHA-256,
 // taken by CMake (lib/Target/CMakeLists.txt), part of every cache key.
 #include "CodegenSourcesHash.inc"
@@ -471,7 +474,10 @@ unsigned threadsFor(unsigned jobs, size_t work) {
 }
 
 /// Runs `fn(i)` for each index of `order` on `threads` threads (in that
-/// order: the largest parts first).
+/// order: the largest parts first). An exception a part throws (LLVM's
+/// allocations throw std::bad_alloc where the Python module installs its
+/// handler) is thrown again here, on the calling thread, once every part
+/// has stopped: thrown on a pool thread it would end the process.
 void runParallel(ArrayRef<size_t> order, unsigned threads,
                  llvm::function_ref<void(size_t)> fn) {
   if (threads <= 1) {
@@ -479,10 +485,29 @@ void runParallel(ArrayRef<size_t> order, unsigned threads,
       fn(i);
     return;
   }
-  llvm::DefaultThreadPool pool(llvm::hardware_concurrency(threads));
-  for (size_t i : order)
-    pool.async([fn, i] { fn(i); });
-  pool.wait();
+  std::mutex failedLock;
+  std::exception_ptr failed;
+  {
+    llvm::DefaultThreadPool pool(llvm::hardware_concurrency(threads));
+    for (size_t i : order)
+      pool.async([&, fn, i] {
+        {
+          std::lock_guard<std::mutex> guard(failedLock);
+          if (failed)
+            return;
+        }
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> guard(failedLock);
+          if (!failed)
+            failed = std::current_exception();
+        }
+      });
+    pool.wait();
+  }
+  if (failed)
+    std::rethrow_exception(failed);
 }
 
 SmallVector<size_t> largestFirst(ArrayRef<ModulePart> parts,
