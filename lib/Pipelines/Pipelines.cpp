@@ -131,7 +131,11 @@ void mlir::masformer::buildLowerToCPUPipeline(
                      "masformer-generalize-layout-ops,"
                      "resolve-ranked-shaped-type-result-dims,"
                      "masformer-slice-elementwise-producers,"
-                     "linalg-fuse-elementwise-ops",
+                     "linalg-fuse-elementwise-ops,"
+                     // The loop nest a product feeds (its bias and GELU, a
+                     // residual add, a rounding) computed on each of the
+                     // product's tiles, in its loop.
+                     "masformer-fuse-product-epilogues",
                      "CPU lowering");
   pm.addPass(createTileAttention(tiling));
   std::string lowering =

@@ -10,13 +10,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Codegen/CPU/Passes.h"
+#include "masformer/Utils/Bounds.h"
 
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::masformer {
@@ -27,48 +25,6 @@ namespace mlir::masformer {
 using namespace mlir;
 
 namespace {
-
-/// A constant upper bound (inclusive) of the index value `v`, or none.
-/// Minima are bounded by any bounded operand (arith.minsi / minui, affine's
-/// constant results), which the value-bounds analysis does not model for
-/// arith; anything else is asked of that analysis.
-std::optional<int64_t> upperBound(Value v, int depth = 0) {
-  if (std::optional<int64_t> c = getConstantIntValue(v))
-    return c;
-  if (depth > 8)
-    return std::nullopt;
-  Operation *def = v.getDefiningOp();
-  auto minOf = [&](ValueRange operands) -> std::optional<int64_t> {
-    std::optional<int64_t> best;
-    for (Value x : operands)
-      if (std::optional<int64_t> b = upperBound(x, depth + 1))
-        best = best ? std::min(*best, *b) : *b;
-    return best;
-  };
-  if (isa_and_nonnull<arith::MinSIOp, arith::MinUIOp>(def))
-    return minOf(def->getOperands());
-  if (auto select = dyn_cast_if_present<arith::SelectOp>(def)) {
-    std::optional<int64_t> t = upperBound(select.getTrueValue(), depth + 1);
-    std::optional<int64_t> f = upperBound(select.getFalseValue(), depth + 1);
-    if (t && f)
-      return std::max(*t, *f);
-    return std::nullopt;
-  }
-  if (auto min = dyn_cast_if_present<affine::AffineMinOp>(def)) {
-    std::optional<int64_t> best;
-    for (AffineExpr e : min.getAffineMap().getResults())
-      if (auto c = dyn_cast<AffineConstantExpr>(e))
-        best = best ? std::min(*best, c.getValue()) : c.getValue();
-    if (best)
-      return best;
-  }
-  FailureOr<int64_t> bound = ValueBoundsConstraintSet::computeConstantBound(
-      presburger::BoundType::UB, v, /*stopCondition=*/nullptr,
-      /*closedUB=*/true);
-  if (succeeded(bound))
-    return *bound;
-  return std::nullopt;
-}
 
 /// Whether every use of `buffer`, through views, only reads or writes it:
 /// no region yield, call, return, dealloc or op of unknown effects sees it,
@@ -149,7 +105,7 @@ struct StackLoopTemporariesPass final
       if (i != 0)
         return std::nullopt;
       std::optional<int64_t> bound =
-          upperBound(alloc.getDynamicSizes().front());
+          masformer::constantUpperBound(alloc.getDynamicSizes().front());
       if (!bound || *bound < 0)
         return std::nullopt;
       size = *bound;

@@ -716,6 +716,10 @@ Value ContractionTiler::build(linalg::GenericOp op) {
       init,
       kLen * llvm::divideCeil(aTy.getElementType().getIntOrFloatBitWidth(), 8));
   sliceOperands(op.getDpsInputs()[0], op.getDpsInputs()[1]);
+  // Every tile starts from the fill: the loop's result does not depend on
+  // the prior contents of C, and a consumer may take each tile instead.
+  if (fill)
+    forall->setAttr(kProductTilesAttrName, b.getUnitAttr());
   if (!rowGroups) {
     insertTile(buildTile());
     return forall.getResult(0);

@@ -35,6 +35,13 @@ namespace masformer {
 /// dynamic by then).
 inline constexpr llvm::StringLiteral kAMXTileAttrName = "masformer.amx_tile";
 
+/// The attribute that marks the tile loop of a product of
+/// --masformer-tile-contractions whose tiles never read the result's prior
+/// contents (its init is a fill, which each tile applies itself), for
+/// --masformer-fuse-product-epilogues.
+inline constexpr llvm::StringLiteral kProductTilesAttrName =
+    "masformer.product_tiles";
+
 struct TileAttentionPatternOptions {
   /// Query rows and keys per tile.
   int64_t tileQ = 64, tileKV = 64;
