@@ -161,6 +161,11 @@ def main():
         lib = os.path.join(a.work, f"{name}-{a.precision}-{a.cpu}.so")
         run([os.path.join(BIN, "masformer-compile"), path, "-o", lib,
              f"--precision={a.precision}", f"--cpu={a.cpu}"])
+        # The library and its weights just written (tens of MB for the LM
+        # head) go to disk now, not while the product is timed: on a 2-core
+        # VM the kernel's writeback took a core from the first timing after
+        # a compile (qkv at 136 GFLOP/s in one run, 280-330 timed alone).
+        os.sync()
         xp = os.path.join(a.work, f"{name}-x.npy")
         np.save(xp, x)
         out_dir = os.path.join(a.work, f"{name}-out")
