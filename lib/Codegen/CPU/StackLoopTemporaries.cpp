@@ -68,9 +68,16 @@ struct StackLoopTemporariesPass final
     }
     // Each innermost forall's temporaries in program order.
     llvm::MapVector<scf::ForallOp, SmallVector<memref::AllocOp>> byLoop;
+    // (Not through a parallel loop of another kind: its iterations would
+    // share the slot at the same time.)
     getOperation()->walk([&](memref::AllocOp alloc) {
-      if (auto loop = alloc->getParentOfType<scf::ForallOp>())
-        byLoop[loop].push_back(alloc);
+      auto loop = alloc->getParentOfType<scf::ForallOp>();
+      if (!loop)
+        return;
+      for (Operation *p = alloc->getParentOp(); p != loop; p = p->getParentOp())
+        if (isa<scf::ParallelOp>(p) || p->getDialect()->getNamespace() == "omp")
+          return;
+      byLoop[loop].push_back(alloc);
     });
     for (auto &[loop, allocs] : byLoop) {
       int64_t used = 0;

@@ -55,11 +55,13 @@ func.func @tile(%n: index) {
 
 // What stays on the heap: a buffer outside any parallel loop, one that a
 // loop yields (it outlives its step), one passed to a call or to an op of
-// unknown effects, one whose size has no bound, and one whose dynamic size
-// is not the leading one (a view of a slot would have another layout).
+// unknown effects, one whose size has no bound, one whose dynamic size is
+// not the leading one (a view of a slot would have another layout), and
+// one inside an scf.parallel in the loop (its iterations would share the
+// slot at once).
 // CHECK-LABEL: func.func @stays
 // CHECK-NOT:     memref.alloca
-// CHECK-COUNT-6: memref.alloc
+// CHECK-COUNT-7: memref.alloc
 // CHECK-NOT:     memref.alloca
 func.func private @consume(memref<16xf32>)
 func.func @stays(%n: index, %init: memref<16xf32>) {
@@ -83,6 +85,10 @@ func.func @stays(%n: index, %init: memref<16xf32>) {
     %rows = affine.min affine_map<(d0) -> (8, d0)>(%n)
     %inner = memref.alloc(%rows) : memref<4x?xf32>
     memref.store %cst0, %inner[%c0, %c0] : memref<4x?xf32>
+    scf.parallel (%j) = (%c0) to (%n) step (%c1) {
+      %each = memref.alloc() : memref<16xf32>
+      memref.store %cst0, %each[%c0] : memref<16xf32>
+    }
   }
   return
 }

@@ -346,7 +346,9 @@ def StackLoopTemporaries : Pass<"masformer-stack-loop-temporaries"> {
     A buffer moves only when it cannot outlive one execution of its
     definition: every use, through views, reads or writes it (no region
     yield, call, return or op whose effects are unknown), so one slot
-    serves every execution (one per key tile). A loop's temporaries stay
+    serves every execution (one per key tile), and only from outside any
+    `scf.parallel` nested in the loop (whose iterations would share the
+    slot at once). A loop's temporaries stay
     within `max-bytes` together (the stacks of OpenMP's worker threads are
     4 MiB by default); the rest, and buffers whose size has no constant
     bound, stay on the heap.
