@@ -348,10 +348,11 @@ def StackLoopTemporaries : Pass<"masformer-stack-loop-temporaries"> {
     yield, call, return or op whose effects are unknown), so one slot
     serves every execution (one per key tile), and only from outside any
     `scf.parallel` nested in the loop (whose iterations would share the
-    slot at once). A loop's temporaries stay
-    within `max-bytes` together (the stacks of OpenMP's worker threads are
-    4 MiB by default); the rest, and buffers whose size has no constant
-    bound, stay on the heap.
+    slot at once). A loop's temporaries stay within `max-bytes` together
+    (256 KiB by default: libomp's worker threads had 8 MiB stacks on the
+    machines measured, `KMP_SETTINGS=1`, and the calling thread, which
+    runs iterations too, may have less); the rest, and buffers whose size
+    has no constant bound, stay on the heap.
 
     ```mlir
     scf.forall (%i) in (64) {
