@@ -193,9 +193,11 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
       "canonicalize,expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
-      // their FMAs llvm.intr.fma.
-      // The packed query tiles' 16 x 16 transposes: as a shuffle network
-      // rather than element by element.
+      // their FMAs llvm.intr.fma. (The packed tiles' transposes are
+      // shuffles already, from --masformer-tile-attention: a
+      // vector.transpose would not reach this lowering whole, the
+      // canonicalizations after bufferization take it apart element by
+      // element; any other 16 x 16 one gets the shuffle network.)
       "convert-vector-to-llvm{reassociate-fp-reductions "
       "vector-transpose-lowering=shuffle16x16";
   // The AMX tile ops (with the vector ops: LLVM's conversion of control

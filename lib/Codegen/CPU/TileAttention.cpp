@@ -24,6 +24,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
+#include <array>
 #include <limits>
 
 namespace mlir::masformer {
@@ -795,22 +796,123 @@ OpFoldResult AttentionTiler::tileCount(OpFoldResult size, int64_t tile) {
 using RowReader =
     llvm::function_ref<Value(OpBuilder &, Value i, Value c0, int64_t t)>;
 
+/// The t x t block whose rows are `rows` (t vectors of t 32-bit elements,
+/// t a power of two) transposed in registers by shuffles of two vectors,
+/// in the order x86's in-lane shuffles make cheap: with lanes of 4
+/// elements (128 bits), (1) rows 2 i and 2 i + 1 interleaved element by
+/// element within each lane (unpcklps / unpckhps), (2) the results
+/// interleaved by pairs of elements within each lane (shufps): each lane
+/// then holds a 4 x 4 block transposed; (3) the t / 4 x t / 4 matrix of
+/// lanes transposed, log2(t / 4) rounds of taking the even and the odd
+/// lanes of two vectors (vshuff32x4, vperm2f128). t log2(t) shuffles: 24
+/// for 8 x 8, 64 for 16 x 16, as MLIR's own lowerings of those two sizes
+/// (x86vector's AVX2 8 x 8 and vector's shuffle_16x16), with any other
+/// power of two handled the same way (below 4, by interleaves).
+///
+/// Built as shuffles rather than a vector.transpose: the canonicalizations
+/// after bufferization take a vector.transpose of a block of rows apart
+/// element by element (vector.to_elements / from_elements) before any
+/// lowering of transposes runs, and LLVM then assembled the 16 x 16 ones
+/// with spills to the stack.
+SmallVector<Value> transposeRows(OpBuilder &b, Location loc,
+                                 SmallVector<Value> rows) {
+  int64_t t = rows.size();
+  assert(llvm::isPowerOf2_64(t) && "expected a power of two");
+  auto shuffle = [&](Value x, Value y, ArrayRef<int64_t> mask) -> Value {
+    return vector::ShuffleOp::create(b, loc, x, y, mask);
+  };
+  if (t < 4) {
+    // Round after round, row 2 i interleaves the low halves of rows i and
+    // i + t / 2, row 2 i + 1 their high halves.
+    SmallVector<int64_t> lo, hi;
+    for (int64_t e = 0; e < t / 2; ++e) {
+      lo.append({e, t + e});
+      hi.append({t / 2 + e, t + t / 2 + e});
+    }
+    for (int64_t round = 1; round < t; round *= 2) {
+      SmallVector<Value> next(t);
+      for (int64_t i = 0; i < t / 2; ++i) {
+        next[2 * i] = shuffle(rows[i], rows[i + t / 2], lo);
+        next[2 * i + 1] = shuffle(rows[i], rows[i + t / 2], hi);
+      }
+      rows = std::move(next);
+    }
+    return rows;
+  }
+  int64_t lanes = t / 4;
+  // A mask made of `perLane(l)` for each lane l.
+  auto byLane = [&](auto perLane) {
+    SmallVector<int64_t> mask;
+    for (int64_t l = 0; l < lanes; ++l)
+      for (int64_t e : perLane(4 * l))
+        mask.push_back(e);
+    return mask;
+  };
+  using Four = std::array<int64_t, 4>;
+  SmallVector<int64_t> unpackLo = byLane([&](int64_t f) {
+    return Four{f, t + f, f + 1, t + f + 1};
+  });
+  SmallVector<int64_t> unpackHi = byLane([&](int64_t f) {
+    return Four{f + 2, t + f + 2, f + 3, t + f + 3};
+  });
+  SmallVector<int64_t> pairsLo = byLane([&](int64_t f) {
+    return Four{f, f + 1, t + f, t + f + 1};
+  });
+  SmallVector<int64_t> pairsHi = byLane([&](int64_t f) {
+    return Four{f + 2, f + 3, t + f + 2, t + f + 3};
+  });
+  // (1) and (2): u[4 g + j] holds, in lane l, column 4 l + j of rows 4 g to
+  // 4 g + 3.
+  SmallVector<Value> v(t), u(t);
+  for (int64_t i = 0; i < t / 2; ++i) {
+    v[2 * i] = shuffle(rows[2 * i], rows[2 * i + 1], unpackLo);
+    v[2 * i + 1] = shuffle(rows[2 * i], rows[2 * i + 1], unpackHi);
+  }
+  for (int64_t g = 0; g < t; g += 4) {
+    u[g] = shuffle(v[g], v[g + 2], pairsLo);
+    u[g + 1] = shuffle(v[g], v[g + 2], pairsHi);
+    u[g + 2] = shuffle(v[g + 1], v[g + 3], pairsLo);
+    u[g + 3] = shuffle(v[g + 1], v[g + 3], pairsHi);
+  }
+  // (3): the even lanes of two vectors, then the odd ones.
+  SmallVector<int64_t> even, odd;
+  for (int64_t from : {int64_t(0), t})
+    for (int64_t l = 0; l < lanes; ++l)
+      for (int64_t e = 0; e < 4; ++e)
+        (l % 2 ? odd : even).push_back(from + 4 * l + e);
+  SmallVector<Value> columns(t);
+  for (int64_t j = 0; j < 4; ++j) {
+    SmallVector<Value> x;
+    for (int64_t k = 0; k < lanes; ++k)
+      x.push_back(u[4 * k + j]);
+    for (int64_t round = 1; round < lanes; round *= 2) {
+      SmallVector<Value> next(lanes);
+      for (int64_t k = 0; k < lanes / 2; ++k) {
+        next[k] = shuffle(x[2 * k], x[2 * k + 1], even);
+        next[lanes / 2 + k] = shuffle(x[2 * k], x[2 * k + 1], odd);
+      }
+      x = std::move(next);
+    }
+    for (int64_t l = 0; l < lanes; ++l)
+      columns[4 * l + j] = x[l];
+  }
+  return columns;
+}
+
 /// A [rows, cols] matrix read by `readRow`, transposed: [cols, rows] f32,
 /// or with `pairs` (a matrix of cols 32-bit pairs of bf16 a row) [cols, 2
 /// rows] bf16. Square blocks of t x t (t the widest vector up to w that
 /// divides both sizes) are read a row at a time, in the order the rows lie
-/// in memory, and transposed in registers (vector.transpose: shuffles,
-/// where a strided copy would be a gather per column touching every row's
-/// line at once). The result is written into `into` when given (a
-/// destination of the result's type), else into a new tensor.
+/// in memory, and transposed in registers (transposeRows: shuffles, where
+/// a strided copy would be a gather per column touching every row's line
+/// at once). The result is written into `into` when given (a destination
+/// of the result's type), else into a new tensor.
 Value transposeTile(OpBuilder &b, Location loc, RowReader readRow, int64_t rows,
                     int64_t cols, bool pairs, int64_t w, Value into = Value()) {
   Idx ix{b, loc};
-  Type et = pairs ? Type(b.getI32Type()) : Type(b.getF32Type());
   int64_t t = std::min(queryWidth(rows, w), queryWidth(cols, w));
   auto ty = pairs ? RankedTensorType::get({cols, 2 * rows}, b.getBF16Type())
                   : RankedTensorType::get({cols, rows}, b.getF32Type());
-  auto blockTy = VectorType::get({t, t}, et);
   Value init =
       into ? into
            : tensor::EmptyOp::create(b, loc, ty.getShape(), ty.getElementType())
@@ -822,16 +924,13 @@ Value transposeTile(OpBuilder &b, Location loc, RowReader readRow, int64_t rows,
   b.setInsertionPointToStart(colLoop.getBody());
   Value r0 = rowLoop.getInductionVar(), c0 = colLoop.getInductionVar();
   auto pairsTy = VectorType::get({2 * t}, b.getBF16Type());
-  Value block = arith::ConstantOp::create(b, loc, b.getZeroAttr(blockTy));
+  SmallVector<Value> block;
   for (int64_t i = 0; i < t; ++i)
-    block =
-        vector::InsertOp::create(b, loc, readRow(b, ix.add(r0, ix.c(i)), c0, t),
-                                 block, ArrayRef<int64_t>{i});
-  Value blockT =
-      vector::TransposeOp::create(b, loc, block, ArrayRef<int64_t>{1, 0});
+    block.push_back(readRow(b, ix.add(r0, ix.c(i)), c0, t));
+  SmallVector<Value> columns = transposeRows(b, loc, std::move(block));
   Value out = colLoop.getRegionIterArg(0);
   for (int64_t j = 0; j < t; ++j) {
-    Value row = vector::ExtractOp::create(b, loc, blockT, ArrayRef<int64_t>{j});
+    Value row = columns[j];
     if (pairs) {
       Value p = vector::BitCastOp::create(b, loc, pairsTy, row);
       Value at = ix.add(c0, ix.c(j));

@@ -14,13 +14,14 @@
 // the values' pairs of keys, [192 / 2, 2 * 64], each tile written in place
 // into its slice.
 // CHECK:       scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) in (1, 2, %{{.+}}) shared_outs({{.+}}) -> (tensor<1x2x32x384xbf16>, tensor<1x2x96x128xbf16>)
-// CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// CHECK:         vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xi32>, vector<16xi32>
+// CHECK-COUNT-63: vector.shuffle %{{.+}}, %{{.+}} {{\[}}{{.+}}] : vector<16xi32>, vector<16xi32>
 // CHECK:         vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
 // CHECK:         tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %{{.+}}, 0, %{{.+}}] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<32x128xbf16> into tensor<1x2x32x384xbf16>
 // CHECK:         tensor.parallel_insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}, 0] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<32x128xbf16> into tensor<1x2x96x128xbf16>
 // Then the (batch, head, query tile) loop; the queries are not packed.
 // CHECK:       scf.forall (%{{.+}}, %{{.+}}, %{{.+}}) in (1, 2, 3)
-// CHECK-NOT:     vector.transpose
+// CHECK-NOT:     vector.shuffle {{.+}} : vector<16xi32>, vector<16xi32>
 // A whole tile: S = Q K^T [64 queries, 64 keys] from zero, the queries'
 // rows as stored (A), the tile's packed keys as AMX's B [32 pairs, 64, 2].
 // CHECK:         tensor.empty() : tensor<64x64xf32>

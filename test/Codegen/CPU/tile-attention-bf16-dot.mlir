@@ -12,7 +12,8 @@
 // of the pairs, each column written as 32 bf16.
 // CHECK:   scf.for %{{.+}} -> (tensor<16x128xbf16>) {
 // CHECK-COUNT-16: vector.bitcast %{{.+}} : vector<32xbf16> to vector<16xi32>
-// CHECK:         vector.transpose %{{.+}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// CHECK:         vector.shuffle %{{.+}}, %{{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xi32>, vector<16xi32>
+// CHECK-COUNT-63: vector.shuffle %{{.+}}, %{{.+}} {{\[}}{{.+}}] : vector<16xi32>, vector<16xi32>
 // CHECK-COUNT-16: vector.bitcast %{{.+}} : vector<16xi32> to vector<32xbf16>
 // The scores S^T = K Q^T of a whole tile: blocks of 4 keys x 4 vectors of
 // 16 queries over the 16 pairs of the head dimension; per step, 4 vectors

@@ -18,13 +18,19 @@
 // CHECK:   %[[OBUF:.+]] = bufferization.to_buffer %[[OUTS]] read_only
 // The query tile transposed once into [head_dim, tile-q] f32, in 16 x 16
 // blocks: 16 rows read as vectors from the query tensor (rows past a short
-// last tile clamped to its last, with no branch), one vector.transpose, 16
-// columns written. No key is packed.
+// last tile clamped to its last, with no branch), transposed in registers
+// by 64 shuffles of two rows (transposeRows: rows 0 and 1 interleaved
+// within each lane of 4 elements first), 16 columns written. No vector.transpose (canonicalization would take it
+// apart element by element). No key is packed.
 // CHECK:   %[[QT:.+]] = scf.for %[[R:.+]] = %c0{{.*}} to %c16{{.*}} step %c16{{.*}} -> (tensor<32x16xf32>)
 // CHECK:     scf.for %[[C:.+]] = %c0{{.*}} to %c32{{.*}} step %c16
 // CHECK:       arith.minsi
 // CHECK-COUNT-16: vector.transfer_read %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}, %[[C]]]{{.+}} : tensor<1x2x80x32xf32>, vector<16xf32>
-// CHECK:       vector.transpose %{{.+}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+// CHECK-NOT:   vector.transpose
+// CHECK:       vector.shuffle %[[ROW0:.+]], %[[ROW1:.+]] [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xf32>, vector<16xf32>
+// CHECK-NEXT:  vector.shuffle %[[ROW0]], %[[ROW1]] [2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31] : vector<16xf32>, vector<16xf32>
+// CHECK-COUNT-62: vector.shuffle %{{.+}}, %{{.+}} {{\[}}{{.+}}] : vector<16xf32>, vector<16xf32>
+// CHECK-NOT:   vector.shuffle
 // CHECK-COUNT-16: vector.transfer_write %{{.+}}, %{{.+}}[%{{.+}}, %[[R]]] {{.+}} : vector<16xf32>, tensor<32x16xf32>
 // The query tile's part of the output, which its last key tile writes.
 // CHECK:   %[[OTILE:.+]] = tensor.extract_slice %[[OUTS]][{{.+}}] [1, 1, %{{.+}}, 32] [1, 1, 1, 1] : tensor<1x2x80x32xf32> to tensor<?x32xf32>
@@ -256,7 +262,8 @@
 // Vectors of 8 (AVX2, 16 vector registers): 8 accumulators, S^T 4 keys x
 // 2 vectors of 8 queries, P V 4 rows x 2 vectors of 8 of the head
 // dimension (16 accumulators spilled to the stack).
-// AVX2: vector.transpose %{{.+}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
+// AVX2: vector.shuffle %{{.+}}, %{{.+}} [0, 8, 1, 9, 4, 12, 5, 13] : vector<8xf32>, vector<8xf32>
+// AVX2-COUNT-23: vector.shuffle %{{.+}}, %{{.+}} {{\[}}{{.+}}] : vector<8xf32>, vector<8xf32>
 // AVX2: -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // AVX2: scf.for %{{.+}} = %c0{{.*}} to %c16{{.*}} step %c8
 // AVX2: arith.cmpf ogt, %{{.+}}, %{{.+}} : vector<8xf32>
