@@ -65,6 +65,10 @@ int main(int argc, char **argv) {
   /* Four streams (two of A, two of B), each kib / 4 KiB of 1 KiB tiles. */
   long tiles = kib / 4 > 0 ? kib / 4 : 1;
   uint16_t *x = aligned_alloc(4096, (size_t)tiles * 1024 * 4);
+  if (!x) {
+    fprintf(stderr, "cannot allocate %ld KiB\n", tiles * 4);
+    return 1;
+  }
   /* Random bf16 in [-0.5, 0.5): AMX's rate depends on the data (zeros run
      about 30% faster here), so the operands look like a model's. */
   srand(1);
@@ -123,6 +127,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="runs per region; the best is printed")
     a = ap.parse_args()
+    if min(a.regions) <= 0 or a.drain < 0 or a.steps <= 0 or a.rounds <= 0:
+        ap.error("--regions, --steps and --rounds must be positive, "
+                 "--drain 0 or more")
     print(machine.describe())
     if "amx_bf16" not in machine.isa_extensions().split():
         sys.exit("amx_peak: this CPU has no AMX-BF16 (no amx_bf16 in "

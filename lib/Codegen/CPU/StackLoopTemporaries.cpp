@@ -75,7 +75,8 @@ struct StackLoopTemporariesPass final
       if (!loop)
         return;
       for (Operation *p = alloc->getParentOp(); p != loop; p = p->getParentOp())
-        if (isa<scf::ParallelOp>(p) || p->getDialect()->getNamespace() == "omp")
+        if (isa<scf::ParallelOp>(p) ||
+            (p->getDialect() && p->getDialect()->getNamespace() == "omp"))
           return;
       byLoop[loop].push_back(alloc);
     });

@@ -20,8 +20,9 @@
 // blocks: 16 rows read as vectors from the query tensor (rows past a short
 // last tile clamped to its last, with no branch), transposed in registers
 // by 64 shuffles of two rows (transposeRows: rows 0 and 1 interleaved
-// within each lane of 4 elements first), 16 columns written. No vector.transpose (canonicalization would take it
-// apart element by element). No key is packed.
+// within each lane of 4 elements first), 16 columns written. No
+// vector.transpose (canonicalization would take it apart element by
+// element). No key is packed.
 // CHECK:   %[[QT:.+]] = scf.for %[[R:.+]] = %c0{{.*}} to %c16{{.*}} step %c16{{.*}} -> (tensor<32x16xf32>)
 // CHECK:     scf.for %[[C:.+]] = %c0{{.*}} to %c32{{.*}} step %c16
 // CHECK:       arith.minsi
