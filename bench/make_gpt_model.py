@@ -46,6 +46,10 @@ def main():
                     "travel to a GPU machine for timing (bench/gpu_model.py)"
                     "; the model computes the same amount, with rank-N "
                     "weights")
+    ap.add_argument("--weight-scale", type=float, default=1.0,
+                    help="every weight's standard deviation times this "
+                    "(10: logits of order 1 and attention that picks keys, "
+                    "for tests that must see a wrong head or key)")
     ap.add_argument("--encoder", action="store_true",
                     help="no causal mask: bidirectional attention")
     a = ap.parse_args()
@@ -56,6 +60,7 @@ def main():
     inits, nodes = [], []
 
     def weight(name, shape, std=0.02):
+        std *= a.weight_scale
         n = a.repeat_rows
         if n and len(shape) == 2 and shape[0] > n:
             block = rng.standard_normal((n, shape[1]), dtype=np.float32)

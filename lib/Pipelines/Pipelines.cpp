@@ -130,7 +130,6 @@ void mlir::masformer::buildLowerToCPUPipeline(
                      "convert-elementwise-to-linalg,"
                      "masformer-generalize-layout-ops,"
                      "resolve-ranked-shaped-type-result-dims,"
-                     "masformer-slice-elementwise-producers,"
                      "linalg-fuse-elementwise-ops,"
                      // The loop nest a product feeds (its bias and GELU, a
                      // residual add, a rounding) computed on each of the
@@ -186,6 +185,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // Row reductions (norms, softmax outside attention) with their
       // partial results in registers, vectorizable; the other ops as loops.
       "scf-forall-to-parallel,masformer-lower-reductions,"
+      // Head splits and merges (copies of rows) as vector loads and
+      // stores of each row.
+      "masformer-vectorize-row-copies,"
       "convert-linalg-to-loops,convert-vector-to-scf,"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first

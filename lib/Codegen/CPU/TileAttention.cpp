@@ -17,12 +17,14 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+#include "llvm/ADT/SetVector.h"
 
 #include <array>
 #include <limits>
@@ -46,17 +48,22 @@ Value fma(OpBuilder &b, Location loc, Value x, Value y, Value acc) {
   return arith::AddFOp::create(b, loc, acc.getType(), acc, p, fast);
 }
 
-/// A rank-reduced 2-D slice x[lead..., r0:r0+rs, c0:c0+cs] of a 4-D tensor.
+/// A rank-reduced 2-D slice x[lead..., r0:r0+rs, c0:c0+cs] of a 4-D tensor,
+/// or with `seqMajor` (x is [batch, seq, heads, head_dim] and lead is
+/// (batch, head)), x[lead[0], r0:r0+rs, lead[1], c0:c0+cs].
 Value slice2D(OpBuilder &b, Location loc, Value x, ArrayRef<OpFoldResult> lead,
               OpFoldResult r0, OpFoldResult rs, OpFoldResult c0,
-              OpFoldResult cs) {
+              OpFoldResult cs, bool seqMajor = false) {
   auto ty = cast<RankedTensorType>(x.getType());
-  SmallVector<OpFoldResult> offsets(lead.begin(), lead.end());
-  offsets.push_back(r0);
-  offsets.push_back(c0);
-  SmallVector<OpFoldResult> sizes(lead.size(), b.getIndexAttr(1));
-  sizes.push_back(rs);
-  sizes.push_back(cs);
+  assert(lead.size() == 2 && "4-D tensors");
+  SmallVector<OpFoldResult> offsets =
+      seqMajor ? SmallVector<OpFoldResult>{lead[0], r0, lead[1], c0}
+               : SmallVector<OpFoldResult>{lead[0], lead[1], r0, c0};
+  SmallVector<OpFoldResult> sizes =
+      seqMajor ? SmallVector<OpFoldResult>{b.getIndexAttr(1), rs,
+                                           b.getIndexAttr(1), cs}
+               : SmallVector<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                           rs, cs};
   SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
   auto staticSize = [](OpFoldResult s) {
     if (auto a = dyn_cast<Attribute>(s))
@@ -628,6 +635,40 @@ struct KeyTile {
   Value nextK0, nextQ0;
 };
 
+/// Whether `op` copies a [batch, seq, heads, head_dim] tensor into [batch,
+/// heads, seq, head_dim] or back (a head split or merge: a transpose of the
+/// middle two dimensions that computes nothing else).
+bool swapsSeqAndHeads(linalg::GenericOp op) {
+  if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
+      op.getNumDpsInits() != 1 || op.getNumLoops() != 4)
+    return false;
+  std::optional<SmallVector<int64_t>> perm =
+      linalg::isaTransposeOpInterface(op);
+  return perm && *perm == ArrayRef<int64_t>{0, 2, 1, 3};
+}
+
+/// The [batch, seq, heads, head_dim] tensor that `v` (an operand of
+/// `reader`) is the head split of, when only `reader` reads that split:
+/// the tiles then read the rows of each head where they are, and the split
+/// is never made. Null otherwise.
+Value headSplitSource(Value v, Operation *reader) {
+  auto split = v.getDefiningOp<linalg::GenericOp>();
+  if (!swapsSeqAndHeads(split) ||
+      !llvm::all_of(split->getUsers(),
+                    [&](Operation *user) { return user == reader; }))
+    return Value();
+  return split.getDpsInputs()[0];
+}
+
+/// The head merge that is the only reader of `op`'s result, or null: the
+/// tiles then write each head's rows where the merge would put them.
+linalg::GenericOp headMergeOf(AttentionOp op) {
+  if (!op.getResult().hasOneUse())
+    return {};
+  auto merge = dyn_cast<linalg::GenericOp>(*op.getResult().user_begin());
+  return swapsSeqAndHeads(merge) ? merge : linalg::GenericOp();
+}
+
 /// The tiled form of one masformer.attention: a parallel loop over (batch,
 /// head, query tile) whose body loops over exactly the key tiles that meet
 /// the span and the causal triangle, with an online softmax. Each method is
@@ -636,20 +677,17 @@ class AttentionTiler {
 public:
   AttentionTiler(AttentionOp op, OpBuilder &b, int64_t tileQ, int64_t tileKV,
                  bool printCounts, int64_t vectorWidth, bool bf16Dot,
-                 bool amxTiles)
-      : op(op), b(b), loc(op.getLoc()), ctx(op.getContext()), ix{b, loc},
-        tileQ(tileQ), tileKV(tileKV), printCounts(printCounts),
-        vectorWidth(vectorWidth), span(op.getSpan()), causal(op.getCausal()),
+                 bool amxTiles, bool readThroughHeadLayouts)
+      : op(op), query{op.getQuery()}, key{op.getKey()}, value{op.getValue()},
+        b(b), loc(op.getLoc()), ctx(op.getContext()), ix{b, loc}, tileQ(tileQ),
+        tileKV(tileKV), printCounts(printCounts), vectorWidth(vectorWidth),
+        span(op.getSpan()), causal(op.getCausal()),
         elemTy(op.getQueryType().getElementType()),
         bf16Dot(bf16Dot && vectorWidth == 16) {
     // Sizes as attributes where static (the IR then folds them) and as
-    // tensor.dim values where dynamic.
-    batchF = tensor::getMixedSize(b, loc, op.getQuery(), 0);
-    headsF = tensor::getMixedSize(b, loc, op.getQuery(), 1);
-    sqF = tensor::getMixedSize(b, loc, op.getQuery(), 2);
+    // tensor.dim values where dynamic (the others below, once it is known
+    // which tensors the tiles read).
     d = tensor::getMixedSize(b, loc, op.getQuery(), 3);
-    skvF = tensor::getMixedSize(b, loc, op.getKey(), 2);
-    kvHeadsF = tensor::getMixedSize(b, loc, op.getKey(), 1);
     // A static scale is a constant inside the tiles' bodies; a run-time one
     // (dynamic head_dim) is computed once here.
     std::optional<float> staticScale = op.getStaticScale();
@@ -681,12 +719,63 @@ public:
     amx = pairsFit && amxTiles && *dStatic % 32 == 0 && tileQ % amxUnit == 0 &&
           tileKV % amxUnit == 0;
     dot = pairsFit && (bf16Dot || amx);
+    // With AMX, the tiles read the queries, keys and values through their
+    // head splits, and write the result through its head merge: the query
+    // rows go to AMX's tile loads, which take any row stride, and the keys
+    // and values are packed once (packKeysValues), so that strided rows
+    // cost one pass, where the split would have cost a pass through memory
+    // of its own (each a bf16 copy of [batch, seq, heads, head_dim]). The
+    // other kernels read K and V rows once per query tile, and keep
+    // contiguous heads.
+    if (amx && readThroughHeadLayouts) {
+      auto through = [&](Value v) {
+        Value source = headSplitSource(v, op);
+        return source ? Operand{source, true} : Operand{v, false};
+      };
+      query = through(op.getQuery());
+      key = through(op.getKey());
+      value = through(op.getValue());
+      merge = headMergeOf(op);
+    }
+    batchF = size(query, 0);
+    headsF = size(query, 1);
+    sqF = size(query, 2);
+    skvF = size(key, 2);
+    kvHeadsF = size(key, 1);
   }
+
+  /// The head merge the result is written through (its result replaces the
+  /// merge's), or null: the result replaces the op's.
+  linalg::GenericOp headMerge() const { return merge; }
 
   /// The attention's result.
   Value build();
 
 private:
+  /// A tensor the tiles read or write: [batch, heads, seq, head_dim], or
+  /// with `seqMajor` [batch, seq, heads, head_dim].
+  struct Operand {
+    Value t;
+    bool seqMajor = false;
+  };
+  /// Size `i` of `x` in [batch, heads, seq, head_dim] order.
+  OpFoldResult size(const Operand &x, int64_t i) {
+    static constexpr int64_t kSeqMajor[] = {0, 2, 1, 3};
+    return tensor::getMixedSize(b, loc, x.t, x.seqMajor ? kSeqMajor[i] : i);
+  }
+  /// The rank-reduced [rs, cs] slice of x at (lead = (batch, head), r0, c0).
+  Value slice(OpBuilder &sb, const Operand &x, ArrayRef<OpFoldResult> lead,
+              OpFoldResult r0, OpFoldResult rs, OpFoldResult c0,
+              OpFoldResult cs) {
+    return slice2D(sb, loc, x.t, lead, r0, rs, c0, cs, x.seqMajor);
+  }
+  /// The indices of x's element (batch, head, row, col).
+  static SmallVector<Value> at(const Operand &x, Value batch, Value head,
+                               Value row, Value col) {
+    if (x.seqMajor)
+      return {batch, row, head, col};
+    return {batch, head, row, col};
+  }
   Value val(OpFoldResult f) {
     return getValueOrCreateConstantIndexOp(b, loc, f);
   }
@@ -748,6 +837,10 @@ private:
                  Value outTile, Value nextFirstK0);
 
   AttentionOp op;
+  /// What the tiles read (the op's operands, or what their head splits
+  /// copy), and the head merge they write through.
+  Operand query, key, value;
+  linalg::GenericOp merge;
   OpBuilder &b;
   Location loc;
   MLIRContext *ctx;
@@ -968,19 +1061,18 @@ Value readPairs(OpBuilder &b, Location loc, Value x, ValueRange indices,
 /// strides).
 Value AttentionTiler::packQueries(const QueryTile &qt) {
   int64_t dd = *dStatic;
-  Value query = op.getQuery();
   auto readRow = [&](OpBuilder &rb, Value i, Value c0, int64_t t) -> Value {
     Idx rx{rb, loc};
     Value row = rx.add(qt.q0, rx.min(i, rx.sub(qt.rows, rx.c(1))));
     if (dot)
-      return readPairs(rb, loc, query,
-                       ValueRange{qt.batch, qt.head, row, rx.mul(c0, rx.c(2))},
+      return readPairs(rb, loc, query.t,
+                       at(query, qt.batch, qt.head, row, rx.mul(c0, rx.c(2))),
                        t);
     Type et = elemTy;
     Value pad = arith::ConstantOp::create(rb, loc, rb.getZeroAttr(et));
     Value v = vector::TransferReadOp::create(
-        rb, loc, VectorType::get({t}, et), query,
-        ValueRange{qt.batch, qt.head, row, c0}, pad, ArrayRef<bool>{true});
+        rb, loc, VectorType::get({t}, et), query.t,
+        at(query, qt.batch, qt.head, row, c0), pad, ArrayRef<bool>{true});
     if (et.isF32())
       return v;
     return arith::ExtFOp::create(rb, loc, VectorType::get({t}, rb.getF32Type()),
@@ -1034,10 +1126,10 @@ std::pair<Value, Value> AttentionTiler::packKeysValues() {
   Value bi = forall.getInductionVar(0), hi = forall.getInductionVar(1);
   Value k0 = ix.mul(forall.getInductionVar(2), ix.c(tileKV));
   SmallVector<OpFoldResult> lead = {bi, hi};
-  Value kTile = castTo(b, loc,
-                       slice2D(b, loc, op.getKey(), lead, k0,
-                               b.getIndexAttr(tileKV), b.getIndexAttr(0), d),
-                       {tileKV, dd});
+  Value kTile = castTo(
+      b, loc,
+      slice(b, key, lead, k0, b.getIndexAttr(tileKV), b.getIndexAttr(0), d),
+      {tileKV, dd});
   auto readK = [&](OpBuilder &rb, Value i, Value c0, int64_t t) {
     Idx rx{rb, loc};
     return readPairs(rb, loc, kTile, ValueRange{i, rx.mul(c0, rx.c(2))}, t);
@@ -1052,10 +1144,10 @@ std::pair<Value, Value> AttentionTiler::packKeysValues() {
                         b.getIndexAttr(2 * dd));
   Value kT = transposeTile(b, loc, readK, tileKV, dd / 2, /*pairs=*/true,
                            vectorWidth, kInto);
-  Value vTile = castTo(b, loc,
-                       slice2D(b, loc, op.getValue(), lead, k0,
-                               b.getIndexAttr(tileKV), b.getIndexAttr(0), d),
-                       {tileKV, dd});
+  Value vTile = castTo(
+      b, loc,
+      slice(b, value, lead, k0, b.getIndexAttr(tileKV), b.getIndexAttr(0), d),
+      {tileKV, dd});
   Value vP = packRowPairs(b, loc, vTile, tileKV, dd, vInto);
   b.setInsertionPointToStart(forall.getTerminator().getBody());
   auto ones = SmallVector<OpFoldResult>(4, b.getIndexAttr(1));
@@ -1086,11 +1178,16 @@ void AttentionTiler::prefetchRow(OpBuilder &pb, Value buf, const QueryTile &qt,
   Value r = px.min(row, px.sub(rows, px.c(1)));
   int64_t bytes = cast<MemRefType>(buf.getType()).getElementTypeBitWidth() / 8;
   int64_t perLine = std::max<int64_t>(1, 64 / bytes);
+  bool seqMajor = buf == qBuf   ? query.seqMajor
+                  : buf == kBuf ? key.seqMajor
+                  : buf == vBuf ? value.seqMajor
+                                : static_cast<bool>(merge);
   for (int64_t c = 0; c < *dStatic; c += perLine)
-    memref::PrefetchOp::create(
-        pb, loc, buf,
-        ValueRange{qt.batch, kv ? qt.kvHead : qt.head, r, px.c(c)},
-        /*isWrite=*/write, /*localityHint=*/3, /*isDataCache=*/true);
+    memref::PrefetchOp::create(pb, loc, buf,
+                               at(Operand{buf, seqMajor}, qt.batch,
+                                  kv ? qt.kvHead : qt.head, r, px.c(c)),
+                               /*isWrite=*/write, /*localityHint=*/3,
+                               /*isDataCache=*/true);
 }
 
 /// The prefetches of a [tq, tk] part's scores kernel, at its block of
@@ -1145,8 +1242,8 @@ QueryTile AttentionTiler::beginQueryTile(scf::ForallOp forall) {
                                          : ix.sub(val(skvF), val(sqF));
   qt.qPos0 = ix.add(qt.q0, offset);
   qt.qPosLast = ix.add(qt.qPos0, ix.sub(qt.rows, ix.c(1)));
-  qt.q = slice2D(b, loc, op.getQuery(), {qt.batch, qt.head}, qt.q0, qt.rows,
-                 b.getIndexAttr(0), d);
+  qt.q = slice(b, query, {qt.batch, qt.head}, qt.q0, qt.rows, b.getIndexAttr(0),
+               d);
   return qt;
 }
 
@@ -1236,10 +1333,8 @@ KeyTile AttentionTiler::keyTilePositions(const QueryTile &qt, Value index) {
 KeyTile AttentionTiler::beginKeyTile(const QueryTile &qt, Value index) {
   KeyTile kt = keyTilePositions(qt, index);
   SmallVector<OpFoldResult> kvLead = {qt.batch, qt.kvHead};
-  kt.k = slice2D(b, loc, op.getKey(), kvLead, kt.k0, kt.keys, b.getIndexAttr(0),
-                 d);
-  kt.v = slice2D(b, loc, op.getValue(), kvLead, kt.k0, kt.keys,
-                 b.getIndexAttr(0), d);
+  kt.k = slice(b, key, kvLead, kt.k0, kt.keys, b.getIndexAttr(0), d);
+  kt.v = slice(b, value, kvLead, kt.k0, kt.keys, b.getIndexAttr(0), d);
   if (op.getMask())
     kt.mask = sliceMask(qt, kt.k0, kt.keys, kt.maskMap);
   return kt;
@@ -1563,8 +1658,8 @@ std::pair<QueryTile, KeyTile> AttentionTiler::subTile(const QueryTile &qt,
   sq.rows = ix.c(rows);
   sq.qPos0 = ix.add(qt.qPos0, r0);
   sq.qPosLast = ix.add(sq.qPos0, ix.c(rows - 1));
-  sq.q = slice2D(b, loc, op.getQuery(), {qt.batch, qt.head}, sq.q0,
-                 b.getIndexAttr(rows), b.getIndexAttr(0), d);
+  sq.q = slice(b, query, {qt.batch, qt.head}, sq.q0, b.getIndexAttr(rows),
+               b.getIndexAttr(0), d);
   if (qt.qT) {
     auto qTy = cast<RankedTensorType>(qt.qT.getType());
     int64_t per = dot ? 2 : 1;
@@ -1589,10 +1684,10 @@ std::pair<QueryTile, KeyTile> AttentionTiler::subTile(const QueryTile &qt,
   sk.keys = ix.c(cols);
   sk.kLast = ix.add(sk.k0, ix.c(cols - 1));
   SmallVector<OpFoldResult> kvLead = {qt.batch, qt.kvHead};
-  sk.k = slice2D(b, loc, op.getKey(), kvLead, sk.k0, b.getIndexAttr(cols),
-                 b.getIndexAttr(0), d);
-  sk.v = slice2D(b, loc, op.getValue(), kvLead, sk.k0, b.getIndexAttr(cols),
-                 b.getIndexAttr(0), d);
+  sk.k =
+      slice(b, key, kvLead, sk.k0, b.getIndexAttr(cols), b.getIndexAttr(0), d);
+  sk.v = slice(b, value, kvLead, sk.k0, b.getIndexAttr(cols), b.getIndexAttr(0),
+               d);
   if (op.getMask())
     sk.mask = sliceMask(sq, sk.k0, sk.keys, sk.maskMap);
   sk.interior = buildSpanTileInterior(ix, span, causal, sq.qPos0, sq.qPosLast,
@@ -1825,15 +1920,20 @@ Value AttentionTiler::build() {
         /*readOnly=*/true);
   };
   if (kernels) {
-    qBuf = bufferOf(op.getQuery());
-    kBuf = bufferOf(op.getKey());
-    vBuf = bufferOf(op.getValue());
+    qBuf = bufferOf(query.t);
+    kBuf = bufferOf(key.t);
+    vBuf = bufferOf(value.t);
   }
   if (amx)
     std::tie(kPacked, vPacked) = packKeysValues();
-  // One parallel iteration per (batch, head, query tile).
+  // One parallel iteration per (batch, head, query tile), into the result
+  // or the head merge's.
+  Operand out{Value(), static_cast<bool>(merge)};
   Value out0 = tensor::EmptyOp::create(
-      b, loc, ArrayRef<OpFoldResult>{batchF, headsF, sqF, d}, elemTy);
+      b, loc,
+      out.seqMajor ? ArrayRef<OpFoldResult>{batchF, sqF, headsF, d}
+                   : ArrayRef<OpFoldResult>{batchF, headsF, sqF, d},
+      elemTy);
   auto forall = scf::ForallOp::create(
       b, loc, ArrayRef<OpFoldResult>{batchF, headsF, tileCount(sqF, tileQ)},
       ValueRange{out0}, std::nullopt);
@@ -1855,9 +1955,9 @@ Value AttentionTiler::build() {
   Value m0 = filledF32(b, loc, {qt.rows}, kNegInf);
   Value l0 = filledF32(b, loc, {qt.rows}, 0.0f);
   Value acc0 = filledF32(b, loc, {qt.rows, d}, 0.0f);
+  out.t = forall.getRegionIterArgs()[0];
   Value outTile =
-      slice2D(b, loc, forall.getRegionIterArgs()[0], {qt.batch, qt.head}, qt.q0,
-              qt.rows, b.getIndexAttr(0), d);
+      slice(b, out, {qt.batch, qt.head}, qt.q0, qt.rows, b.getIndexAttr(0), d);
   // The loop over the key tiles, then the output tile. With the
   // micro-kernels, a last key tile that they take whole is left out of the
   // loop: lastStep takes it after the loop, writing the output tile from
@@ -1911,46 +2011,68 @@ Value AttentionTiler::build() {
     oTile = normalize(outTile, kLoop.getResult(2), kLoop.getResult(1));
   }
   b.setInsertionPointToStart(forall.getTerminator().getBody());
+  auto outSlice = cast<tensor::ExtractSliceOp>(outTile.getDefiningOp());
   tensor::ParallelInsertSliceOp::create(
-      b, loc, oTile, forall.getRegionIterArgs()[0],
-      ArrayRef<OpFoldResult>{qt.batch, qt.head, qt.q0, b.getIndexAttr(0)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1), qt.rows, d},
-      SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+      b, loc, oTile, out.t, outSlice.getMixedOffsets(),
+      outSlice.getMixedSizes(), outSlice.getMixedStrides());
   return forall.getResult(0);
 }
 
+/// `op` tiled (per-head spans: one op per run of heads with the same span,
+/// each tiled with its own bounds). The head splits and merge the tiles
+/// read and write through are erased.
+LogicalResult tileAttention(RewriterBase &rewriter, AttentionOp op,
+                            const TileAttentionPatternOptions &options) {
+  SmallVector<AttentionOp> parts = {op};
+  if (op.hasHeadSpans()) {
+    FailureOr<SmallVector<AttentionOp>> split = splitHeadSpans(rewriter, op);
+    if (failed(split))
+      return failure();
+    parts = std::move(*split);
+  }
+  for (AttentionOp part : parts) {
+    rewriter.setInsertionPoint(part);
+    AttentionTiler tiler(part, rewriter, options.tileQ, options.tileKV,
+                         options.printTileCountsForTesting, options.vectorWidth,
+                         options.bf16Dot, options.amx,
+                         options.readThroughHeadLayouts);
+    llvm::SetVector<Operation *> splits;
+    for (Value v : part->getOperands())
+      if (auto g = v.getDefiningOp<linalg::GenericOp>())
+        splits.insert(g);
+    Value result = tiler.build();
+    if (linalg::GenericOp merge = tiler.headMerge()) {
+      Value init = merge.getDpsInits()[0];
+      rewriter.replaceOp(merge, result);
+      rewriter.eraseOp(part);
+      if (init.use_empty() && init.getDefiningOp<tensor::EmptyOp>())
+        rewriter.eraseOp(init.getDefiningOp());
+    } else {
+      rewriter.replaceOp(part, result);
+    }
+    for (Operation *split : splits) {
+      if (!split->use_empty())
+        continue;
+      Value init = cast<linalg::GenericOp>(split).getDpsInits()[0];
+      rewriter.eraseOp(split);
+      if (init.use_empty() && init.getDefiningOp<tensor::EmptyOp>())
+        rewriter.eraseOp(init.getDefiningOp());
+    }
+  }
+  return success();
+}
+
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
-  TileAttentionPattern(MLIRContext *ctx, int64_t tq, int64_t tk,
-                       bool printCounts, int64_t vectorWidth, bool bf16Dot,
-                       bool amx)
-      : OpRewritePattern(ctx), tileQ(tq), tileKV(tk), printCounts(printCounts),
-        vectorWidth(vectorWidth), bf16Dot(bf16Dot), amx(amx) {}
+  TileAttentionPattern(MLIRContext *ctx,
+                       const TileAttentionPatternOptions &options)
+      : OpRewritePattern(ctx), options(options) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    // Per-head spans: one op per run of heads with the same span, each
-    // tiled with its own bounds.
-    SmallVector<AttentionOp> parts = {op};
-    if (op.hasHeadSpans()) {
-      FailureOr<SmallVector<AttentionOp>> split =
-          splitHeadSpans(rewriter, op);
-      if (failed(split))
-        return failure();
-      parts = std::move(*split);
-    }
-    for (AttentionOp part : parts) {
-      rewriter.setInsertionPoint(part);
-      AttentionTiler tiler(part, rewriter, tileQ, tileKV, printCounts,
-                           vectorWidth, bf16Dot, amx);
-      rewriter.replaceOp(part, tiler.build());
-    }
-    return success();
+    return tileAttention(rewriter, op, options);
   }
 
-  int64_t tileQ, tileKV;
-  bool printCounts;
-  int64_t vectorWidth;
-  bool bf16Dot, amx;
+  TileAttentionPatternOptions options;
 };
 
 struct TileAttentionPass final
@@ -1971,15 +2093,21 @@ struct TileAttentionPass final
           << static_cast<int64_t>(vectorWidth);
       return signalPassFailure();
     }
-    RewritePatternSet patterns(&getContext());
     TileAttentionPatternOptions options;
     options.tileQ = tileQ;
     options.tileKV = tileKV;
     options.vectorWidth = vectorWidth;
     options.bf16Dot = bf16Dot;
     options.amx = amx;
-    populateTileAttentionPatterns(patterns, options);
-    walkAndApplyPatterns(getOperation(), std::move(patterns));
+    options.readThroughHeadLayouts = true;
+    // Each op tiled in turn: the tiling may erase the ops around it (its
+    // head splits and merge), which a walk over the ops could be visiting.
+    SmallVector<AttentionOp> ops;
+    getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (AttentionOp op : ops)
+      if (failed(tileAttention(rewriter, op, options)))
+        return signalPassFailure();
   }
 };
 
@@ -1987,8 +2115,5 @@ struct TileAttentionPass final
 
 void mlir::masformer::populateTileAttentionPatterns(
     RewritePatternSet &patterns, const TileAttentionPatternOptions &options) {
-  patterns.add<TileAttentionPattern>(
-      patterns.getContext(), options.tileQ, options.tileKV,
-      options.printTileCountsForTesting, options.vectorWidth, options.bf16Dot,
-      options.amx);
+  patterns.add<TileAttentionPattern>(patterns.getContext(), options);
 }

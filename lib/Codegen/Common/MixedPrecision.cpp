@@ -119,6 +119,26 @@ struct MixedPrecisionPass final
       converted[v] = low;
       return low;
     }
+    // A slice of a tensor read only through slices (the query, key and
+    // value columns of a fused QKV projection): the slice of the converted
+    // source, so that the whole tensor is rounded once, by the op that
+    // produces it (on the CPU, the product's tile), and the head splits
+    // become copies of bf16, or views an attention reads through
+    // (--masformer-tile-attention).
+    if (auto s = v.getDefiningOp<tensor::ExtractSliceOp>();
+        s && isF32Tensor(s.getSource()) &&
+        (converted.count(s.getSource()) ||
+         llvm::all_of(s.getSource().getUsers(),
+                      llvm::IsaPred<tensor::ExtractSliceOp>))) {
+      Value src = toLow(s.getSource(), b);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(s);
+      Value low = tensor::ExtractSliceOp::create(
+          b, s.getLoc(), lowTy, src, s.getMixedOffsets(), s.getMixedSizes(),
+          s.getMixedStrides());
+      converted[v] = low;
+      return low;
+    }
     // A transpose (heads split off or merged back): the transpose of the
     // converted source, in bf16. The truncf then meets the source's
     // producer, and an attention's result, extended to f32 and transposed

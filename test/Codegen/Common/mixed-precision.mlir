@@ -139,6 +139,37 @@ func.func @transposed_heads(%x: tensor<1x8x2x16xf32>, %c: tensor<8x16xf32>) -> t
 
 // -----
 
+// Query, key and value sliced off one projection (a fused QKV), read only
+// through slices: the one truncf on the whole projection, before the
+// slices (it then fuses into the op that computes the projection), each
+// slice and its head split in bf16. A tensor that something else reads
+// whole too keeps its slice's truncf after the slice.
+// CHECK-LABEL: func.func @fused_projection(
+// CHECK-SAME:  %[[P:.+]]: tensor<1x8x96xf32>, %[[R:.+]]: tensor<1x8x96xf32>
+// CHECK:       %[[PL:.+]] = arith.truncf %[[P]] : tensor<1x8x96xf32> to tensor<1x8x96xbf16>
+// CHECK-NOT:   arith.truncf %[[P]]
+// CHECK-DAG:   tensor.extract_slice %[[PL]][0, 0, 0] [1, 8, 32] [1, 1, 1] : tensor<1x8x96xbf16> to tensor<1x8x32xbf16>
+// CHECK-DAG:   tensor.extract_slice %[[PL]][0, 0, 32] [1, 8, 32] [1, 1, 1] : tensor<1x8x96xbf16> to tensor<1x8x32xbf16>
+// CHECK-DAG:   %[[RS:.+]] = tensor.extract_slice %[[R]][0, 0, 64] [1, 8, 32] [1, 1, 1] : tensor<1x8x96xf32> to tensor<1x8x32xf32>
+// CHECK-DAG:   arith.truncf %[[RS]] : tensor<1x8x32xf32> to tensor<1x8x32xbf16>
+// CHECK:       masformer.attention {{.+}} : tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16> -> tensor<1x2x8x16xbf16>
+func.func @fused_projection(%p: tensor<1x8x96xf32>, %r: tensor<1x8x96xf32>) -> (tensor<1x2x8x16xf32>, tensor<1x8x96xf32>) {
+  %qs = tensor.extract_slice %p[0, 0, 0] [1, 8, 32] [1, 1, 1] : tensor<1x8x96xf32> to tensor<1x8x32xf32>
+  %ks = tensor.extract_slice %p[0, 0, 32] [1, 8, 32] [1, 1, 1] : tensor<1x8x96xf32> to tensor<1x8x32xf32>
+  %vs = tensor.extract_slice %r[0, 0, 64] [1, 8, 32] [1, 1, 1] : tensor<1x8x96xf32> to tensor<1x8x32xf32>
+  %qe = tensor.expand_shape %qs [[0], [1], [2, 3]] output_shape [1, 8, 2, 16] : tensor<1x8x32xf32> into tensor<1x8x2x16xf32>
+  %ke = tensor.expand_shape %ks [[0], [1], [2, 3]] output_shape [1, 8, 2, 16] : tensor<1x8x32xf32> into tensor<1x8x2x16xf32>
+  %ve = tensor.expand_shape %vs [[0], [1], [2, 3]] output_shape [1, 8, 2, 16] : tensor<1x8x32xf32> into tensor<1x8x2x16xf32>
+  %e = tensor.empty() : tensor<1x2x8x16xf32>
+  %q = linalg.transpose ins(%qe : tensor<1x8x2x16xf32>) outs(%e : tensor<1x2x8x16xf32>) permutation = [0, 2, 1, 3]
+  %k = linalg.transpose ins(%ke : tensor<1x8x2x16xf32>) outs(%e : tensor<1x2x8x16xf32>) permutation = [0, 2, 1, 3]
+  %v = linalg.transpose ins(%ve : tensor<1x8x2x16xf32>) outs(%e : tensor<1x2x8x16xf32>) permutation = [0, 2, 1, 3]
+  %o = masformer.attention %q, %k, %v {span = #masformer.span<full>, causal = true} : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>
+  return %o, %r : tensor<1x2x8x16xf32>, tensor<1x8x96xf32>
+}
+
+// -----
+
 // Attention with head_dim 16: bf16 query, key and value (one truncf each),
 // the f32 mask as it is, the result extended back to f32. With head_dim 8
 // (not a multiple of the bf16 kernel's 16) it stays f32.

@@ -204,6 +204,95 @@ def mlir_dense(x, dtype):
     return f'dense<"0x{raw.hex().upper()}">'
 
 
+def build_seq_major_module(c, q, k, v, mask):
+    """The attention between a model's head splits and merge: the query
+    [b, sq, hq * d] and the keys and values side by side in one tensor
+    [b, skv, 2 hkv d] (a fused projection's columns), each split into heads
+    by a slice, a reshape and a transpose to [b, h, s, d]; the result
+    transposed back to [b, sq, hq, d]. Static shapes. What the CPU tiling
+    reads and writes through with AMX (docs/cpu.md)."""
+    dt = c["dtype"]
+    b, hq, hkv, sq, skv, d = (c[x] for x in ("b", "hq", "hkv", "sq", "skv",
+                                              "d"))
+    qin = mlir_type((b, sq, hq * d), dt)
+    kvin = mlir_type((b, skv, 2 * hkv * d), dt)
+    out = mlir_type((b, sq, hq, d), dt)
+    attrs = [f"span = #masformer.span<{c['span'][0]}"
+             + (f" {c['span'][1]}" if c["span"][0] != "full" else "")
+             + (f", sink {c['span'][2]}" if len(c["span"]) > 2 else "") + ">"]
+    if c["causal"]:
+        attrs.append("causal = true")
+    if c["scale"] is not None:
+        attrs.append(f"scale = {c['scale']} : f32")
+    if c["softcap"] is not None:
+        attrs.append(f"softcap = {c['softcap']} : f32")
+    args = [f"%q: {qin}", f"%kv: {kvin}"]
+    mask_clause = ""
+    if mask is not None:
+        mt = mlir_type(mask.shape, "f32")
+        args.append(f"%m: {mt}")
+        mask_clause = f" mask(%m : {mt})"
+    lines = [f"func.func @attn({', '.join(args)}) -> {out} {{"]
+
+    def split(name, src, srcty, s, h, col):
+        flat = mlir_type((b, s, h * d), dt)
+        rows = mlir_type((b, s, h, d), dt)
+        heads = mlir_type((b, h, s, d), dt)
+        if col is None:
+            lines.append(f"  %{name}s = tensor.expand_shape {src} "
+                         f"[[0], [1], [2, 3]] output_shape [{b}, {s}, {h}, "
+                         f"{d}] : {flat} into {rows}")
+        else:
+            lines.append(f"  %{name}c = tensor.extract_slice {src}[0, 0, "
+                         f"{col}] [{b}, {s}, {h * d}] [1, 1, 1] : {srcty} to "
+                         f"{flat}")
+            lines.append(f"  %{name}s = tensor.expand_shape %{name}c "
+                         f"[[0], [1], [2, 3]] output_shape [{b}, {s}, {h}, "
+                         f"{d}] : {flat} into {rows}")
+        lines.append(f"  %{name}e = tensor.empty() : {heads}")
+        lines.append(f"  %{name}t = linalg.transpose ins(%{name}s : {rows}) "
+                     f"outs(%{name}e : {heads}) permutation = [0, 2, 1, 3]")
+        return heads
+
+    qh = split("q", "%q", qin, sq, hq, None)
+    kh = split("k", "%kv", kvin, skv, hkv, 0)
+    split("v", "%kv", kvin, skv, hkv, hkv * d)
+    lines.append(f"  %o = masformer.attention %qt, %kt, %vt{mask_clause} "
+                 f"{{{', '.join(attrs)}}} : {qh}, {kh}, {kh} -> {qh}")
+    lines.append(f"  %oe = tensor.empty() : {out}")
+    lines.append(f"  %ot = linalg.transpose ins(%o : {qh}) outs(%oe : {out}) "
+                 f"permutation = [0, 2, 1, 3]")
+    lines.append(f"  return %ot : {out}\n}}")
+    lines.append("func.func private @printMemrefF32(memref<*xf32>)")
+    lines.append("func.func @main() {")
+    qrows = q.transpose(0, 2, 1, 3).reshape(b, sq, hq * d)
+    kvrows = np.concatenate([k.transpose(0, 2, 1, 3).reshape(b, skv, -1),
+                             v.transpose(0, 2, 1, 3).reshape(b, skv, -1)],
+                            axis=2)
+    lines.append(f"  %q0 = arith.constant {mlir_dense(qrows, dt)} : {qin}")
+    lines.append(f"  %kv0 = arith.constant {mlir_dense(kvrows, dt)} : {kvin}")
+    call_args, argtypes = ["%q0", "%kv0"], [qin, kvin]
+    if mask is not None:
+        mt = mlir_type(mask.shape, "f32")
+        lines.append(f"  %m0 = arith.constant {mlir_dense(mask, 'f32')} : "
+                     f"{mt}")
+        call_args.append("%m0")
+        argtypes.append(mt)
+    lines.append(f"  %r0 = call @attn({', '.join(call_args)}) : "
+                 f"({', '.join(argtypes)}) -> {out}")
+    res = "%r0"
+    ft = mlir_type((b, sq, hq, d), "f32")
+    if dt != "f32":
+        lines.append(f"  %r2 = arith.extf %r0 : {out} to {ft}")
+        res = "%r2"
+    mt = f"memref<{b}x{sq}x{hq}x{d}xf32>"
+    lines.append(f"  %buf = bufferization.to_buffer {res} : {ft} to {mt}")
+    lines.append(f"  %u = memref.cast %buf : {mt} to memref<*xf32>")
+    lines.append("  call @printMemrefF32(%u) : (memref<*xf32>) -> ()")
+    lines.append("  return\n}")
+    return "\n".join(lines) + "\n"
+
+
 def build_module(c, q, k, v, mask):
     dt = c["dtype"]
     qt, kt = mlir_type(q.shape, dt), mlir_type(k.shape, dt)
@@ -370,6 +459,12 @@ def main():
                     help="the pipeline emits AMX tile instructions: the "
                          "runner process asks Linux for them first "
                          "(amx_permit_library)")
+    ap.add_argument("--seq-major", action="store_true",
+                    help="Q, K and V reach the attention through head "
+                         "splits of [batch, seq, heads * head_dim] "
+                         "tensors, and the result leaves through a head "
+                         "merge (build_seq_major_module); static shapes, "
+                         "one span for all heads")
     ap.add_argument("--expect-tiles", metavar="TQ,TK",
                     help="the pipeline prints the key tiles each query tile "
                          "visits (--masformer-test-tile-counts): check them against the "
@@ -392,7 +487,13 @@ def main():
         q[0, 1, 21, 3] = np.nan
         k[1, 2, 35, 5] = np.nan
 
-    module = build_module(c, q, k, v, mask)
+    if a.seq_major:
+        if c["dynamic"] or isinstance(c["span"], list):
+            sys.exit(f"{a.case}: --seq-major needs static shapes and one "
+                     "span")
+        module = build_seq_major_module(c, q, k, v, mask)
+    else:
+        module = build_module(c, q, k, v, mask)
     if a.dump:
         open(a.dump, "w").write(module)
     opt = subprocess.run(
@@ -414,7 +515,11 @@ def main():
             input=opt.stdout, capture_output=True, text=True)
     if run.returncode:
         sys.exit(f"{a.case}: mlir-runner failed:\n{run.stderr}")
-    got = parse_memref(run.stdout, q.shape)
+    if a.seq_major:
+        b, hq, sq, d = q.shape
+        got = parse_memref(run.stdout, (b, sq, hq, d)).transpose(0, 2, 1, 3)
+    else:
+        got = parse_memref(run.stdout, q.shape)
     if a.expect_tiles:
         check_tiles(c, run.stdout, a.expect_tiles)
 

@@ -53,6 +53,14 @@ struct TileAttentionPatternOptions {
   /// bf16 attention's full tiles with both products as AMX tile products
   /// (vector width 16; sizes multiples of 32).
   bool amx = false;
+  /// With `amx`: the tiles read Q, K and V through their head splits (a
+  /// transpose of [batch, seq, heads, head_dim] that only the attention
+  /// reads) and write the result through its head merge (the transpose
+  /// back, when it is the result's only reader), which are then erased: the
+  /// pattern then erases ops other than the one it matched, which
+  /// walkAndApplyPatterns does not allow (--masformer-tile-attention sets
+  /// it and tiles each op in turn).
+  bool readThroughHeadLayouts = false;
   /// Testing only (--masformer-test-tile-counts): each query tile prints how
   /// many key tiles it visits, through the runner utils' printI64 and
   /// printNewline, which the module must declare.

@@ -61,7 +61,13 @@ def TileAttention : Pass<"masformer-tile-attention"> {
     shuffles across the lanes per group; P written as bf16 rows, summed as
     rounded, with `vdpbf16ps` against ones under `bf16-dot`), and `P V`
     from P's rows and the packed values into the accumulator, rescaled in
-    memory.
+    memory. With `amx`, a query, key or value that is a head split only
+    the attention reads (a `linalg.generic` that transposes `[batch, seq,
+    heads, head_dim]` to `[batch, heads, seq, head_dim]`, computing nothing
+    else) is read where the split reads it, and a result whose only reader
+    is the merge back is written as `[batch, seq, heads, head_dim]`: the
+    split and the merge are erased (ops other than the attention, so the
+    pass tiles each op in turn rather than through a walk of patterns).
 
     ```mlir
     %o = masformer.attention %q, %k, %v {span = #masformer.span<block 64>, causal = true}
@@ -237,6 +243,41 @@ def LowerReductions : Pass<"masformer-lower-reductions"> {
   }];
   let dependentDialects = ["affine::AffineDialect", "arith::ArithDialect",
                            "memref::MemRefDialect", "scf::SCFDialect"];
+}
+
+def VectorizeRowCopies : Pass<"masformer-vectorize-row-copies"> {
+  let summary = "Copies of rows between buffers as vector loads and stores";
+  let description = [{
+    Lowers each `linalg.generic` on buffers that copies one buffer into
+    another with its rows kept as rows (all loops parallel, both indexing
+    maps permutations whose last result is the innermost loop, both
+    buffers of unit stride in their last dimension, of the same static
+    size there), yielding its input or its input converted by one
+    `arith.truncf` or `arith.extf`, to `scf.for` loops over the other
+    dimensions around one `vector.transfer_read` and one
+    `vector.transfer_write` per row (rows longer than 256 elements, in
+    vectors of 64; their length must be a multiple of 64). A model's head
+    splits and merges are such copies: [batch, seq, heads, head_dim] to
+    [batch, heads, seq, head_dim] and back. `convert-linalg-to-loops`
+    gives LLVM a scalar loop over the row that it unrolls whole before
+    vectorizing, and whose loads and stores it then cannot combine (the
+    buffers might alias): a scalar load and store per element. Other
+    generics are left alone.
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>,
+                                     affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                    iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+        ins(%x : memref<?x?x12x64xf32>) outs(%y : memref<?x12x?x64xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    }
+    ```
+    becomes three loops around a `vector<64xf32>` read of `%x` and write
+    of `%y`.
+  }];
+  let dependentDialects = ["arith::ArithDialect", "scf::SCFDialect",
+                           "vector::VectorDialect"];
 }
 
 def LowerAMXTiles : Pass<"masformer-lower-amx-tiles"> {

@@ -85,27 +85,6 @@ def GeneralizeLayoutOps : Pass<"masformer-generalize-layout-ops"> {
   let dependentDialects = ["linalg::LinalgDialect"];
 }
 
-def SliceElementwiseProducers : Pass<"masformer-slice-elementwise-producers"> {
-  let summary = "An element-wise op read only through disjoint slices, "
-                "computed slice by slice";
-  let description = [{
-    Where every use of an element-wise `linalg.generic`'s result (all loops
-    parallel, identity output map, tensors) is a `tensor.extract_slice`
-    of unit strides and full rank in the op's block (a slice in a loop
-    would compute its part at every iteration), and there is one slice or
-    the slices all lie at offset 0 except along
-    one dimension, with static offsets and sizes there that do not
-    overlap, each slice is computed on its own from slices of the op's
-    operands (the op's tiled implementation), and the whole result is
-    never made. No element is computed twice. The typical case is a QKV
-    projection's bias add split into query, key and value: each part then
-    fuses (`linalg-fuse-elementwise-ops`) with the head split and bf16
-    rounding that read it, one pass over memory where the bias add had
-    one of its own.
-  }];
-  let dependentDialects = ["linalg::LinalgDialect", "tensor::TensorDialect"];
-}
-
 def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Matrix products and attention on bf16 operands";
   let description = [{
@@ -122,7 +101,11 @@ def MixedPrecision : Pass<"masformer-mixed-precision", "::mlir::ModuleOp"> {
     f32; not with `attention=0`, which leaves attention in f32: the CPUs
     whose bf16 attention kernels are slower than their f32 ones). Constant
     operands (weights) are converted at compile time,
-    rounding to nearest even; other operands get an element-wise `truncf`.
+    rounding to nearest even; other operands get an element-wise `truncf`,
+    placed before their reshapes and transposes, and before a slice of a
+    tensor that is read only through slices (the query, key and value of a
+    fused projection: one `truncf` of the whole projection), so that it
+    meets the op that computes the value.
     The rest of the model stays f32. On the GPU the products and attention
     then run on bf16 tensor cores instead of 3xTF32 (about 1e-2 relative
     instead of 1e-6).
