@@ -179,6 +179,16 @@ def Parallelize : Pass<"masformer-parallelize"> {
     and reductions stay whole. Ops with fewer than `min-elements` iterations
     (static shapes) are left alone. `--masformer-lower-to-cpu` runs the
     `scf.forall` loops with OpenMP.
+
+    The ops whose results only one op reads, directly or through other such
+    ops and through reshapes (a layer norm's row sums, centered rows and
+    sum of squares, read only by its scaling), are computed in that op's
+    loop, each tile computing its own rows (tile and fuse, along slices
+    that the tile's indices place: a producer whose slice would be the
+    same for every tile stays apart), with temporaries of the tile's size
+    and a producer that two of them read computed once. A whole norm is
+    then one pass over its rows instead of one per op. Consumers are
+    visited before their producers.
   }];
   let options = [
     Option<"grain", "grain", "int64_t", /*default=*/"8",
