@@ -10,6 +10,7 @@
 #define MASFORMER_UTILS_IRBUILDERS_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -54,6 +55,28 @@ struct Idx {
     return scf::ForOp::create(b, loc, l, ub, s, iterArgs);
   }
 };
+
+/// The bounds and steps of `op`'s loops but the innermost, as values (for
+/// a loop nest built around a hand-written innermost loop), and that
+/// innermost loop's range.
+struct OuterLoops {
+  SmallVector<Value> lbs, ubs, steps;
+  Range inner;
+};
+inline OuterLoops outerLoops(OpBuilder &b, Location loc, linalg::LinalgOp op) {
+  SmallVector<Range, 4> ranges = op.createLoopRanges(b, loc);
+  auto val = [&](OpFoldResult f) {
+    return getValueOrCreateConstantIndexOp(b, loc, f);
+  };
+  OuterLoops loops;
+  for (const Range &r : ArrayRef<Range>(ranges).drop_back()) {
+    loops.lbs.push_back(val(r.offset));
+    loops.ubs.push_back(val(r.size));
+    loops.steps.push_back(val(r.stride));
+  }
+  loops.inner = ranges.back();
+  return loops;
+}
 
 using utils::IteratorType;
 constexpr IteratorType kPar = IteratorType::parallel;

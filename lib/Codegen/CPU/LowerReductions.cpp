@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Codegen/CPU/Passes.h"
+#include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -65,18 +66,12 @@ SmallVector<Value> applyMap(OpBuilder &b, Location loc, AffineMap map,
 void lowerRowReduction(linalg::GenericOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  SmallVector<Range, 4> ranges =
-      cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
+  masformer::OuterLoops loops =
+      masformer::outerLoops(b, loc, cast<linalg::LinalgOp>(op.getOperation()));
   auto val = [&](OpFoldResult f) {
     return getValueOrCreateConstantIndexOp(b, loc, f);
   };
-  SmallVector<Value> lbs, ubs, steps;
-  for (const Range &r : ArrayRef<Range>(ranges).drop_back()) {
-    lbs.push_back(val(r.offset));
-    ubs.push_back(val(r.size));
-    steps.push_back(val(r.stride));
-  }
-  const Range &red = ranges.back();
+  const Range &red = loops.inner;
   Value redLb = val(red.offset), redUb = val(red.size),
         redStep = val(red.stride);
   Block &body = op.getRegion().front();
@@ -85,7 +80,7 @@ void lowerRowReduction(linalg::GenericOp op) {
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
 
   scf::buildLoopNest(
-      b, loc, lbs, ubs, steps,
+      b, loc, loops.lbs, loops.ubs, loops.steps,
       [&](OpBuilder &nb, Location nloc, ValueRange outer) {
         // The output's indices do not use the reduction loop's.
         SmallVector<Value> atZero(outer.begin(), outer.end());

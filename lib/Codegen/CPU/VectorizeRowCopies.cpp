@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Codegen/CPU/Passes.h"
+#include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -84,17 +85,8 @@ SmallVector<Value> permute(AffineMap map, ValueRange ivs) {
 void lowerRowCopy(linalg::GenericOp op, int64_t length) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  SmallVector<Range, 4> ranges =
-      cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
-  auto val = [&](OpFoldResult f) {
-    return getValueOrCreateConstantIndexOp(b, loc, f);
-  };
-  SmallVector<Value> lbs, ubs, steps;
-  for (const Range &r : ArrayRef<Range>(ranges).drop_back()) {
-    lbs.push_back(val(r.offset));
-    ubs.push_back(val(r.size));
-    steps.push_back(val(r.stride));
-  }
+  masformer::OuterLoops outer0 =
+      masformer::outerLoops(b, loc, cast<linalg::LinalgOp>(op.getOperation()));
   OpOperand *in = op.getDpsInputOperand(0);
   OpOperand *out = op.getDpsInitOperand(0);
   AffineMap inMap = op.getMatchingIndexingMap(in);
@@ -106,7 +98,7 @@ void lowerRowCopy(linalg::GenericOp op, int64_t length) {
   Operation *conv = body.getOperations().size() == 2 ? &body.front() : nullptr;
 
   scf::buildLoopNest(
-      b, loc, lbs, ubs, steps,
+      b, loc, outer0.lbs, outer0.ubs, outer0.steps,
       [&](OpBuilder &nb, Location nloc, ValueRange outer) {
         auto copyAt = [&](OpBuilder &cb, Value c0) {
           SmallVector<Value> ivs(outer.begin(), outer.end());

@@ -204,6 +204,28 @@ def mlir_dense(x, dtype):
     return f'dense<"0x{raw.hex().upper()}">'
 
 
+def attention_attrs(c):
+    """The masformer.attention attributes of case `c`: its span (or its
+    per-head spans), causal flag, scale and softcap."""
+    def span_attr(span):
+        return (f"#masformer.span<{span[0]}"
+                + (f" {span[1]}" if span[0] != "full" else "")
+                + (f", sink {span[2]}" if len(span) > 2 else "") + ">")
+    span = c["span"]
+    if isinstance(span, list):
+        attrs = ["span = #masformer.span<full>",
+                 "head_spans = [" + ", ".join(map(span_attr, span)) + "]"]
+    else:
+        attrs = [f"span = {span_attr(span)}"]
+    if c["causal"]:
+        attrs.append("causal = true")
+    if c["scale"] is not None:
+        attrs.append(f"scale = {c['scale']} : f32")
+    if c["softcap"] is not None:
+        attrs.append(f"softcap = {c['softcap']} : f32")
+    return attrs
+
+
 def build_seq_major_module(c, q, k, v, mask):
     """The attention between a model's head splits and merge: the query
     [b, sq, hq * d] and the keys and values side by side in one tensor
@@ -217,15 +239,7 @@ def build_seq_major_module(c, q, k, v, mask):
     qin = mlir_type((b, sq, hq * d), dt)
     kvin = mlir_type((b, skv, 2 * hkv * d), dt)
     out = mlir_type((b, sq, hq, d), dt)
-    attrs = [f"span = #masformer.span<{c['span'][0]}"
-             + (f" {c['span'][1]}" if c["span"][0] != "full" else "")
-             + (f", sink {c['span'][2]}" if len(c["span"]) > 2 else "") + ">"]
-    if c["causal"]:
-        attrs.append("causal = true")
-    if c["scale"] is not None:
-        attrs.append(f"scale = {c['scale']} : f32")
-    if c["softcap"] is not None:
-        attrs.append(f"softcap = {c['softcap']} : f32")
+    attrs = attention_attrs(c)
     args = [f"%q: {qin}", f"%kv: {kvin}"]
     mask_clause = ""
     if mask is not None:
@@ -300,22 +314,7 @@ def build_module(c, q, k, v, mask):
     # dynamic="query": only the query (and result) are dynamic, as per-head
     # spans need a static number of key/value heads.
     dk = mlir_type(k.shape, dt, c["dynamic"] is True)
-    def span_attr(span):
-        return (f"#masformer.span<{span[0]}"
-                + (f" {span[1]}" if span[0] != "full" else "")
-                + (f", sink {span[2]}" if len(span) > 2 else "") + ">")
-    span = c["span"]
-    if isinstance(span, list):
-        attrs = ["span = #masformer.span<full>",
-                 "head_spans = [" + ", ".join(map(span_attr, span)) + "]"]
-    else:
-        attrs = [f"span = {span_attr(span)}"]
-    if c["causal"]:
-        attrs.append("causal = true")
-    if c["scale"] is not None:
-        attrs.append(f"scale = {c['scale']} : f32")
-    if c["softcap"] is not None:
-        attrs.append(f"softcap = {c['softcap']} : f32")
+    attrs = attention_attrs(c)
     lines = []
     args = [f"%q: {dq}", f"%k: {dk}", f"%v: {dk}"]
     mask_clause = ""
