@@ -85,7 +85,7 @@ SmallVector<Value> permute(AffineMap map, ValueRange ivs) {
 void lowerRowCopy(linalg::GenericOp op, int64_t length) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  masformer::OuterLoops outer0 =
+  masformer::OuterLoops loops =
       masformer::outerLoops(b, loc, cast<linalg::LinalgOp>(op.getOperation()));
   OpOperand *in = op.getDpsInputOperand(0);
   OpOperand *out = op.getDpsInitOperand(0);
@@ -98,7 +98,7 @@ void lowerRowCopy(linalg::GenericOp op, int64_t length) {
   Operation *conv = body.getOperations().size() == 2 ? &body.front() : nullptr;
 
   scf::buildLoopNest(
-      b, loc, outer0.lbs, outer0.ubs, outer0.steps,
+      b, loc, loops.lbs, loops.ubs, loops.steps,
       [&](OpBuilder &nb, Location nloc, ValueRange outer) {
         auto copyAt = [&](OpBuilder &cb, Value c0) {
           SmallVector<Value> ivs(outer.begin(), outer.end());
