@@ -144,6 +144,12 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // vectorizes them with the loop instead of calling libm per element;
       // x^3 (GELU) as multiplications.
       "masformer-approximate-math,"
+      // An op whose result is inserted into a slice of a larger tensor
+      // writes that slice: the decode entry's transpose of a layer's cache
+      // into the first rows of its keys (the element-wise fusion had given
+      // it a tensor.empty of its own, which bufferized to a buffer and a
+      // copy of the whole cache into those rows at every step).
+      "eliminate-empty-tensors,"
       // Identity layouts at function boundaries: the rows of Q, K and V are
       // then known to be contiguous, and the micro-kernels' loads of them
       // are vector loads rather than gathers.
