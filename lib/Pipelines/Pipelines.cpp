@@ -67,6 +67,9 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
       // crashes on an expand_shape of a slice with a dynamic stride.
       "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
       "canonicalize,"
+      // (An expand_shape into several dynamic sizes, which LLVM 22's
+      // expand-strided-metadata also crashes on, as a cast.)
+      "masformer-expand-shapes-as-casts,"
       "expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,arith-expand,convert-math-to-llvm,convert-math-to-"
       "libm,"
@@ -199,7 +202,12 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // As in the reference pipeline: views of strided slices folded first
       // (whole imported models with dynamic shapes have them).
       "fold-memref-alias-ops,resolve-ranked-shaped-type-result-dims,"
-      "canonicalize,expand-strided-metadata,lower-affine,"
+      // An expand_shape into several dynamic sizes (rows of batch *
+      // sequence as [batch, sequence], read by an AMX tile load: bf16
+      // attention reading a GPT-2's head splits) as a cast: LLVM 22's
+      // expand-strided-metadata crashes on those too.
+      "canonicalize,masformer-expand-shapes-as-casts,"
+      "expand-strided-metadata,lower-affine,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma. (The packed tiles' transposes are
       // shuffles already, from --masformer-tile-attention: a
@@ -267,7 +275,8 @@ static void addNVVMTail(OpPassManager &pm, const Options &options,
       " features=" + options.features +
       " O=3},"
       // The kernels: their unrolled index arithmetic folded, then NVVM.
-      "gpu.module(canonicalize,cse,expand-strided-metadata,lower-affine,"
+      "gpu.module(canonicalize,cse,masformer-expand-shapes-as-casts,"
+      "expand-strided-metadata,lower-affine,"
       "convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-vector-to-llvm,"
       "convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
       "gpu-module-to-binary{format=" +
@@ -278,7 +287,8 @@ static void addNVVMTail(OpPassManager &pm, const Options &options,
     // where the runtime frees a model's results through the allocator of
     // use-generic-functions (lib/Runtime/Allocator.c), which reads a header
     // that malloc never wrote.
-    lowering += ",expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    lowering += ",masformer-expand-shapes-as-casts,expand-strided-metadata,"
+                "lower-affine,convert-scf-to-cf,"
                 "finalize-memref-to-llvm";
     if (options.genericAllocation)
       lowering += "{use-generic-functions}";

@@ -63,6 +63,41 @@ def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
 
+def ExpandShapesAsCasts : Pass<"masformer-expand-shapes-as-casts"> {
+  let summary = "Reshapes into several dynamic sizes as casts of their "
+                "source's strided metadata";
+  let description = [{
+    Rewrites each `memref.expand_shape` that splits one dimension into two
+    or more dynamic sizes (rows of `batch * sequence` expanded to
+    `[batch, sequence]`) as a `memref.reinterpret_cast` of its source's
+    base buffer, with the source's offset, the expand's output sizes, and
+    strides taken from the source's: within a group, the innermost size
+    keeps the source dimension's stride and each outer one is that stride
+    times the sizes inside it.
+
+    `--expand-strided-metadata` of LLVM 22 crashes on the strided metadata
+    of such an expand_shape; `--fold-memref-alias-ops` removes the ones
+    that only loads and stores read, but not those read by an AMX tile load
+    or passed to a kernel (bf16 attention on AMX reading Q, K and V through
+    the head splits of a GPT-2 exported by transformers). Run it right
+    before `--expand-strided-metadata`; other expand_shapes are left alone.
+
+    ```mlir
+    %e = memref.expand_shape %a [[0, 1], [2]] output_shape [%b, %s, 384]
+        : memref<?x384xbf16> into memref<?x?x384xbf16>
+    ```
+    becomes
+    ```mlir
+    %base, %offset, %sizes:2, %strides:2 = memref.extract_strided_metadata %a
+    %st = affine.apply affine_map<()[s0, s1] -> (s0 * s1)>()[%strides#0, %s]
+    %e = memref.reinterpret_cast %base to offset: [0],
+        sizes: [%b, %s, 384], strides: [%st, 384, 1]
+    ```
+  }];
+  let dependentDialects = ["affine::AffineDialect",
+                           "memref::MemRefDialect"];
+}
+
 def GeneralizeLayoutOps : Pass<"masformer-generalize-layout-ops"> {
   let summary = "Transposes and broadcasts as generics the fusion can merge";
   let description = [{
