@@ -1,4 +1,4 @@
-//===- ExpandShapesAsCasts.cpp - Dynamic reshapes as strided casts -*- C++
+//===- ExpandShapesAsCasts.cpp - Dynamic reshapes as casts ------*- C++ -*-===//
 //-*-===//
 //
 // A memref.expand_shape that splits one dimension into two or more dynamic
@@ -48,8 +48,11 @@ struct ExpandShapeAsCast final : OpRewritePattern<memref::ExpandShapeOp> {
     MemRefType type = op.getResultType();
     SmallVector<int64_t> typeStrides;
     int64_t typeOffset;
-    if (failed(type.getStridesAndOffset(typeStrides, typeOffset)))
-      return rewriter.notifyMatchFailure(op, "result is not strided");
+    SmallVector<int64_t> srcStrides;
+    int64_t srcOffset;
+    if (failed(type.getStridesAndOffset(typeStrides, typeOffset)) ||
+        failed(op.getSrcType().getStridesAndOffset(srcStrides, srcOffset)))
+      return rewriter.notifyMatchFailure(op, "not a strided layout");
     Location loc = op.getLoc();
     auto meta =
         memref::ExtractStridedMetadataOp::create(rewriter, loc, op.getSrc());
