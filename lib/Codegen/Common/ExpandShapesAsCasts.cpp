@@ -1,12 +1,11 @@
 //===- ExpandShapesAsCasts.cpp - Dynamic reshapes as casts ------*- C++ -*-===//
-//-*-===//
 //
 // A memref.expand_shape that splits one dimension into two or more dynamic
 // sizes, as a memref.reinterpret_cast of its source's strided metadata.
 // expand-strided-metadata of LLVM 22 crashes on the metadata of such an
 // expand_shape (rows of batch * sequence expanded to [batch, sequence] and
-// read by an AMX tile load, which fold-memref-alias-ops cannot fold); the
-// cast it handles.
+// read by an AMX tile load, which fold-memref-alias-ops cannot fold); it
+// handles the cast.
 //
 //===----------------------------------------------------------------------===//
 
