@@ -78,8 +78,8 @@ def ExpandShapesAsCasts : Pass<"masformer-expand-shapes-as-casts"> {
     `--expand-strided-metadata` of LLVM 22 crashes on the strided metadata
     of such an expand_shape; `--fold-memref-alias-ops` removes the ones
     that only loads and stores read, but not those read by an AMX tile load
-    or passed to a kernel (bf16 attention on AMX reading Q, K and V through
-    the head splits of a GPT-2 exported by transformers). Run it right
+    (bf16 attention on AMX reading Q, K and V through the head splits of a
+    GPT-2 exported by transformers). Run it right
     before `--expand-strided-metadata`; other expand_shapes are left alone.
 
     ```mlir
