@@ -60,6 +60,8 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
       "convert-elementwise-to-linalg,"
       "one-shot-bufferize{bufferize-function-boundaries "
       "allow-return-allocs-from-loops},"
+      // Arguments updated in place (a decode entry's cache) were.
+      "masformer-check-in-place,"
       "convert-linalg-to-loops,"
       // Loads and stores through reshaped views of strided slices (dynamic
       // shapes) go to the underlying buffers, and the views' sizes to the
@@ -159,6 +161,8 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "one-shot-bufferize{bufferize-function-boundaries "
       "allow-return-allocs-from-loops "
       "function-boundary-type-conversion=identity-layout-map},"
+      // Arguments updated in place (a decode entry's cache) were.
+      "masformer-check-in-place,"
       // Bufferization writes each tile back with a copy onto itself
       // (parallel_insert_slice of a slice of the same buffer); equal views
       // merged, the copies fold away.
@@ -321,7 +325,8 @@ void mlir::masformer::buildLowerToNVVMPipeline(
   pm.addPass(createCheckGPUHost());
   addNVVMTail(pm, options,
               "one-shot-bufferize{bufferize-function-boundaries "
-              "function-boundary-type-conversion=identity-layout-map}",
+              "function-boundary-type-conversion=identity-layout-map},"
+              "masformer-check-in-place",
               "");
 }
 
@@ -361,7 +366,8 @@ void mlir::masformer::buildModelToNVVMPipeline(
                      "model GPU");
   addNVVMTail(pm, options,
               "one-shot-bufferize{bufferize-function-boundaries "
-              "function-boundary-type-conversion=identity-layout-map}",
+              "function-boundary-type-conversion=identity-layout-map},"
+              "masformer-check-in-place",
               // Every other op a kernel, one thread per element; then the host
               // function's memory on the device.
               "func.func(masformer-loops-to-gpu),"

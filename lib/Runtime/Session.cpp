@@ -2,11 +2,11 @@
 //
 // A session runs a library's decode entry (lib/Dialect/MASFormer/
 // Transforms/DeriveDecode.cpp): input_ids [batch, new], past_length, and
-// per layer the cached keys and values [cached, batch, kv_heads,
-// head_dim]; it returns the logits and the new keys and values
-// [new, batch, kv_heads, head_dim], of which the session keeps (one copy:
-// the layout is sequence-major) what the layer's span can still reach
-// (docs/generate.md):
+// per layer its cache buffers [batch, kv_heads, capacity, head_dim] with
+// the scalars past.L.start and past.L.rows: rows [start, start + rows) of
+// each head hold the kept positions, and the entry writes the new tokens'
+// keys and values in place after them. The session owns those buffers and
+// keeps, per layer, what the layer's span can still reach (docs/generate.md):
 //   full          every position;
 //   window W, K   the K sinks and the last W - 1 positions;
 //   block B       the current block, from the multiple of B at or below
@@ -18,7 +18,10 @@
 //                 needs.
 // Each layer's kept positions are [0, head) and [tail, length): the op sees
 // them as one run of keys with its queries aligned to the end, which
-// computes what the whole sequence does for every span above.
+// computes what the whole sequence does for every span above. Dropping
+// positions moves no keys (the run's start moves forward) except the sinks,
+// which move up to the kept tail; a buffer is compacted (the run moved to
+// row 0) or grown by half only when a step's new rows would not fit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +30,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -35,20 +39,73 @@ using namespace masformer::runtime::detail;
 namespace {
 
 struct LayerCache {
-  size_t keyInput = 0, valueInput = 0;
-  size_t keyOutput = 0, valueOutput = 0;
+  std::string stem;
   std::string kind;
   int64_t size = 0, sink = 0;
-  /// kv_heads and head_dim (from the signature, or the first new keys when
-  /// dynamic), and the bytes of one position (batch x kv_heads x head_dim
-  /// elements).
+  /// kv_heads and head_dim, from the signature; the bytes of one position
+  /// of one head.
   int64_t heads = 0, dim = 0;
+  mf_dtype dtype = MF_F32;
   size_t rowBytes = 0;
+  /// [batch * heads][capacity] rows each.
   std::vector<char> keys, values;
+  int64_t planes = 0, capacity = 0;
+  /// The kept positions' rows in each plane: [start, start + rows).
+  int64_t start = 0, rows = 0;
   /// Kept positions: [0, head) and [tail, length).
   int64_t head = 0, tail = 0;
-  int64_t rows() const {
-    return rowBytes ? static_cast<int64_t>(keys.size() / rowBytes) : 0;
+
+  char *row(std::vector<char> &buf, int64_t plane, int64_t r) {
+    return buf.data() + (static_cast<size_t>(plane) * capacity + r) * rowBytes;
+  }
+  /// Moves `n` rows of every plane of both buffers from row `from` to `to`.
+  void move(int64_t from, int64_t to, int64_t n) {
+    if (n <= 0 || from == to)
+      return;
+    for (std::vector<char> *buf : {&keys, &values})
+      for (int64_t p = 0; p < planes; ++p)
+        std::memmove(row(*buf, p, to), row(*buf, p, from), n * rowBytes);
+  }
+  /// Room for `count` rows after the kept ones: in place, else with the
+  /// run moved to row 0 when that leaves a quarter of the need free (so
+  /// that a window's buffer is compacted once every many steps), else in
+  /// buffers half again as large as the need.
+  /// False when the memory cannot be had (nothing changed then).
+  bool reserve(int64_t count) {
+    int64_t need = rows + count;
+    if (start + need <= capacity)
+      return true;
+    if (need <= capacity && (capacity - need) * 4 >= need) {
+      move(start, 0, rows);
+      start = 0;
+      return true;
+    }
+    int64_t grown = need + need / 2;
+    size_t bytes = static_cast<size_t>(planes) * grown * rowBytes;
+    if (bytes / rowBytes / grown != static_cast<size_t>(planes))
+      return false;
+    std::vector<char> biggerKeys, biggerValues;
+    try {
+      biggerKeys.resize(bytes);
+      biggerValues.resize(bytes);
+    } catch (const std::bad_alloc &) {
+      return false;
+    }
+    for (auto [buf, bigger] :
+         {std::pair(&keys, &biggerKeys), std::pair(&values, &biggerValues)}) {
+      for (int64_t p = 0; p < planes; ++p)
+        std::memcpy(bigger->data() + static_cast<size_t>(p) * grown * rowBytes,
+                    row(*buf, p, start), rows * rowBytes);
+      buf->swap(*bigger);
+    }
+    capacity = grown;
+    start = 0;
+    return true;
+  }
+  void clear() {
+    keys = {};
+    values = {};
+    planes = capacity = start = rows = head = tail = 0;
   }
 };
 
@@ -63,18 +120,17 @@ struct mf_session {
   bool ran = false;
   ~mf_session() { mf_model_free(decode); }
 
+  /// The kept positions' bytes (the buffers hold up to half again as many
+  /// rows, and a batch's sequences all the same).
   uint64_t cacheBytes() const {
     uint64_t n = 0;
     for (const LayerCache &l : layers)
-      n += l.keys.size() + l.values.size();
+      n += 2 * static_cast<uint64_t>(l.planes) * l.rows * l.rowBytes;
     return n;
   }
   void reset() {
-    for (LayerCache &l : layers) {
-      l.keys.clear();
-      l.values.clear();
-      l.head = l.tail = 0;
-    }
+    for (LayerCache &l : layers)
+      l.clear();
     length = batch = 0;
     ran = false;
   }
@@ -104,32 +160,21 @@ void keptPositions(const LayerCache &l, int64_t length, int64_t &head,
   }
 }
 
-/// Appends the `count` new positions whose keys and values are `k` and `v`
-/// (`length` positions were cached before) and keeps only what the layer
-/// needs afterwards, [0, head) and [tail, length + count) with tail >= head:
-/// the kept old rows of the tail move down, then the kept new rows are
-/// copied in, so nothing the span cannot reach is ever stored. The head's
-/// old rows are where they were (sinks and the first block stay first).
-void append(LayerCache &l, int64_t length, int64_t count, const char *k,
-            const char *v) {
+/// After a run wrote `count` new positions after the kept rows (`length`
+/// positions came before), keeps only what the layer needs afterwards,
+/// [0, head) and [tail, length + count) with tail >= head: the run's start
+/// moves to the first kept tail row, minus the sinks, which move up to it.
+void keepReachable(LayerCache &l, int64_t length, int64_t count) {
   int64_t end = length + count, head, tail;
   keptPositions(l, end, head, tail);
-  // Row of cached position p in the current layout.
-  auto rowOf = [&](int64_t p) { return p < l.head ? p : l.head + p - l.tail; };
-  auto rowBytes = [&](int64_t rows) { return rows * l.rowBytes; };
-  int64_t oldRows = length - tail;
-  int64_t newHead = std::max<int64_t>(0, std::min(head, end) - length);
-  int64_t newFrom = std::max(tail, length);
-  for (auto [buf, src] : {std::pair(&l.keys, k), std::pair(&l.values, v)}) {
-    if (oldRows > 0)
-      std::memmove(buf->data() + rowBytes(head),
-                   buf->data() + rowBytes(rowOf(tail)), rowBytes(oldRows));
-    buf->resize(rowBytes(head + end - tail));
-    if (newHead > 0)
-      std::memcpy(buf->data() + rowBytes(length), src, rowBytes(newHead));
-    std::memcpy(buf->data() + rowBytes(head + newFrom - tail),
-                src + rowBytes(newFrom - length), rowBytes(end - newFrom));
-  }
+  // Row (from the run's start) of kept or new position p >= tail.
+  int64_t tailRow = l.head + tail - l.tail;
+  int64_t newStart = l.start + tailRow - head;
+  // Positions [0, head) are the run's first rows: the old sinks, or (before
+  // anything was dropped) the first positions.
+  l.move(l.start, newStart, head);
+  l.start = newStart;
+  l.rows = head + end - tail;
   l.head = head;
   l.tail = tail;
 }
@@ -154,36 +199,29 @@ int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count) {
   if (mf_model_set_input(decode, "past_length", MF_I64, nullptr, 0, &length))
     return 1;
   for (LayerCache &l : layers) {
-    mf_tensor_info info;
-    mf_model_input_info(decode, l.keyInput, &info);
-    int64_t shape[4] = {l.rows(), batchSize, l.heads, l.dim};
-    if (mf_model_set_input(decode, info.name, info.dtype, shape, 4,
-                           l.keys.data()))
-      return 1;
-    mf_model_input_info(decode, l.valueInput, &info);
-    if (mf_model_set_input(decode, info.name, info.dtype, shape, 4,
-                           l.values.data()))
+    if (length == 0)
+      l.planes = batchSize * l.heads;
+    if (!l.reserve(count))
+      return fail("cannot allocate the cache of layer " + l.stem + " for " +
+                  std::to_string(l.rows + count) + " positions of " +
+                  std::to_string(batchSize) + " sequences");
+    int64_t shape[4] = {batchSize, l.heads, l.capacity, l.dim};
+    std::string past = "past." + l.stem;
+    if (mf_model_set_input(decode, (past + ".key").c_str(), l.dtype, shape, 4,
+                           l.keys.data()) ||
+        mf_model_set_input(decode, (past + ".value").c_str(), l.dtype, shape, 4,
+                           l.values.data()) ||
+        mf_model_set_input(decode, (past + ".start").c_str(), MF_I64, nullptr,
+                           0, &l.start) ||
+        mf_model_set_input(decode, (past + ".rows").c_str(), MF_I64, nullptr, 0,
+                           &l.rows))
       return 1;
   }
   if (mf_model_run(decode))
     return 1;
   ran = true;
-  for (LayerCache &l : layers) {
-    mf_tensor k, v;
-    if (mf_model_output(decode, l.keyOutput, &k) ||
-        mf_model_output(decode, l.valueOutput, &v))
-      return 1;
-    size_t row = k.size_bytes / static_cast<size_t>(count);
-    if (k.rank != 4 || k.shape[0] != count || v.size_bytes != k.size_bytes ||
-        (l.rowBytes && l.rows() && row != l.rowBytes))
-      return fail("'" + modelPath(decode) +
-                  "' returned new keys of an unexpected shape");
-    l.rowBytes = row;
-    l.heads = k.shape[2];
-    l.dim = k.shape[3];
-    append(l, length, count, static_cast<const char *>(k.data),
-           static_cast<const char *>(v.data));
-  }
+  for (LayerCache &l : layers)
+    keepReachable(l, length, count);
   batch = batchSize;
   length += count;
   peak = std::max(peak, cacheBytes());
@@ -223,27 +261,27 @@ mf_session *mf_session_create(const mf_model *model) {
     if (mf_model_input_info(decode, c.input, &in) || in.rank != 4)
       return bad("cache input " + std::to_string(c.input));
     std::string name = in.name;
-    // past.L.key / past.L.value, and new.L.key / new.L.value.
-    if (name.size() < 5 || name.compare(0, 5, "past.") != 0 ||
-        name.size() < 4 || name.compare(name.size() - 4, 4, ".key") != 0)
+    // past.L.key (with past.L.value, past.L.start and past.L.rows).
+    if (name.size() < 9 || name.compare(0, 5, "past.") != 0 ||
+        name.compare(name.size() - 4, 4, ".key") != 0)
       continue;
-    std::string stem = name.substr(5, name.size() - 9);
     LayerCache l;
-    l.keyInput = c.input;
-    l.heads = std::max<int64_t>(in.dims[2], 0);
-    l.dim = std::max<int64_t>(in.dims[3], 0);
+    l.stem = name.substr(5, name.size() - 9);
+    l.heads = in.dims[1];
+    l.dim = in.dims[3];
+    l.dtype = in.dtype;
+    l.rowBytes = static_cast<size_t>(std::max<int64_t>(l.dim, 0)) *
+                 mf_dtype_size(in.dtype);
+    if (l.heads <= 0 || l.dim <= 0 || l.rowBytes == 0)
+      return bad("layer " + l.stem +
+                 "'s cache has no fixed number of heads and head size");
     l.kind = c.kind;
     l.size = c.size;
     l.sink = c.sink;
-    int64_t vi = mf_model_input_index(decode, ("past." + stem + ".value").c_str());
-    int64_t ko = mf_model_output_index(decode, ("new." + stem + ".key").c_str());
-    int64_t vo =
-        mf_model_output_index(decode, ("new." + stem + ".value").c_str());
-    if (vi < 0 || ko < 0 || vo < 0)
-      return bad("layer " + stem + " has no value cache or no new keys");
-    l.valueInput = vi;
-    l.keyOutput = ko;
-    l.valueOutput = vo;
+    std::string past = "past." + l.stem;
+    for (const char *what : {".value", ".start", ".rows"})
+      if (mf_model_input_index(decode, (past + what).c_str()) < 0)
+        return bad("layer " + l.stem + " has no input " + past + what);
     s->layers.push_back(std::move(l));
   }
   if (s->layers.empty())
@@ -311,7 +349,7 @@ int64_t mf_session_cached_positions(const mf_session *session, int64_t layer) {
   if (!session || layer < 0 ||
       layer >= static_cast<int64_t>(session->layers.size()))
     return -1;
-  return session->layers[layer].rows();
+  return session->layers[layer].rows;
 }
 
 int mf_session_generate(mf_session *session, const int64_t *prompt,

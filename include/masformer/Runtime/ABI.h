@@ -31,7 +31,16 @@
  *                           MF_ABI_DECODE_UNAVAILABLE "\t<why>" when the
  *                           library has no decode entry;
  *   MF_ABI_SYM_DECODE_RUN   void(void **inputs, void *results), as
- *                           MF_ABI_SYM_RUN for the decode entry.
+ *                           MF_ABI_SYM_RUN for the decode entry. Its
+ *                           cache inputs "past.<L>.key" and ".value"
+ *                           ([batch, kv_heads, capacity, head_dim]) are the
+ *                           runtime's buffers, written in place: with the
+ *                           scalars "past.<L>.start" and "past.<L>.rows",
+ *                           rows [start, start + rows) of each head hold
+ *                           the kept positions; the entry writes the new
+ *                           tokens' keys and values at the rows after them
+ *                           (start + rows + new <= capacity) and attends to
+ *                           [start, start + rows + new).
  *
  * The manifest: a MF_ABI_WEIGHTS_MAGIC "\t<format>\t<build id>" line (the
  * build id in hex), then one line per file, in index order,
@@ -57,7 +66,7 @@
 #include <stdint.h>
 
 /* Raised whenever a symbol's meaning or the signature's format changes. */
-#define MF_ABI_VERSION 2
+#define MF_ABI_VERSION 3
 
 /* The symbols as identifiers (for C that defines them: Allocator.c) and as
  * strings (for dlsym and the compiler). */

@@ -160,8 +160,10 @@ int mf_session_logits(const mf_session *session, mf_tensor *out);
 void mf_session_reset(mf_session *session);
 /* Positions per sequence so far (prompt and steps). */
 int64_t mf_session_length(const mf_session *session);
-/* Bytes the keys and values held now, and at most since the session was
- * created. */
+/* Bytes of the keys and values kept now (the positions the layers' spans
+ * can still reach), and at most since the session was created; the
+ * buffers that hold them have room for up to half as many positions
+ * again. */
 uint64_t mf_session_cache_bytes(const mf_session *session);
 uint64_t mf_session_peak_cache_bytes(const mf_session *session);
 /* The most positions the model takes (its position table), or -1. */

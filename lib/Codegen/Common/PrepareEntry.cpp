@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "masformer/Codegen/Common/Passes.h"
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -49,9 +50,13 @@ struct PrepareEntry final : masformer::impl::PrepareEntryBase<PrepareEntry> {
       return signalPassFailure();
     }
     MLIRContext *ctx = main.getContext();
-    // The runtime passes the caller's buffers: never written.
+    // The runtime passes the caller's buffers: never written, but for those
+    // the entry updates in place (a decode entry's cache), which
+    // --masformer-check-in-place checks after bufferization.
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
-      main.setArgAttr(i, "bufferization.writable", BoolAttr::get(ctx, false));
+      main.setArgAttr(
+          i, "bufferization.writable",
+          BoolAttr::get(ctx, main.getArgAttr(i, kInPlaceAttrName) != nullptr));
     // Every result is a buffer of its own, which the runtime frees.
     llvm::DenseSet<Value> returned;
     WalkResult walk = main.walk([&](func::ReturnOp ret) {

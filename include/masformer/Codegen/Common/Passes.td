@@ -63,6 +63,32 @@ def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
 
+def CheckInPlace : Pass<"masformer-check-in-place", "::mlir::ModuleOp"> {
+  let summary = "Check that arguments updated in place were written in "
+                "place by bufferization";
+  let description = [{
+    A function argument marked `masformer.in_place` (the decode entry's
+    cache buffers, `--masformer-derive-decode`) is a buffer the caller
+    expects the function to write: the runtime finds a step's new keys
+    and values in its cache because the entry wrote them there. Tensors
+    have no such side effect; one-shot bufferization gives it (the
+    argument is `bufferization.writable`, `--masformer-prepare-entry`)
+    only when it decides that the write can happen in place. This pass,
+    run after bufferization, makes that decision a checked one: each such
+    argument must be written by some op, directly or through views
+    (`memref.subview`, casts, reshapes), or the pass fails naming the
+    function and argument. It then drops the attribute.
+
+    ```mlir
+    func.func @decode(%cache: memref<1x4x?x8xf32> {masformer.in_place}, ...)
+    ```
+    passes when a `memref.subview` of `%cache` is a linalg op's output or
+    a copy's target; when bufferization copied the argument instead (a
+    later op read its old contents), only reads of it are left and the
+    pass reports it.
+  }];
+}
+
 def ExpandShapesAsCasts : Pass<"masformer-expand-shapes-as-casts"> {
   let summary = "Reshapes into several dynamic sizes as casts of their "
                 "source's strided metadata";
@@ -168,7 +194,10 @@ def PrepareEntry : Pass<"masformer-prepare-entry", "::mlir::ModuleOp"> {
     contract before bufferization:
 
     - every argument is marked `bufferization.writable = false`, so that
-      the caller's buffers are never written;
+      the caller's buffers are never written, except those marked
+      `masformer.in_place` (a decode entry's cache buffers), which are
+      writable: `--masformer-check-in-place` checks after bufferization
+      that they were written in place;
     - a result that is (through views) an argument, a constant, or a value
       already returned is copied into a fresh tensor, so that each result is
       a buffer of its own that the runtime may free;

@@ -5,11 +5,11 @@
 //     from the sequence size (a Range over it, a slice of a position table
 //     taken from 0) is shifted by it, and a position_ids input becomes
 //     past_length + 0..new-1;
-//   - each attention layer reads its keys and values as
-//     concat(cache, new): the cache arrives as [cached, batch, kv_heads,
-//     head_dim] (sequence-major, so that the runtime appends a step's keys
-//     with one copy), and the new keys and values are returned in that
-//     layout;
+//   - each attention layer's keys and values live in cache buffers that
+//     the entry updates in place: [batch, kv_heads, capacity, head_dim],
+//     the kept positions at rows [start, start + rows) of each head; the
+//     new keys and values are written after them and the attention reads
+//     the run [start, start + rows + new) (no copy of the cache);
 //   - masks are dropped: a mask is accepted only when, for unpadded input
 //     (attention_mask all ones), it is zero on every pair the layer's
 //     causality and model window keep (probed like the raise's causal
@@ -489,7 +489,12 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
     mask.replaceAllUsesWith(maskOnes);
   }
 
-  // Keys and values: concat(cache, new), the new ones returned.
+  // Keys and values: each layer's cache buffers, updated in place. A cache
+  // argument is [batch, kv_heads, capacity, head_dim]; of each head's rows,
+  // [start, start + rows) hold the kept positions (past.L.start and
+  // past.L.rows). The new keys are written after them, and the attention
+  // reads the run [start, start + rows + new): nothing of the cache is
+  // copied, and the runtime finds the new keys already in its buffer.
   SmallVector<AttentionOp> ops;
   decode.walk([&](AttentionOp op) { ops.push_back(op); });
   auto ret = cast<func::ReturnOp>(decode.getBody().back().getTerminator());
@@ -502,30 +507,62 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
                 renameDim(cast<ArrayAttr>(dims), seqNameStr, "new"));
     resultAttrs.push_back(attrs.getDictionary(ctx));
   }
+  auto named = [&](StringRef name, ArrayAttr dims) {
+    return SmallVector<NamedAttribute>{
+        NamedAttribute(StringAttr::get(ctx, kNameAttr),
+                       StringAttr::get(ctx, name)),
+        NamedAttribute(StringAttr::get(ctx, kDimsAttr), dims)};
+  };
   for (auto [l, op] : llvm::enumerate(ops)) {
     op.getMaskMutable().clear();
+    std::string slot = "past." + std::to_string(l);
+    auto kt = cast<RankedTensorType>(op.getKey().getType());
+    auto vt = cast<RankedTensorType>(op.getValue().getType());
+    if (kt.isDynamicDim(1) || kt.isDynamicDim(3) || vt.isDynamicDim(1) ||
+        vt.isDynamicDim(3))
+      return fail(layerName(op, l) +
+                  " has a dynamic number of key/value heads or head size: a "
+                  "cache needs them fixed");
+    // The kept run: past.L.start and past.L.rows, scalars as past_length.
+    SmallVector<Value> scalars;
+    for (StringRef what : {".start", ".rows"}) {
+      unsigned argIndex = decode.getNumArguments();
+      if (failed(decode.insertArgument(
+              argIndex, RankedTensorType::get({}, i64),
+              DictionaryAttr::get(
+                  ctx, named(slot + what.str(), ArrayAttr::get(ctx, {}))),
+              loc)))
+        return fail("internal error: cannot add a cache argument");
+      scalars.push_back(arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          tensor::ExtractOp::create(b, loc, decode.getArgument(argIndex),
+                                    ValueRange{})));
+    }
+    Value start = scalars[0], rows = scalars[1];
+    SpanAttr keep = cacheSpan(op);
     OpBuilder ob(op);
     Location ol = op.getLoc();
-    SpanAttr keep = cacheSpan(op);
+    AffineExpr s0, s1;
+    bindSymbols(ctx, s0, s1);
+    // The first row after the kept ones.
+    OpFoldResult end =
+        affine::makeComposedFoldedAffineApply(ob, ol, s0 + s1, {start, rows});
     for (int which = 0; which < 2; ++which) {
       Value kv = which == 0 ? op.getKey() : op.getValue();
       auto t = cast<RankedTensorType>(kv.getType());
-      // [batch, heads, seq, dim] <-> [seq, batch, heads, dim].
-      SmallVector<int64_t> cacheShape = {ShapedType::kDynamic, t.getDimSize(0),
-                                         t.getDimSize(1), t.getDimSize(3)};
+      SmallVector<int64_t> cacheShape = {t.getDimSize(0), t.getDimSize(1),
+                                         ShapedType::kDynamic, t.getDimSize(3)};
       auto cacheType = RankedTensorType::get(cacheShape, t.getElementType());
-      std::string stem = (which == 0 ? ".key" : ".value");
-      std::string slot = std::to_string(l);
-      SmallVector<NamedAttribute> argAttrs = {
-          NamedAttribute(StringAttr::get(ctx, kNameAttr),
-                         StringAttr::get(ctx, "past." + slot + stem)),
-          NamedAttribute(
-              StringAttr::get(ctx, kDimsAttr),
-              ArrayAttr::get(ctx, {StringAttr::get(ctx, "past." + slot),
-                                   StringAttr::get(ctx, batchNameStr),
-                                   StringAttr::get(ctx, ""),
-                                   StringAttr::get(ctx, "")})),
-          NamedAttribute(StringAttr::get(ctx, kCacheSpanAttrName), keep)};
+      std::string name = slot + (which == 0 ? ".key" : ".value");
+      SmallVector<NamedAttribute> argAttrs =
+          named(name, ArrayAttr::get(ctx, {StringAttr::get(ctx, batchNameStr),
+                                           StringAttr::get(ctx, ""),
+                                           StringAttr::get(ctx, slot),
+                                           StringAttr::get(ctx, "")}));
+      argAttrs.push_back(
+          NamedAttribute(StringAttr::get(ctx, kCacheSpanAttrName), keep));
+      argAttrs.push_back(NamedAttribute(StringAttr::get(ctx, kInPlaceAttrName),
+                                        UnitAttr::get(ctx)));
       unsigned argIndex = decode.getNumArguments();
       if (failed(decode.insertArgument(argIndex, cacheType,
                                        DictionaryAttr::get(ctx, argAttrs), ol)))
@@ -537,61 +574,21 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
           return ob.getIndexAttr(vt.getDimSize(d));
         return tensor::DimOp::create(ob, ol, v, d).getResult();
       };
-      // [batch, heads, cached + new, dim]: the cache transposed straight
-      // into the first rows of each head, the new keys after them (one
-      // pass over the cache; a transpose and a concat would copy it twice).
-      OpFoldResult cachedLen = dimOr(cache, 0), newLen = dimOr(kv, 2);
-      AffineExpr s0, s1;
-      bindSymbols(ctx, s0, s1);
+      OpFoldResult newLen = dimOr(kv, 2);
       OpFoldResult total = affine::makeComposedFoldedAffineApply(
-          ob, ol, s0 + s1, {cachedLen, newLen});
-      SmallVector<OpFoldResult> allSizes = {dimOr(kv, 0), dimOr(kv, 1), total,
-                                            dimOr(kv, 3)};
-      Value all = tensor::EmptyOp::create(ob, ol, allSizes, t.getElementType());
-      auto part = [&](Value dest, OpFoldResult at, OpFoldResult len,
-                      auto fill) {
-        SmallVector<OpFoldResult> offs = {ob.getIndexAttr(0),
-                                          ob.getIndexAttr(0), at,
-                                          ob.getIndexAttr(0)};
-        SmallVector<OpFoldResult> sizes = {allSizes[0], allSizes[1], len,
-                                           allSizes[3]};
-        SmallVector<OpFoldResult> ones(4, ob.getIndexAttr(1));
-        Value slot =
-            tensor::ExtractSliceOp::create(ob, ol, dest, offs, sizes, ones);
-        return tensor::InsertSliceOp::create(ob, ol, fill(slot), dest, offs,
-                                             sizes, ones)
-            .getResult();
-      };
-      all = part(all, ob.getIndexAttr(0), cachedLen, [&](Value slot) {
-        return linalg::TransposeOp::create(ob, ol, cache, slot,
-                                           ArrayRef<int64_t>{1, 2, 0, 3})
-            .getResult()[0];
-      });
-      all = part(all, cachedLen, newLen, [&](Value slot) {
-        return linalg::CopyOp::create(ob, ol, kv, slot).getResult(0);
-      });
-      Value toSeq = tensor::EmptyOp::create(
-          ob, ol,
-          SmallVector<OpFoldResult>{dimOr(kv, 2), dimOr(kv, 0), dimOr(kv, 1),
-                                    dimOr(kv, 3)},
-          t.getElementType());
-      Value fresh = linalg::TransposeOp::create(ob, ol, kv, toSeq,
-                                                ArrayRef<int64_t>{2, 0, 1, 3})
-                        .getResult()[0];
+          ob, ol, s0 + s1, {rows, newLen});
+      SmallVector<OpFoldResult> ones(4, ob.getIndexAttr(1));
+      OpFoldResult zero = ob.getIndexAttr(0);
+      Value written = tensor::InsertSliceOp::create(
+          ob, ol, kv, cache, {zero, zero, end, zero},
+          {dimOr(kv, 0), dimOr(kv, 1), newLen, dimOr(kv, 3)}, ones);
+      Value run = tensor::ExtractSliceOp::create(
+          ob, ol, written, {zero, zero, start, zero},
+          {dimOr(kv, 0), dimOr(kv, 1), total, dimOr(kv, 3)}, ones);
       if (which == 0)
-        op.getKeyMutable().assign(all);
+        op.getKeyMutable().assign(run);
       else
-        op.getValueMutable().assign(all);
-      results.push_back(fresh);
-      resultAttrs.push_back(DictionaryAttr::get(
-          ctx, {NamedAttribute(StringAttr::get(ctx, kNameAttr),
-                               StringAttr::get(ctx, "new." + slot + stem)),
-                NamedAttribute(
-                    StringAttr::get(ctx, kDimsAttr),
-                    ArrayAttr::get(ctx, {StringAttr::get(ctx, "new"),
-                                         StringAttr::get(ctx, batchNameStr),
-                                         StringAttr::get(ctx, ""),
-                                         StringAttr::get(ctx, "")}))}));
+        op.getValueMutable().assign(run);
     }
   }
   ret->setOperands(results);

@@ -32,6 +32,13 @@ namespace mlir::masformer {
 /// span as the model wrote it.
 constexpr llvm::StringLiteral kModelSpanAttrName = "masformer.model_span";
 
+/// On a function argument: the function writes this buffer in place, and
+/// its caller relies on it (a decode entry's cache buffers, which the
+/// entry writes the new keys and values into). --masformer-prepare-entry
+/// leaves such an argument writable, and --masformer-check-in-place fails
+/// when bufferization copied it instead.
+constexpr llvm::StringLiteral kInPlaceAttrName = "masformer.in_place";
+
 /// The span `op` has in the model it was raised from: the recorded model
 /// span, or full.
 SpanAttr getModelSpan(AttentionOp op);

@@ -3,8 +3,8 @@
 // From a causal decoder's whole-sequence @main (input_ids [batch, sequence]
 // in, per-position outputs out), the function @decode that computes the
 // same outputs for `new` tokens that follow `past_length` positions whose
-// keys and values it takes from a cache, and returns the new tokens' keys
-// and values for the cache (docs/generate.md). One library then serves
+// keys and values it reads from cache buffers, into which it writes the new
+// tokens' keys and values (docs/generate.md). One library then serves
 // prefill (past_length 0, empty caches) and every decode step.
 //
 //===----------------------------------------------------------------------===//

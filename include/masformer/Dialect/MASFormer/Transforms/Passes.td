@@ -193,8 +193,8 @@ def SplitHeadSpans : Pass<"masformer-split-head-spans"> {
 }
 
 def DeriveDecode : Pass<"masformer-derive-decode", "::mlir::ModuleOp"> {
-  let summary = "Derive a decode entry (KV cache in, new keys out) from a "
-                "causal decoder's @main";
+  let summary = "Derive a decode entry (KV cache buffers updated in place) "
+                "from a causal decoder's @main";
   let description = [{
     Adds `@decode` next to `@main` of a raised causal decoder (inputs
     `input_ids`, optionally `attention_mask` and `position_ids`, all
@@ -202,25 +202,33 @@ def DeriveDecode : Pass<"masformer-derive-decode", "::mlir::ModuleOp"> {
     `past_length` cached positions (docs/generate.md).
 
     - Inputs: `input_ids [batch, new]`, `past_length` (a rank-0 i64), then
-      per attention layer `past.L.key` and `past.L.value`, shaped
-      `[cached, batch, kv_heads, head_dim]`, each with the span its cache
-      must keep as `masformer.cache_span` (the layer's span; for per-head
-      spans one covering every head).
-    - Outputs: `@main`'s, over the new tokens, then per layer `new.L.key`
-      and `new.L.value` (`[new, batch, kv_heads, head_dim]`).
+      per attention layer `past.L.start` and `past.L.rows` (rank-0 i64)
+      and its cache buffers `past.L.key` and `past.L.value`, shaped
+      `[batch, kv_heads, capacity, head_dim]`: rows
+      `[start, start + rows)` of each head hold the kept positions. The
+      buffers carry the span their cache must keep as
+      `masformer.cache_span` (the layer's span; for per-head spans one
+      covering every head) and `masformer.in_place`: the entry writes the
+      new tokens' keys and values into rows
+      `[start + rows, start + rows + new)`, which the caller must have
+      room for, and `--masformer-check-in-place` checks after
+      bufferization that this write happened in place.
+    - Outputs: `@main`'s, over the new tokens.
     - Positions the model computes from the sequence (a Range over it, a
       slice of a position table from 0, a `position_ids` input) start at
       `past_length`; a position table's rows become
       `masformer.max_length`.
-    - Each layer attends to `concat(cache, new)`, its queries aligned to
-      the end of the keys; masks are dropped, and allowed only where they
+    - Each layer attends to the run `[start, start + rows + new)` of its
+      buffers (the kept positions, then the new ones), its queries
+      aligned to the end of the keys; masks are dropped, and allowed only where they
       are zero on every pair the layer's causality and model window keep
       when `attention_mask` is all ones (generation runs unpadded
       sequences).
 
     Anything else (a non-causal layer, a mask with a position bias, an
-    input it cannot feed, `attention_mask` read outside the masks) is one
-    error naming it, and the module is unchanged.
+    input it cannot feed, `attention_mask` read outside the masks, keys
+    with a dynamic number of heads or head size) is one error naming it,
+    and the module is unchanged.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
