@@ -201,6 +201,29 @@ std::string decodeCacheLines(func::FuncOp decode) {
   return out;
 }
 
+/// The CPU pipeline's options for the target CPU, in `lowering`.
+void setCPULowering(LowerToCPUOptions &lowering,
+                    const CompileONNXOptions &options,
+                    const CompileTools &tools) {
+  lowering.tileQ = options.tileQ;
+  lowering.tileKV =
+      options.tileKV ? options.tileKV : (tools.host.avx512 ? 128 : 64);
+  lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
+  lowering.l2Bytes = tools.host.l2Bytes;
+  lowering.precision = options.precision;
+  lowering.amx =
+      options.precision == "bf16" && (tools.host.amxBF16 || options.emulateAMX);
+  lowering.emulateAMX = options.emulateAMX;
+  lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
+  // bf16 attention where its kernels beat the f32 ones: on AMX tiles, on
+  // vdpbf16ps (AMD), or with no AVX512-BF16 at all (--emulate-amx on an
+  // AVX2 CPU, a test of the bf16 attention kernels); f32 on Intel's
+  // AVX512-BF16 without AMX.
+  lowering.attentionBF16 =
+      !tools.host.avx512BF16 || tools.host.fastBF16Dot || lowering.amx;
+  lowering.genericAllocation = true;
+}
+
 /// Step 3: the entry prepared and the module lowered to the LLVM dialect;
 /// returns the signature the library will carry and @main's input count.
 FailureOr<EntryInfo> lowerModel(ModuleOp module,
@@ -257,23 +280,7 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
     buildModelToNVVMPipeline(pm, lowering);
   } else {
     LowerToCPUOptions lowering;
-    lowering.tileQ = options.tileQ;
-    lowering.tileKV =
-        options.tileKV ? options.tileKV : (tools.host.avx512 ? 128 : 64);
-    lowering.vectorWidth = tools.host.avx512 ? 16 : 8;
-    lowering.l2Bytes = tools.host.l2Bytes;
-    lowering.precision = options.precision;
-    lowering.amx = options.precision == "bf16" &&
-                   (tools.host.amxBF16 || options.emulateAMX);
-    lowering.emulateAMX = options.emulateAMX;
-    lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
-    // bf16 attention where its kernels beat the f32 ones: on AMX tiles, on
-    // vdpbf16ps (AMD), or with no AVX512-BF16 at all (--emulate-amx on an
-    // AVX2 CPU, a test of the bf16 attention kernels); f32 on Intel's
-    // AVX512-BF16 without AMX.
-    lowering.attentionBF16 =
-        !tools.host.avx512BF16 || tools.host.fastBF16Dot || lowering.amx;
-    lowering.genericAllocation = true;
+    setCPULowering(lowering, options, tools);
     buildLowerToCPUPipeline(pm, lowering);
   }
   if (failed(pm.run(module)))
@@ -465,13 +472,17 @@ static FailureOr<SpanReport> compileSteps(StringRef src, StringRef dst,
       computeSpanReport(module, options.rewrite.reportSeqLen);
   if (failed(report))
     return failure();
-  // The decode entry of a causal decoder (docs/generate.md).
+  // The decode entry of a causal decoder (docs/generate.md); its caches in
+  // bf16 where the attention will take bf16 operands.
   std::string noDecode;
+  LowerToCPUOptions lowering;
+  setCPULowering(lowering, options, tools);
   if (options.decode == "off")
     noDecode = "it was compiled with --decode=off";
   else if (options.target != "cpu")
     noDecode = "decode entries are compiled for the CPU only, for now";
-  else if (failed(deriveDecodeEntry(module, noDecode)) &&
+  else if (failed(deriveDecodeEntry(module, noDecode,
+                                    bf16AttentionHeadDimMultiple(lowering))) &&
            options.decode == "on")
     return emitError(loc) << "--decode=on: " << noDecode, failure();
   step.stop();

@@ -80,6 +80,16 @@ void mlir::masformer::buildReferenceToLLVMPipeline(
   addTextualPipeline(pm, kLowering, "reference lowering");
 }
 
+int64_t mlir::masformer::bf16AttentionHeadDimMultiple(
+    const LowerToCPUOptions &options) {
+  if (options.precision != "bf16" || !options.attentionBF16)
+    return 0;
+  // With AMX, bf16 attention where its tiles take it (head_dim a multiple
+  // of 32); other heads keep the f32 kernels, faster on Intel's CPUs than
+  // vdpbf16ps.
+  return options.amx ? 32 : 16;
+}
+
 void mlir::masformer::buildLowerToCPUPipeline(
     OpPassManager &pm, const LowerToCPUOptions &options) {
   TileAttentionOptions tiling;
@@ -105,9 +115,6 @@ void mlir::masformer::buildLowerToCPUPipeline(
   if (options.precision == "bf16") {
     MixedPrecisionOptions mixed;
     mixed.attention = options.attentionBF16;
-    // With AMX, bf16 attention where its tiles take it (head_dim a
-    // multiple of 32); other heads keep the f32 kernels, faster on Intel's
-    // CPUs than vdpbf16ps.
     mixed.headDimMultiple = options.amx ? 32 : 16;
     pm.addPass(createMixedPrecision(mixed));
   }

@@ -160,8 +160,9 @@ def test_bf16_decode_against_onnxruntime_f32(span, tmp_path):
     differs only on near ties: 0.94 agree on this prompt, where the
     library's whole-sequence run agrees as much), and against the same
     library's whole-sequence entry, which computes with the same kernels,
-    within 1e-3. Block 16 on the second layer with 1 sink: its cache is
-    compacted and its sink moved as the steps go."""
+    within 1e-3. The cache is kept in bf16. Block 16 on the second layer
+    with 1 sink: its cache is compacted and its sink moved as the steps
+    go."""
     model = ROOT / "test" / "fixtures" / "gpt2-hd64.onnx"
     lib = tmp_path / "bf16.so"
     if span:
@@ -188,6 +189,8 @@ def test_bf16_decode_against_onnxruntime_f32(span, tmp_path):
                       "attention_mask": np.ones_like(ids)})["logits"]
     err = np.abs(got - whole).max()
     assert err <= 1e-3, f"bf16 decode vs whole sequence: {err:.3g}"
+    # The cache is bf16 (2 bytes a value): 2 sequences x 2 heads x 64.
+    assert sess.cache_bytes == sum(sess.cached_positions) * 2 * 2 * 2 * 64 * 2
     if span:
         n = sess.length
         assert sess.cached_positions == [n, n - n // 16 * 16 + 16]

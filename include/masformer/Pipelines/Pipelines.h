@@ -86,6 +86,13 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::init(true)};
 };
 
+/// The head dimension multiple at which --masformer-lower-to-cpu runs
+/// attention on bf16 operands (--masformer-mixed-precision's
+/// head-dim-multiple), or 0 when attention stays f32 (f32 precision, or
+/// attention-bf16 off). A decode entry's cache is bf16 for those layers
+/// (--masformer-derive-decode's bf16-cache-head-dim-multiple).
+int64_t bf16AttentionHeadDimMultiple(const LowerToCPUOptions &options);
+
 /// masformer.attention through --masformer-tile-attention (span-aware key
 /// tiles, online softmax) down to the LLVM dialect, the (batch, head, query
 /// tile) loop as an OpenMP parallel loop, buffers freed. Runs with

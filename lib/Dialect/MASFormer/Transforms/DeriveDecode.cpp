@@ -259,8 +259,9 @@ ArrayAttr renameDim(ArrayAttr dims, StringRef from, StringRef to) {
 
 } // namespace
 
-LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
-                                                 std::string &why) {
+LogicalResult
+mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
+                                   int64_t bf16CacheHeadDimMultiple) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main || main.isExternal()) {
     why = "the module has no @main";
@@ -539,6 +540,13 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
                                     ValueRange{})));
     }
     Value start = scalars[0], rows = scalars[1];
+    // A bf16 cache where the attention will take bf16 keys and values.
+    auto qt = cast<RankedTensorType>(op.getQuery().getType());
+    int64_t headDim = qt.getDimSize(qt.getRank() - 1);
+    bool bf16Cache =
+        bf16CacheHeadDimMultiple > 0 && qt.getElementType().isF32() &&
+        !ShapedType::isDynamic(headDim) &&
+        headDim % std::max<int64_t>(16, bf16CacheHeadDimMultiple) == 0;
     SpanAttr keep = cacheSpan(op);
     OpBuilder ob(op);
     Location ol = op.getLoc();
@@ -552,7 +560,9 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
       auto t = cast<RankedTensorType>(kv.getType());
       SmallVector<int64_t> cacheShape = {t.getDimSize(0), t.getDimSize(1),
                                          ShapedType::kDynamic, t.getDimSize(3)};
-      auto cacheType = RankedTensorType::get(cacheShape, t.getElementType());
+      Type element =
+          bf16Cache ? Type(BFloat16Type::get(ctx)) : t.getElementType();
+      auto cacheType = RankedTensorType::get(cacheShape, element);
       std::string name = slot + (which == 0 ? ".key" : ".value");
       SmallVector<NamedAttribute> argAttrs =
           named(name, ArrayAttr::get(ctx, {StringAttr::get(ctx, batchNameStr),
@@ -579,12 +589,20 @@ LogicalResult mlir::masformer::deriveDecodeEntry(ModuleOp module,
           ob, ol, s0 + s1, {rows, newLen});
       SmallVector<OpFoldResult> ones(4, ob.getIndexAttr(1));
       OpFoldResult zero = ob.getIndexAttr(0);
+      Value fresh = kv;
+      if (bf16Cache)
+        fresh = arith::TruncFOp::create(ob, ol, t.clone(element), kv);
       Value written = tensor::InsertSliceOp::create(
-          ob, ol, kv, cache, {zero, zero, end, zero},
+          ob, ol, fresh, cache, {zero, zero, end, zero},
           {dimOr(kv, 0), dimOr(kv, 1), newLen, dimOr(kv, 3)}, ones);
       Value run = tensor::ExtractSliceOp::create(
           ob, ol, written, {zero, zero, start, zero},
           {dimOr(kv, 0), dimOr(kv, 1), total, dimOr(kv, 3)}, ones);
+      if (bf16Cache)
+        run = arith::ExtFOp::create(
+            ob, ol,
+            cast<RankedTensorType>(run.getType()).clone(t.getElementType()),
+            run);
       if (which == 0)
         op.getKeyMutable().assign(run);
       else
@@ -660,9 +678,11 @@ namespace mlir::masformer {
 
 namespace {
 struct DeriveDecode final : masformer::impl::DeriveDecodeBase<DeriveDecode> {
+  using Base::Base;
   void runOnOperation() override {
     std::string why;
-    if (failed(deriveDecodeEntry(getOperation(), why))) {
+    if (failed(
+            deriveDecodeEntry(getOperation(), why, bf16CacheHeadDimMultiple))) {
       getOperation().emitError() << "no decode entry: " << why;
       signalPassFailure();
     }

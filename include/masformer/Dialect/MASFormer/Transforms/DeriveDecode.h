@@ -31,7 +31,14 @@ constexpr llvm::StringLiteral kMaxLengthAttrName = "masformer.max_length";
 /// Adds @decode to `module` (which must hold @main, raised, with its final
 /// spans). On failure nothing is changed and `why` says which input, layer
 /// or op prevents it.
-LogicalResult deriveDecodeEntry(ModuleOp module, std::string &why);
+/// With `bf16CacheHeadDimMultiple` > 0, a layer whose attention will run
+/// on bf16 operands (f32, with a static head dimension that is a multiple
+/// of max(16, it): --masformer-mixed-precision's rule) keeps its cache in
+/// bf16: its new keys and values are rounded as they are written, and the
+/// attention reads the bf16 run extended (which the mixed precision then
+/// reads unextended).
+LogicalResult deriveDecodeEntry(ModuleOp module, std::string &why,
+                                int64_t bf16CacheHeadDimMultiple = 0);
 
 } // namespace mlir::masformer
 

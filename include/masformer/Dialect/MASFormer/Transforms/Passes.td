@@ -225,11 +225,28 @@ def DeriveDecode : Pass<"masformer-derive-decode", "::mlir::ModuleOp"> {
       when `attention_mask` is all ones (generation runs unpadded
       sequences).
 
+    With `bf16-cache-head-dim-multiple` (what `--masformer-lower-to-cpu`
+    passes `--masformer-mixed-precision` as `head-dim-multiple` when
+    attention runs on bf16: 32 with AMX, 16 without), a layer whose
+    attention will take bf16 operands keeps a bf16 cache: its new keys and
+    values are rounded (`arith.truncf`) as they are written, and the
+    attention reads the run through an `arith.extf` that the mixed
+    precision drops. The cache then costs half the bytes and is not
+    converted at each step; the attention's operands are the same bf16
+    values as with an f32 cache.
+
     Anything else (a non-causal layer, a mask with a position bias, an
     input it cannot feed, `attention_mask` read outside the masks, keys
     with a dynamic number of heads or head size) is one error naming it,
     and the module is unchanged.
   }];
+  let options = [
+    Option<"bf16CacheHeadDimMultiple", "bf16-cache-head-dim-multiple",
+           "int64_t", /*default=*/"0",
+           "Layers whose attention runs on bf16 operands (static head "
+           "dimension a multiple of max(16, this)) keep a bf16 cache; 0: "
+           "every cache f32">
+  ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
     "::mlir::arith::ArithDialect",
