@@ -159,8 +159,11 @@ def test_bf16_decode_against_onnxruntime_f32(span, tmp_path):
     test/Compile/bf16-cpu.test for this fixture (atol 1.0; the argmax
     differs only on near ties: 0.94 agree on this prompt, where the
     library's whole-sequence run agrees as much), and against the same
-    library's whole-sequence entry, which computes with the same kernels,
-    within 1e-3. The cache is kept in bf16. Block 16 on the second layer
+    library's whole-sequence entry within 5e-4 of the largest logit (1.4e-4
+    seen: a step's products take other kernels than the prompt's, vdpbf16ps
+    for its one row where the CPU has it, so sums are ordered differently
+    and a key can round to the next bf16; a wrong cache row costs whole
+    units). The cache is kept in bf16. Block 16 on the second layer
     with 1 sink: its cache is compacted and its sink moved as the steps
     go."""
     model = ROOT / "test" / "fixtures" / "gpt2-hd64.onnx"
@@ -187,8 +190,8 @@ def test_bf16_decode_against_onnxruntime_f32(span, tmp_path):
     assert agree >= 0.9, f"bf16 decode: argmax agreement {agree:.3f}"
     whole = sess.run({"input_ids": ids,
                       "attention_mask": np.ones_like(ids)})["logits"]
-    err = np.abs(got - whole).max()
-    assert err <= 1e-3, f"bf16 decode vs whole sequence: {err:.3g}"
+    err = np.abs(got - whole).max() / np.abs(whole).max()
+    assert err <= 5e-4, f"bf16 decode vs whole sequence: {err:.3g}"
     # The cache is bf16 (2 bytes a value): 2 sequences x 2 heads x 64.
     assert sess.cache_bytes == sum(sess.cached_positions) * 2 * 2 * 2 * 64 * 2
     if span:
