@@ -16,7 +16,12 @@ full-attention tokens equal onnxruntime's.
   python3 bench/generate_cpu.py --models /tmp/masformer-gen/gpt2 \\
       /tmp/masformer-gen/llama [--prompts 2048 8192] [--new 128] \\
       [--batches 1 8] [--batch8-max-prompt 2048] \\
-      [--spans "span=block:512 policy=top num-full=3"]
+      [--spans "span=block:512 policy=top num-full=3"] [--precision bf16]
+
+With --precision bf16 our libraries are compiled with --precision=bf16
+(products and attention on bf16 operands, bf16 caches where the
+attention is bf16); onnxruntime stays f32, and the tokens of our full
+model are not expected to equal its own (the table says whether they do).
 
 Each model directory holds model.onnx and model-cache.onnx, made by
 bench/make_hf_decoder.py (needs the torch venv once; this script needs only
@@ -104,9 +109,11 @@ def main():
                     help="larger batches only up to this prompt (the "
                     "prefill's logits are batch x prompt x vocabulary)")
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     print(f"machine: {describe()}; onnxruntime {ort.__version__}")
-    print(f"MASFormer: {a.spans}; {a.new} new tokens, greedy\n")
+    print(f"MASFormer: {a.spans}; {a.new} new tokens, greedy; ours in "
+          f"{a.precision}, onnxruntime in f32\n")
     print("| model | prompt | batch | what | prefill (s) | decode tokens/s "
           "| cache bytes (peak) | decode vs onnxruntime | cache vs "
           "onnxruntime |")
@@ -115,13 +122,16 @@ def main():
     for d in a.models:
         name = os.path.basename(os.path.normpath(d))
         model = os.path.join(d, "model.onnx")
-        full = os.path.join(d, "full.so")
-        ms = os.path.join(d, "masformer.so")
+        tag = "" if a.precision == "f32" else "-" + a.precision
+        full = os.path.join(d, f"full{tag}.so")
+        ms = os.path.join(d, f"masformer{tag}.so")
+        precision = [f"--precision={a.precision}"]
         if stale(full, model):
-            run([os.path.join(BIN, "masformer-compile"), model, "-o", full])
+            run([os.path.join(BIN, "masformer-compile"), model, "-o", full] +
+                precision)
         if stale(ms, model):
             run([os.path.join(BIN, "masformer-compile"), model,
-                 f"--spans={a.spans}", "-o", ms])
+                 f"--spans={a.spans}", "-o", ms] + precision)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         sess = ort.InferenceSession(os.path.join(d, "model-cache.onnx"), opts,
