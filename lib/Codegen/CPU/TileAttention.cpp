@@ -1508,8 +1508,44 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
               [](OpBuilder &nb, Location nl, ValueRange a) {
                 return arith::MulFOp::create(nb, nl, a[0], a[1]).getResult();
               });
-  // acc += P V, loops (i, j, e): the innermost loop runs along V's and
-  // acc's contiguous rows.
+  // acc += P V. With a static head dimension of whole vectors: per query
+  // row, its accumulators in registers across the keys, each key's row of
+  // V read as vectors (a decode step's one query row runs every key tile
+  // here; LLVM vectorized the loops below 4 lanes wide, with acc loaded
+  // and stored per key). Otherwise loops (i, j, e): the innermost loop
+  // runs along V's and acc's contiguous rows.
+  if (dStatic && blockedFits(*dStatic, vectorWidth) &&
+      *dStatic / vectorWidth <= 8) {
+    int64_t w = vectorWidth, vecs = *dStatic / w;
+    Idx ix{bb, loc};
+    auto rows = ix.loop(0, qs, 1, ValueRange{accScaled});
+    OpBuilder::InsertionGuard guard(bb);
+    bb.setInsertionPointToStart(rows.getBody());
+    Idx rx{bb, loc};
+    Value i = rows.getInductionVar(), accRows = rows.getRegionIterArg(0);
+    SmallVector<Value> init;
+    for (int64_t c = 0; c < vecs; ++c)
+      init.push_back(readF32(bb, loc, accRows, i, rx.c(c * w), w));
+    auto keys = rx.loop(0, ks, 1, init);
+    {
+      OpBuilder::InsertionGuard inner(bb);
+      bb.setInsertionPointToStart(keys.getBody());
+      Idx kx{bb, loc};
+      Value j = keys.getInductionVar();
+      Value p = splatF32(bb, loc, probs, i, j, w);
+      SmallVector<Value> next;
+      for (int64_t c = 0; c < vecs; ++c)
+        next.push_back(vector::FMAOp::create(
+            bb, loc, p, readF32(bb, loc, kt.v, j, kx.c(c * w), w),
+            keys.getRegionIterArgs()[c]));
+      scf::YieldOp::create(bb, loc, next);
+    }
+    Value out = accRows;
+    for (int64_t c = 0; c < vecs; ++c)
+      out = writeVec(bb, loc, keys.getResult(c), out, i, rx.c(c * w));
+    scf::YieldOp::create(bb, loc, out);
+    return {mNew, lNew, rows.getResult(0)};
+  }
   Value accNew =
       generic(acc.getType(), {probs, kt.v}, accScaled,
               {dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {1, 2}),
