@@ -1426,19 +1426,61 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
   Value m = state[0], l = state[1], acc = state[2];
   Value qs = qt.rows, ks = kt.keys;
   // S = Q K^T in f32, loops (i, j, e): dot products along contiguous rows.
+  // With a static head dimension of whole vectors (rowVectors), each
+  // query row's vectors are read once and each key's dot product is
+  // vector FMAs over its row and one reduction (a decode step's one query
+  // row runs every key tile here; LLVM vectorized the loops 4 lanes wide).
+  bool rowVectors = dStatic && blockedFits(*dStatic, vectorWidth) &&
+                    *dStatic / vectorWidth <= 8;
   Value s0 = filledF32(bb, loc, {qs, ks}, 0.0f);
-  Value scores =
-      linalg::GenericOp::create(
-          bb, loc, s0.getType(), ValueRange{qt.q, kt.k}, ValueRange{s0},
-          ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {1, 2}),
-                              dimsMap(ctx, 3, {0, 1})},
-          ArrayRef<IteratorType>{kPar, kPar, kRed},
-          [&](OpBuilder &nb, Location nl, ValueRange a) {
-            Value x = toF32(nb, nl, a[0]);
-            Value y = toF32(nb, nl, a[1]);
-            linalg::YieldOp::create(nb, nl, fma(nb, nl, x, y, a[2]));
-          })
-          .getResult(0);
+  Value scores;
+  if (rowVectors) {
+    int64_t w = vectorWidth, vecs = *dStatic / w;
+    Idx ix{bb, loc};
+    auto rows = ix.loop(0, qs, 1, ValueRange{s0});
+    OpBuilder::InsertionGuard guard(bb);
+    bb.setInsertionPointToStart(rows.getBody());
+    Idx rx{bb, loc};
+    Value i = rows.getInductionVar();
+    SmallVector<Value> q;
+    for (int64_t c = 0; c < vecs; ++c)
+      q.push_back(readF32(bb, loc, qt.q, i, rx.c(c * w), w));
+    auto keys = rx.loop(0, ks, 1, ValueRange{rows.getRegionIterArg(0)});
+    {
+      OpBuilder::InsertionGuard inner(bb);
+      bb.setInsertionPointToStart(keys.getBody());
+      Idx kx{bb, loc};
+      Value j = keys.getInductionVar();
+      Value dot;
+      for (int64_t c = 0; c < vecs; ++c) {
+        Value kv = readF32(bb, loc, kt.k, j, kx.c(c * w), w);
+        dot = c == 0 ? arith::MulFOp::create(bb, loc, q[c], kv).getResult()
+                     : vector::FMAOp::create(bb, loc, q[c], kv, dot);
+      }
+      Value sum =
+          vector::ReductionOp::create(bb, loc, vector::CombiningKind::ADD, dot);
+      scf::YieldOp::create(bb, loc,
+                           tensor::InsertOp::create(bb, loc, sum,
+                                                    keys.getRegionIterArg(0),
+                                                    ValueRange{i, j})
+                               .getResult());
+    }
+    scf::YieldOp::create(bb, loc, keys.getResult(0));
+    scores = rows.getResult(0);
+  } else {
+    scores = linalg::GenericOp::create(
+                 bb, loc, s0.getType(), ValueRange{qt.q, kt.k}, ValueRange{s0},
+                 ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}),
+                                     dimsMap(ctx, 3, {1, 2}),
+                                     dimsMap(ctx, 3, {0, 1})},
+                 ArrayRef<IteratorType>{kPar, kPar, kRed},
+                 [&](OpBuilder &nb, Location nl, ValueRange a) {
+                   Value x = toF32(nb, nl, a[0]);
+                   Value y = toF32(nb, nl, a[1]);
+                   linalg::YieldOp::create(nb, nl, fma(nb, nl, x, y, a[2]));
+                 })
+                 .getResult(0);
+  }
   Value logits = logitsOf(bb, qt, kt, scores, /*scaled=*/false);
   auto safe = [&](OpBuilder &nb, Location nl, Value x) {
     Value isInf = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, x,
@@ -1514,8 +1556,7 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
   // here; LLVM vectorized the loops below 4 lanes wide, with acc loaded
   // and stored per key). Otherwise loops (i, j, e): the innermost loop
   // runs along V's and acc's contiguous rows.
-  if (dStatic && blockedFits(*dStatic, vectorWidth) &&
-      *dStatic / vectorWidth <= 8) {
+  if (rowVectors) {
     int64_t w = vectorWidth, vecs = *dStatic / w;
     Idx ix{bb, loc};
     auto rows = ix.loop(0, qs, 1, ValueRange{accScaled});

@@ -8,7 +8,16 @@
 // vectors and extended (not a loop nest that LLVM vectorized 4 lanes wide,
 // loading and storing the accumulators per key). Without a vector width,
 // the linalg contraction.
+// Its scores too: the query row's four vectors read once, then per key
+// four products of the key's row (extended from bf16) and one reduction.
 // CHECK-LABEL: func.func @decode_row
+// CHECK: scf.for %[[QI:.+]] = %c0{{.*}} to %{{.+}} step %c1{{.*}} iter_args(%{{.+}}) -> (tensor<?x?xf32>)
+// CHECK-COUNT-4: arith.extf %{{.+}} : vector<16xbf16> to vector<16xf32>
+// CHECK: scf.for %[[QJ:.+]] = %c0{{.*}} to %{{.+}} step %c1{{.*}} iter_args(%{{.+}}) -> (tensor<?x?xf32>)
+// CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<16xf32>
+// CHECK-COUNT-3: vector.fma
+// CHECK: %[[SUM:.+]] = vector.reduction <add>, %{{.+}} : vector<16xf32> into f32
+// CHECK: tensor.insert %[[SUM]] into %{{.+}}[%[[QI]], %[[QJ]]]
 // CHECK: scf.for %[[I:.+]] = %c0{{.*}} to %{{.+}} step %c1{{.*}} iter_args(%[[ACC:.+]] = %{{.+}}) -> (tensor<?x64xf32>)
 // CHECK-COUNT-4: vector.transfer_read %[[ACC]][%[[I]], %{{.+}}]{{.*}} : tensor<?x64xf32>, vector<16xf32>
 // CHECK: scf.for %[[J:.+]] = %c0{{.*}} to %{{.+}} step %c1{{.*}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)

@@ -191,10 +191,21 @@
 // CHECK:             } else {
 // CHECK:               tensor.extract_slice %[[QT]][0, %[[R0]]] [32, 8] [1, 1] : tensor<32x16xf32> to tensor<32x8xf32>
 // CHECK:               tensor.insert_slice %{{.+}} into %[[ACC]][%[[R0]], 0] [8, 32] [1, 1] : tensor<8x32xf32> into tensor<?x32xf32>
-// Partial tiles: the linalg step.
+// Partial tiles: the linalg step, but for its products: each query row's
+// scores as vector dot products over the row (one reduction a key), then
+// the softmax's linalg ops, then P V with the row's accumulators in vectors.
 // CHECK:     } else {
-// CHECK-NOT:   vector.fma
-// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK:       scf.for
+// CHECK-COUNT-2: vector.transfer_read {{.+}} vector<16xf32>
+// CHECK:         scf.for
+// CHECK:           arith.mulf {{.+}} : vector<16xf32>
+// CHECK:           vector.fma
+// CHECK:           vector.reduction <add>
+// CHECK:           tensor.insert
+// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]
+// CHECK:       scf.for
+// CHECK:         scf.for
+// CHECK:           vector.fma
 // CHECK:     }
 // The last key tile taken whole, after the loop: it computes each row's
 // 1 / l once, and its P V stores the output tile straight from the

@@ -14,7 +14,7 @@
 // CHECK:       linalg.generic
 // CHECK:         arith.addf
 // CHECK:     } else {
-// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK:       vector.reduction <add>
 // CHECK:       linalg.generic
 // CHECK:         %[[LS:.+]] = arith.mulf %{{.+}}, %{{.+}} : f32
 // CHECK:         %[[INV:.+]] = arith.constant 0.333333343 : f32
