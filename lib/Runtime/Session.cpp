@@ -93,7 +93,8 @@ struct LayerCache {
     }
     for (auto [buf, bigger] :
          {std::pair(&keys, &biggerKeys), std::pair(&values, &biggerValues)}) {
-      for (int64_t p = 0; p < planes; ++p)
+      // (No kept rows: nothing to copy, and the old buffer may be none.)
+      for (int64_t p = 0; rows > 0 && p < planes; ++p)
         std::memcpy(bigger->data() + static_cast<size_t>(p) * grown * rowBytes,
                     row(*buf, p, start), rows * rowBytes);
       buf->swap(*bigger);
