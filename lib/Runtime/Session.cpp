@@ -39,7 +39,8 @@ using namespace masformer::runtime::detail;
 namespace {
 
 struct LayerCache {
-  std::string stem;
+  /// The decode entry's inputs past.L.key, .value, .start and .rows.
+  std::string stem, keyName, valueName, startName, rowsName;
   std::string kind;
   int64_t size = 0, sink = 0;
   /// kv_heads and head_dim, from the signature; the bytes of one position
@@ -207,14 +208,13 @@ int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count) {
                   std::to_string(l.rows + count) + " positions of " +
                   std::to_string(batchSize) + " sequences");
     int64_t shape[4] = {batchSize, l.heads, l.capacity, l.dim};
-    std::string past = "past." + l.stem;
-    if (mf_model_set_input(decode, (past + ".key").c_str(), l.dtype, shape, 4,
+    if (mf_model_set_input(decode, l.keyName.c_str(), l.dtype, shape, 4,
                            l.keys.data()) ||
-        mf_model_set_input(decode, (past + ".value").c_str(), l.dtype, shape, 4,
+        mf_model_set_input(decode, l.valueName.c_str(), l.dtype, shape, 4,
                            l.values.data()) ||
-        mf_model_set_input(decode, (past + ".start").c_str(), MF_I64, nullptr,
-                           0, &l.start) ||
-        mf_model_set_input(decode, (past + ".rows").c_str(), MF_I64, nullptr, 0,
+        mf_model_set_input(decode, l.startName.c_str(), MF_I64, nullptr, 0,
+                           &l.start) ||
+        mf_model_set_input(decode, l.rowsName.c_str(), MF_I64, nullptr, 0,
                            &l.rows))
       return 1;
   }
@@ -279,10 +279,13 @@ mf_session *mf_session_create(const mf_model *model) {
     l.kind = c.kind;
     l.size = c.size;
     l.sink = c.sink;
-    std::string past = "past." + l.stem;
-    for (const char *what : {".value", ".start", ".rows"})
-      if (mf_model_input_index(decode, (past + what).c_str()) < 0)
-        return bad("layer " + l.stem + " has no input " + past + what);
+    l.keyName = name;
+    l.valueName = "past." + l.stem + ".value";
+    l.startName = "past." + l.stem + ".start";
+    l.rowsName = "past." + l.stem + ".rows";
+    for (const std::string *input : {&l.valueName, &l.startName, &l.rowsName})
+      if (mf_model_input_index(decode, input->c_str()) < 0)
+        return bad("layer " + l.stem + " has no input " + *input);
     s->layers.push_back(std::move(l));
   }
   if (s->layers.empty())

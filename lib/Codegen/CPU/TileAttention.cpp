@@ -1432,41 +1432,56 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
   // row runs every key tile here; LLVM vectorized the loops 4 lanes wide).
   bool rowVectors = dStatic && blockedFits(*dStatic, vectorWidth) &&
                     *dStatic / vectorWidth <= 8;
+  // Loops over the tile's query rows and, inside, its keys: `row(i, t)`
+  // builds row i's body and returns the carried tensor `t` updated;
+  // `key(j, carried)` builds key j's and returns the next carried values.
+  using RowBody = llvm::function_ref<Value(Value, Value)>;
+  using KeyBody = llvm::function_ref<SmallVector<Value>(Value, ValueRange)>;
+  auto forEachRow = [&](Value init, RowBody row) {
+    auto rows = Idx{bb, loc}.loop(0, qs, 1, ValueRange{init});
+    OpBuilder::InsertionGuard guard(bb);
+    bb.setInsertionPointToStart(rows.getBody());
+    scf::YieldOp::create(bb, loc,
+                         row(rows.getInductionVar(), rows.getRegionIterArg(0)));
+    return rows.getResult(0);
+  };
+  auto forEachKey = [&](ValueRange init, KeyBody key) {
+    auto keys = Idx{bb, loc}.loop(0, ks, 1, init);
+    OpBuilder::InsertionGuard guard(bb);
+    bb.setInsertionPointToStart(keys.getBody());
+    scf::YieldOp::create(bb, loc,
+                         key(keys.getInductionVar(), keys.getRegionIterArgs()));
+    return keys;
+  };
+  int64_t w = vectorWidth, vecs = rowVectors ? *dStatic / w : 0;
+  auto col = [&](int64_t c) { return Idx{bb, loc}.c(c * w); };
   Value s0 = filledF32(bb, loc, {qs, ks}, 0.0f);
   Value scores;
   if (rowVectors) {
-    int64_t w = vectorWidth, vecs = *dStatic / w;
-    Idx ix{bb, loc};
-    auto rows = ix.loop(0, qs, 1, ValueRange{s0});
-    OpBuilder::InsertionGuard guard(bb);
-    bb.setInsertionPointToStart(rows.getBody());
-    Idx rx{bb, loc};
-    Value i = rows.getInductionVar();
-    SmallVector<Value> q;
-    for (int64_t c = 0; c < vecs; ++c)
-      q.push_back(readF32(bb, loc, qt.q, i, rx.c(c * w), w));
-    auto keys = rx.loop(0, ks, 1, ValueRange{rows.getRegionIterArg(0)});
-    {
-      OpBuilder::InsertionGuard inner(bb);
-      bb.setInsertionPointToStart(keys.getBody());
-      Idx kx{bb, loc};
-      Value j = keys.getInductionVar();
-      Value dot;
-      for (int64_t c = 0; c < vecs; ++c) {
-        Value kv = readF32(bb, loc, kt.k, j, kx.c(c * w), w);
-        dot = c == 0 ? arith::MulFOp::create(bb, loc, q[c], kv).getResult()
-                     : vector::FMAOp::create(bb, loc, q[c], kv, dot);
-      }
-      Value sum =
-          vector::ReductionOp::create(bb, loc, vector::CombiningKind::ADD, dot);
-      scf::YieldOp::create(bb, loc,
-                           tensor::InsertOp::create(bb, loc, sum,
-                                                    keys.getRegionIterArg(0),
-                                                    ValueRange{i, j})
-                               .getResult());
-    }
-    scf::YieldOp::create(bb, loc, keys.getResult(0));
-    scores = rows.getResult(0);
+    scores = forEachRow(s0, [&](Value i, Value s) {
+      SmallVector<Value> q;
+      for (int64_t c = 0; c < vecs; ++c)
+        q.push_back(readF32(bb, loc, qt.q, i, col(c), w));
+      return forEachKey(s,
+                        [&](Value j, ValueRange carried) {
+                          Value dot;
+                          for (int64_t c = 0; c < vecs; ++c) {
+                            Value kv = readF32(bb, loc, kt.k, j, col(c), w);
+                            dot = c == 0
+                                      ? arith::MulFOp::create(bb, loc, q[c], kv)
+                                            .getResult()
+                                      : vector::FMAOp::create(bb, loc, q[c], kv,
+                                                              dot);
+                          }
+                          Value sum = vector::ReductionOp::create(
+                              bb, loc, vector::CombiningKind::ADD, dot);
+                          return SmallVector<Value>{
+                              tensor::InsertOp::create(bb, loc, sum, carried[0],
+                                                       ValueRange{i, j})
+                                  .getResult()};
+                        })
+          .getResult(0);
+    });
   } else {
     scores = linalg::GenericOp::create(
                  bb, loc, s0.getType(), ValueRange{qt.q, kt.k}, ValueRange{s0},
@@ -1557,35 +1572,24 @@ SmallVector<Value> AttentionTiler::stepLinalg(OpBuilder &bb,
   // and stored per key). Otherwise loops (i, j, e): the innermost loop
   // runs along V's and acc's contiguous rows.
   if (rowVectors) {
-    int64_t w = vectorWidth, vecs = *dStatic / w;
-    Idx ix{bb, loc};
-    auto rows = ix.loop(0, qs, 1, ValueRange{accScaled});
-    OpBuilder::InsertionGuard guard(bb);
-    bb.setInsertionPointToStart(rows.getBody());
-    Idx rx{bb, loc};
-    Value i = rows.getInductionVar(), accRows = rows.getRegionIterArg(0);
-    SmallVector<Value> init;
-    for (int64_t c = 0; c < vecs; ++c)
-      init.push_back(readF32(bb, loc, accRows, i, rx.c(c * w), w));
-    auto keys = rx.loop(0, ks, 1, init);
-    {
-      OpBuilder::InsertionGuard inner(bb);
-      bb.setInsertionPointToStart(keys.getBody());
-      Idx kx{bb, loc};
-      Value j = keys.getInductionVar();
-      Value p = splatF32(bb, loc, probs, i, j, w);
-      SmallVector<Value> next;
+    Value accNew = forEachRow(accScaled, [&](Value i, Value accRows) {
+      SmallVector<Value> init;
       for (int64_t c = 0; c < vecs; ++c)
-        next.push_back(vector::FMAOp::create(
-            bb, loc, p, readF32(bb, loc, kt.v, j, kx.c(c * w), w),
-            keys.getRegionIterArgs()[c]));
-      scf::YieldOp::create(bb, loc, next);
-    }
-    Value out = accRows;
-    for (int64_t c = 0; c < vecs; ++c)
-      out = writeVec(bb, loc, keys.getResult(c), out, i, rx.c(c * w));
-    scf::YieldOp::create(bb, loc, out);
-    return {mNew, lNew, rows.getResult(0)};
+        init.push_back(readF32(bb, loc, accRows, i, col(c), w));
+      scf::ForOp keys = forEachKey(init, [&](Value j, ValueRange carried) {
+        Value p = splatF32(bb, loc, probs, i, j, w);
+        SmallVector<Value> next;
+        for (int64_t c = 0; c < vecs; ++c)
+          next.push_back(vector::FMAOp::create(
+              bb, loc, p, readF32(bb, loc, kt.v, j, col(c), w), carried[c]));
+        return next;
+      });
+      Value out = accRows;
+      for (int64_t c = 0; c < vecs; ++c)
+        out = writeVec(bb, loc, keys.getResult(c), out, i, col(c));
+      return out;
+    });
+    return {mNew, lNew, accNew};
   }
   Value accNew =
       generic(acc.getType(), {probs, kt.v}, accScaled,

@@ -11,7 +11,6 @@
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
@@ -33,33 +32,19 @@ static bool isWritten(Value root) {
       continue;
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();
+      // Subviews, casts, reshapes.
       if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
         if (view.getViewSource() == v)
           llvm::append_range(worklist, user->getResults());
         continue;
       }
-      if (isa<memref::ReinterpretCastOp, memref::CastOp, memref::ExpandShapeOp,
-              memref::CollapseShapeOp>(user)) {
-        llvm::append_range(worklist, user->getResults());
-        continue;
-      }
-      auto effects = dyn_cast<MemoryEffectOpInterface>(user);
-      if (!effects)
-        continue;
-      SmallVector<MemoryEffects::EffectInstance> list;
-      effects.getEffectsOnValue(v, list);
-      if (llvm::any_of(list, [](const MemoryEffects::EffectInstance &e) {
+      SmallVector<MemoryEffects::EffectInstance> effects;
+      if (auto iface = dyn_cast<MemoryEffectOpInterface>(user))
+        iface.getEffectsOnValue(v, effects);
+      if (llvm::any_of(effects, [](const MemoryEffects::EffectInstance &e) {
             return isa<MemoryEffects::Write>(e.getEffect());
           }))
         return true;
-      // Ops that report their effects per operand rather than per value
-      // (linalg: an output operand is written).
-      list.clear();
-      effects.getEffects(list);
-      for (const MemoryEffects::EffectInstance &e : list)
-        if (isa<MemoryEffects::Write>(e.getEffect()) &&
-            e.getEffectValue<OpOperand *>() == &use)
-          return true;
     }
   }
   return false;

@@ -249,13 +249,7 @@ struct MixedPrecisionPass final
         if (convertsToBF16(generic))
           products.push_back(generic);
       } else if (auto attn = dyn_cast<AttentionOp>(op); attn && attention) {
-        // The bf16 kernels step through the head dimension by 16 (AMX's
-        // tiles by 32: headDimMultiple).
-        auto qTy = cast<RankedTensorType>(attn.getQuery().getType());
-        int64_t d = qTy.getDimSize(qTy.getRank() - 1);
-        int64_t step = std::max<int64_t>(16, headDimMultiple);
-        if (qTy.getElementType().isF32() && !ShapedType::isDynamic(d) &&
-            d % step == 0)
+        if (takesBF16Operands(attn, headDimMultiple))
           attentions.push_back(attn);
       }
     });

@@ -240,6 +240,14 @@ LogicalResult AttentionOp::canonicalize(AttentionOp op,
   return success();
 }
 
+bool mlir::masformer::takesBF16Operands(AttentionOp op,
+                                        int64_t headDimMultiple) {
+  auto qTy = cast<RankedTensorType>(op.getQuery().getType());
+  int64_t d = qTy.getDimSize(qTy.getRank() - 1);
+  return qTy.getElementType().isF32() && !ShapedType::isDynamic(d) &&
+         d % std::max<int64_t>(16, headDimMultiple) == 0;
+}
+
 SpanAttr mlir::masformer::getModelSpan(AttentionOp op) {
   if (auto span = op->getAttrOfType<SpanAttr>(kModelSpanAttrName))
     return span;

@@ -541,12 +541,8 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
     }
     Value start = scalars[0], rows = scalars[1];
     // A bf16 cache where the attention will take bf16 keys and values.
-    auto qt = cast<RankedTensorType>(op.getQuery().getType());
-    int64_t headDim = qt.getDimSize(qt.getRank() - 1);
-    bool bf16Cache =
-        bf16CacheHeadDimMultiple > 0 && qt.getElementType().isF32() &&
-        !ShapedType::isDynamic(headDim) &&
-        headDim % std::max<int64_t>(16, bf16CacheHeadDimMultiple) == 0;
+    bool bf16Cache = bf16CacheHeadDimMultiple > 0 &&
+                     takesBF16Operands(op, bf16CacheHeadDimMultiple);
     SpanAttr keep = cacheSpan(op);
     OpBuilder ob(op);
     Location ol = op.getLoc();

@@ -39,6 +39,12 @@ constexpr llvm::StringLiteral kModelSpanAttrName = "masformer.model_span";
 /// when bufferization copied it instead.
 constexpr llvm::StringLiteral kInPlaceAttrName = "masformer.in_place";
 
+/// Whether --masformer-mixed-precision with `headDimMultiple` runs `op` on
+/// bf16 operands: f32, with a static head dimension that is a multiple of
+/// max(16, headDimMultiple) (the bf16 kernels step through it by 16, AMX's
+/// tiles by 32). --masformer-derive-decode gives those layers bf16 caches.
+bool takesBF16Operands(AttentionOp op, int64_t headDimMultiple);
+
 /// The span `op` has in the model it was raised from: the recorded model
 /// span, or full.
 SpanAttr getModelSpan(AttentionOp op);
