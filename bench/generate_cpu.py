@@ -11,12 +11,19 @@ use_cache=True export of the same model (fed its own presents), in one run:
 
 Per (model, prompt, batch): prefill time, decode tokens/s (the --new - 1
 steps after the prefill), the cache bytes at most, and whether the
-full-attention tokens equal onnxruntime's.
+full-attention tokens equal onnxruntime's. Each generator runs --rounds
+times (default 3), the three in turn, in reversed order every other
+round; the table gives the medians, and the decode tokens/s of every
+round are printed below it: a decode of 64 tokens lasts about a second
+on 2 cores, and one run moved with the machine's bursts (a rewritten
+library decoding slower than the full one in one run, faster in each
+of six runs after it).
 
   python3 bench/generate_cpu.py --models /tmp/masformer-gen/gpt2 \\
       /tmp/masformer-gen/llama [--prompts 2048 8192] [--new 128] \\
       [--batches 1 8] [--batch8-max-prompt 2048] \\
-      [--spans "span=block:512 policy=top num-full=3"] [--precision bf16]
+      [--spans "span=block:512 policy=top num-full=3"] [--precision bf16] \\
+      [--rounds 3]
 
 With --precision bf16 our libraries are compiled with --precision=bf16
 (products and attention on bf16 operands, bf16 caches where the
@@ -30,6 +37,7 @@ numpy and onnxruntime and a build). Prints a markdown table.
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 
@@ -110,15 +118,21 @@ def main():
                     "prefill's logits are batch x prompt x vocabulary)")
     ap.add_argument("--spans", default="span=block:512 policy=top num-full=3")
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs of each generator; the table has medians")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
     print(f"machine: {describe()}; onnxruntime {ort.__version__}")
     print(f"MASFormer: {a.spans}; {a.new} new tokens, greedy; ours in "
-          f"{a.precision}, onnxruntime in f32\n")
+          f"{a.precision}, onnxruntime in f32; medians of {a.rounds} "
+          "rounds\n")
     print("| model | prompt | batch | what | prefill (s) | decode tokens/s "
           "| cache bytes (peak) | decode vs onnxruntime | cache vs "
           "onnxruntime |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     rng = np.random.default_rng(0)
+    rounds = []
     for d in a.models:
         name = os.path.basename(os.path.normpath(d))
         model = os.path.join(d, "model.onnx")
@@ -143,25 +157,43 @@ def main():
                     continue
                 prompt = rng.integers(0, vocab, (batch, length)).astype(
                     np.int64)
-                rows = []
-                r_pre, r_tps, r_cache, r_ids = onnxruntime(sess, prompt,
-                                                           a.new)
+                runs = {}  # what -> [(prefill, tokens/s, cache, ids)]
+                gens = [("onnxruntime with-cache", None),
+                        ("masformer full", full),
+                        ("masformer " + a.spans, ms)]
                 with tempfile.TemporaryDirectory() as work:
-                    for what, lib in (("masformer full", full),
-                                      ("masformer " + a.spans, ms)):
-                        pre, tps, cache, ids = ours(lib, prompt, a.new, work)
-                        same = ""
-                        if what == "masformer full":
-                            same = (" (tokens = onnxruntime's)"
-                                    if np.array_equal(ids, r_ids) else
-                                    " (tokens differ from onnxruntime's)")
-                        rows.append((what + same, pre, tps, cache))
-                rows.append(("onnxruntime with-cache", r_pre, r_tps, r_cache))
-                for what, pre, tps, cache in rows:
-                    print(f"| {name} | {length} | {batch} | {what} | "
+                    for r in range(a.rounds):
+                        for what, lib in (gens if r % 2 == 0 else
+                                          gens[::-1]):
+                            got = (onnxruntime(sess, prompt, a.new)
+                                   if lib is None else
+                                   ours(lib, prompt, a.new, work))
+                            runs.setdefault(what, []).append(got)
+                r_ids = runs[gens[0][0]][0][3]
+                med = {what: (statistics.median(g[0] for g in got),
+                              statistics.median(g[1] for g in got),
+                              max(g[2] for g in got))
+                       for what, got in runs.items()}
+                r_tps, r_cache = med[gens[0][0]][1], med[gens[0][0]][2]
+                for what, _ in gens[1:] + gens[:1]:
+                    label = what
+                    if what == "masformer full":
+                        same = all(np.array_equal(g[3], r_ids)
+                                   for g in runs[what])
+                        label += (" (tokens = onnxruntime's)" if same else
+                                  " (tokens differ from onnxruntime's)")
+                    pre, tps, cache = med[what]
+                    print(f"| {name} | {length} | {batch} | {label} | "
                           f"{pre:.2f} | {tps:.1f} | {cache} | "
                           f"{tps / r_tps:.2f}x | {cache / r_cache:.2f}x |",
                           flush=True)
+                for what, _ in gens[1:] + gens[:1]:
+                    rounds.append(f"{name} {length} x {batch}, {what}: " +
+                                  " ".join(f"{g[1]:.1f}"
+                                           for g in runs[what]))
+    print("\ndecode tokens/s of each round:")
+    for line in rounds:
+        print(line)
 
 
 if __name__ == "__main__":
