@@ -115,7 +115,8 @@ void mlir::masformer::buildLowerToCPUPipeline(
   if (options.precision == "bf16") {
     MixedPrecisionOptions mixed;
     mixed.attention = options.attentionBF16;
-    mixed.headDimMultiple = options.amx ? 32 : 16;
+    if (int64_t multiple = bf16AttentionHeadDimMultiple(options))
+      mixed.headDimMultiple = multiple;
     pm.addPass(createMixedPrecision(mixed));
   }
   // The model's matrix products first: the tiled attention's own partial
