@@ -29,6 +29,7 @@
 #include "masformer/Runtime/Runtime.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <new>
 #include <string>
@@ -117,7 +118,14 @@ struct mf_session {
   mf_model *decode = nullptr;
   std::vector<LayerCache> layers;
   size_t logitsOutput = 0;
+  /// The decode entry's logits_rows input, or -1 (it then returns every
+  /// new position's logits, and `kept` holds the last rows asked for).
+  int64_t logitsRowsInput = -1;
   int64_t batch = 0, length = 0, maxLength = -1;
+  /// Rows of logits the last run returned.
+  int64_t logitsRows = 0;
+  std::vector<float> kept;
+  std::array<int64_t, 3> keptShape{};
   uint64_t peak = 0;
   bool ran = false;
   ~mf_session() { mf_model_free(decode); }
@@ -136,7 +144,9 @@ struct mf_session {
     length = batch = 0;
     ran = false;
   }
-  int run(const int64_t *ids, int64_t batchSize, int64_t count);
+  /// Runs `count` new positions of `batchSize` sequences; the logits are
+  /// those of the last `rows` of them.
+  int run(const int64_t *ids, int64_t batchSize, int64_t count, int64_t rows);
 };
 
 namespace {
@@ -183,7 +193,8 @@ void keepReachable(LayerCache &l, int64_t length, int64_t count) {
 
 } // namespace
 
-int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count) {
+int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count,
+                    int64_t rows) {
   if (!ids && batchSize * count > 0)
     return fail("no token ids");
   if (batchSize <= 0 || count <= 0)
@@ -199,6 +210,9 @@ int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count) {
   if (mf_model_set_input(decode, "input_ids", MF_I64, idsShape, 2, ids))
     return 1;
   if (mf_model_set_input(decode, "past_length", MF_I64, nullptr, 0, &length))
+    return 1;
+  if (logitsRowsInput >= 0 &&
+      mf_model_set_input(decode, "logits_rows", MF_I64, nullptr, 0, &rows))
     return 1;
   for (LayerCache &l : layers) {
     if (length == 0)
@@ -221,6 +235,7 @@ int mf_session::run(const int64_t *ids, int64_t batchSize, int64_t count) {
   if (mf_model_run(decode))
     return 1;
   ran = true;
+  logitsRows = rows;
   for (LayerCache &l : layers)
     keepReachable(l, length, count);
   batch = batchSize;
@@ -252,6 +267,7 @@ mf_session *mf_session_create(const mf_model *model) {
   int64_t logits = mf_model_output_index(decode, "logits");
   if (ids < 0 || past < 0)
     return bad("no input_ids or past_length input");
+  s->logitsRowsInput = mf_model_input_index(decode, "logits_rows");
   s->logitsOutput = logits < 0 ? 0 : logits;
   mf_tensor_info info;
   if (mf_model_output_info(decode, s->logitsOutput, &info) ||
@@ -300,7 +316,19 @@ int mf_session_prefill(mf_session *session, const int64_t *ids, int64_t batch,
   if (!session)
     return fail("no session");
   session->reset();
-  return session->run(ids, batch, length);
+  return session->run(ids, batch, length, length);
+}
+
+int mf_session_prefill_rows(mf_session *session, const int64_t *ids,
+                            int64_t batch, int64_t length,
+                            int64_t logits_rows) {
+  if (!session)
+    return fail("no session");
+  if (length > 0 && (logits_rows < 1 || logits_rows > length))
+    return fail("logits_rows must be in [1, " + std::to_string(length) +
+                "] (the prompt's length), got " + std::to_string(logits_rows));
+  session->reset();
+  return session->run(ids, batch, length, logits_rows);
 }
 
 int mf_session_step(mf_session *session, const int64_t *ids, int64_t batch,
@@ -313,7 +341,7 @@ int mf_session_step(mf_session *session, const int64_t *ids, int64_t batch,
     return fail("a step of " + std::to_string(batch) +
                 " sequences, but the prefill had " +
                 std::to_string(session->batch));
-  return session->run(ids, batch, count);
+  return session->run(ids, batch, count, count);
 }
 
 int mf_session_logits(const mf_session *session, mf_tensor *out) {
@@ -321,7 +349,30 @@ int mf_session_logits(const mf_session *session, mf_tensor *out) {
     return fail("no session");
   if (!session->ran)
     return fail("no logits yet: prefill first");
-  return mf_model_output(session->decode, session->logitsOutput, out);
+  if (mf_model_output(session->decode, session->logitsOutput, out))
+    return 1;
+  // A decode entry without logits_rows returned every row: the last ones
+  // asked for, copied.
+  int64_t all = out->shape[1];
+  if (all == session->logitsRows)
+    return 0;
+  if (all < session->logitsRows || out->dtype != MF_F32)
+    return fail("the decode entry returned " + std::to_string(all) +
+                " rows of logits, not the " +
+                std::to_string(session->logitsRows) + " asked for");
+  auto *s = const_cast<mf_session *>(session);
+  int64_t b = out->shape[0], rows = s->logitsRows, vocab = out->shape[2];
+  s->kept.resize(static_cast<size_t>(b * rows * vocab));
+  const float *from = static_cast<const float *>(out->data);
+  for (int64_t i = 0; i < b; ++i)
+    std::memcpy(s->kept.data() + i * rows * vocab,
+                from + (i * all + all - rows) * vocab,
+                sizeof(float) * rows * vocab);
+  s->keptShape = {b, rows, vocab};
+  out->shape = s->keptShape.data();
+  out->data = s->kept.data();
+  out->size_bytes = sizeof(float) * s->kept.size();
+  return 0;
 }
 
 void mf_session_reset(mf_session *session) {
@@ -372,7 +423,8 @@ int mf_session_generate(mf_session *session, const int64_t *prompt,
                 std::to_string(needed) + " positions, but '" +
                 modelPath(session->decode) + "' takes at most " +
                 std::to_string(session->maxLength) + " (its position table)");
-  if (mf_session_prefill(session, prompt, batch, length))
+  // Only the last position's logits: the others' are not needed.
+  if (mf_session_prefill_rows(session, prompt, batch, length, 1))
     return 1;
   std::vector<int64_t> next(static_cast<size_t>(batch));
   for (int64_t t = 0; t < max_new; ++t) {

@@ -229,10 +229,21 @@ class Session:
         out = np.concatenate([prompt, new], axis=1)
         return (out, logits) if return_logits else out
 
-    def prefill(self, ids):
+    def prefill(self, ids, logits_rows=None):
         """Empties the cache and runs `ids` [batch, length]; returns the
-        logits [batch, length, vocab]."""
-        return self._impl.prefill(self._ids(ids, "ids"))
+        logits [batch, length, vocab], or with `logits_rows` only those of
+        the last logits_rows tokens ([batch, logits_rows, vocab]; 1: the
+        next token's), which skips the LM head's work on the others."""
+        prompt = self._ids(ids, "ids")
+        if logits_rows is None:
+            return self._impl.prefill(prompt, 0)
+        if isinstance(logits_rows, bool) or \
+                not isinstance(logits_rows, (int, np.integer)) or \
+                not 1 <= logits_rows <= prompt.shape[1]:
+            raise ValueError(f"logits_rows must be an int in [1, "
+                             f"{prompt.shape[1]}] (the prompt's length), "
+                             f"got {logits_rows!r}")
+        return self._impl.prefill(prompt, int(logits_rows))
 
     def step(self, ids):
         """Runs new tokens [batch, count] after the cached ones (same

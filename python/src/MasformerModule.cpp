@@ -312,18 +312,22 @@ public:
   }
 
   /// Prefill (`step` false) or step on [batch, count] int64 ids; returns
-  /// the logits [batch, count, vocab].
+  /// the logits [batch, count, vocab], of a prefill with `rows` > 0 only
+  /// those of the last `rows` tokens.
   nb::object
   advance(nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>
               ids,
-          bool step) {
+          bool step, int64_t rows = 0) {
     mf_session *s = gen();
     int rc;
     {
       nb::gil_scoped_release release;
       allocateThreadLocalStorage();
       rc = step ? mf_session_step(s, ids.data(), ids.shape(0), ids.shape(1))
-                : mf_session_prefill(s, ids.data(), ids.shape(0), ids.shape(1));
+           : rows > 0
+               ? mf_session_prefill_rows(s, ids.data(), ids.shape(0),
+                                         ids.shape(1), rows)
+               : mf_session_prefill(s, ids.data(), ids.shape(0), ids.shape(1));
     }
     if (rc)
       throw std::runtime_error(mf_last_error());
@@ -519,9 +523,11 @@ NB_MODULE(_masformer, m) {
       .def("outputs", [](const Session &s) { return s.infos(true); })
       .def("weight_files", &Session::weightFiles)
       .def("run", &Session::run, nb::arg("feeds"))
-      .def("prefill", [](Session &s, nb::ndarray<const int64_t, nb::ndim<2>,
-                                                 nb::c_contig, nb::device::cpu>
-                                         ids) { return s.advance(ids, false); })
+      .def("prefill", [](Session &s,
+                         nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig,
+                                     nb::device::cpu>
+                             ids,
+                         int64_t rows) { return s.advance(ids, false, rows); })
       .def("step", [](Session &s, nb::ndarray<const int64_t, nb::ndim<2>,
                                               nb::c_contig, nb::device::cpu>
                                       ids) { return s.advance(ids, true); })

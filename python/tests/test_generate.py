@@ -226,6 +226,41 @@ def test_prefill_and_steps_equal_the_with_cache_export(tmp_path):
         done += n
 
 
+@pytest.mark.parametrize("fixture,span", [
+    ("gpt2.onnx", None), ("llama.onnx", "block:4"), ("gemma2.onnx", None),
+    ("gptneox-dynamo.onnx", None)])
+def test_prefill_logits_rows(fixture, span, tmp_path):
+    """prefill(ids, logits_rows=k) returns the logits of the last k
+    positions only, those of onnxruntime on the whole prompt (the decode
+    entry computes the last ops, from the final norm on, on those rows), and
+    leaves the same cache: the steps after it equal those after a prefill
+    of every row. Gemma 2 softcaps its logits after the head; GPT-NeoX's
+    layers add attention and MLP in parallel."""
+    model = ROOT / "test" / "fixtures" / fixture
+    lib = tmp_path / "m.so"
+    if span:
+        masformer.compile(model, lib, span=span, full_layers=[0, 1])
+    else:
+        masformer.compile(model, lib)
+    sess = masformer.Session(lib)
+    ids = prompt(2, 13, seed=4)
+    ref = model
+    if span:
+        ref = span_reference(model, tmp_path / "ref.onnx", span, 0, [2], 13,
+                             2)
+    want = whole_sequence_logits(ref, ids)
+    for k in (1, 3, 12):
+        got = sess.prefill(ids[:, :12], logits_rows=k)
+        assert got.shape == (2, k, want.shape[-1])
+        close(got, want[:, 12 - k:12], f"{fixture} last {k} rows")
+        close(sess.step(ids[:, 12:]), want[:, 12:], f"{fixture} after {k}")
+    close(sess.prefill(ids[:, :12]), want[:, :12], f"{fixture} every row")
+    for bad in (0, 13, True, 1.0):
+        with pytest.raises(ValueError, match=r"logits_rows must be an int "
+                                             r"in \[1, 12\]"):
+            sess.prefill(ids[:, :12], logits_rows=bad)
+
+
 def test_generation_errors(tmp_path):
     fixtures = ROOT / "test" / "fixtures"
     lib = tmp_path / "gpt2.so"

@@ -384,7 +384,8 @@ int runGeneration(
     std::copy_n(&ids[b * length], length, &all[b * (length + count)]);
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  mf_tensor logits = gen.prefill(ids, batch);
+  // The next token needs only the last position's logits.
+  mf_tensor logits = gen.prefill(ids, batch, 1);
   auto t1 = Clock::now();
   std::vector<int64_t> next(static_cast<size_t>(batch));
   for (long t = 0; t < count; ++t) {

@@ -66,7 +66,7 @@
 #include <stdint.h>
 
 /* Raised whenever a symbol's meaning or the signature's format changes. */
-#define MF_ABI_VERSION 3
+#define MF_ABI_VERSION 4
 
 /* The symbols as identifiers (for C that defines them: Allocator.c) and as
  * strings (for dlsym and the compiler). */

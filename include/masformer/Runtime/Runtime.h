@@ -131,7 +131,7 @@ int mf_model_output(const mf_model *model, size_t index, mf_tensor *out);
  *
  *   mf_session *s = mf_session_create(model);   // NULL: mf_last_error()
  *   mf_session_prefill(s, prompt, batch, length);
- *   mf_tensor logits;                           // [batch, new, vocab]
+ *   mf_tensor logits;                           // [batch, length, vocab]
  *   mf_session_logits(s, &logits);
  *   mf_session_step(s, next, batch, 1);         // one token per sequence
  *   ...
@@ -150,6 +150,11 @@ void mf_session_free(mf_session *session);
 /* Empties the cache and runs `batch` sequences of `length` token ids. */
 int mf_session_prefill(mf_session *session, const int64_t *ids, int64_t batch,
                        int64_t length);
+/* The same, with the logits of only the last `logits_rows` positions
+ * ([batch, logits_rows, vocab], 1 <= logits_rows <= length): what
+ * generation needs (1), without the LM head's work on the other rows. */
+int mf_session_prefill_rows(mf_session *session, const int64_t *ids,
+                            int64_t batch, int64_t length, int64_t logits_rows);
 /* Runs `count` new token ids per sequence after the cached ones. */
 int mf_session_step(mf_session *session, const int64_t *ids, int64_t batch,
                     int64_t count);

@@ -163,6 +163,14 @@ public:
                              tokensPerSequence(ids, batch)));
     return logits();
   }
+  /// The same, returning the logits of only the last `logitsRows` tokens
+  /// (1: the next token's), without the LM head's work on the others.
+  mf_tensor prefill(const std::vector<int64_t> &ids, int64_t batch,
+                    int64_t logitsRows) {
+    check(mf_session_prefill_rows(session, ids.data(), batch,
+                                  tokensPerSequence(ids, batch), logitsRows));
+    return logits();
+  }
   /// Runs new tokens (ids.size() / batch per sequence) after the cache.
   mf_tensor step(const std::vector<int64_t> &ids, int64_t batch) {
     check(mf_session_step(session, ids.data(), batch,

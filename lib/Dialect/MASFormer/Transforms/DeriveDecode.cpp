@@ -31,9 +31,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
 
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -255,6 +259,206 @@ ArrayAttr renameDim(ArrayAttr dims, StringRef from, StringRef to) {
                                             : a);
   }
   return ArrayAttr::get(dims.getContext(), out);
+}
+
+/// Whether `a` and `b` take the same part of the same tensor.
+bool sameSlice(tensor::ExtractSliceOp a, tensor::ExtractSliceOp b) {
+  auto same = [](ArrayRef<OpFoldResult> x, ArrayRef<OpFoldResult> y) {
+    return x.size() == y.size() && llvm::all_of(llvm::zip(x, y), [](auto p) {
+             auto [a, b] = p;
+             if (isEqualConstantIntOrValue(a, b))
+               return true;
+             // Sizes such as two tensor.dim ops of one value.
+             FailureOr<bool> eq = ValueBoundsConstraintSet::areEqual(
+                 ValueBoundsConstraintSet::Variable(a),
+                 ValueBoundsConstraintSet::Variable(b));
+             return succeeded(eq) && *eq;
+           });
+  };
+  return a.getSource() == b.getSource() && a.getType() == b.getType() &&
+         same(a.getMixedOffsets(), b.getMixedOffsets()) &&
+         same(a.getMixedSizes(), b.getMixedSizes()) &&
+         same(a.getMixedStrides(), b.getMixedStrides());
+}
+
+/// For a slice of an expand_shape's result, the same part of its source,
+/// when each reassociation group takes either all of its dimensions or a
+/// part of one and unit dimensions otherwise (a [b, s] -> [b, s, 1]
+/// expansion sliced on s). Not a part of a merged dimension: [b * s] ->
+/// [b, s] sliced on s is not one slice of the source.
+FailureOr<Value> sliceExpandSource(OpBuilder &b, tensor::ExtractSliceOp slice,
+                                   tensor::ExpandShapeOp expand) {
+  if (!llvm::all_of(slice.getMixedStrides(),
+                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }) ||
+      slice.getType().getRank() != slice.getSourceType().getRank())
+    return failure();
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+  SmallVector<OpFoldResult> outShape = expand.getMixedOutputShape();
+  SmallVector<OpFoldResult> srcOffsets, srcSizes;
+  Location loc = slice.getLoc();
+  for (auto [g, group] : llvm::enumerate(expand.getReassociationIndices())) {
+    auto whole = [&](int64_t d) {
+      return isConstantIntValue(offsets[d], 0) &&
+             isEqualConstantIntOrValue(sizes[d], outShape[d]);
+    };
+    auto unit = [&](int64_t d) {
+      return expand.getResultType().getDimSize(d) == 1;
+    };
+    if (llvm::all_of(group, whole)) {
+      srcOffsets.push_back(b.getIndexAttr(0));
+      srcSizes.push_back(tensor::getMixedSize(b, loc, expand.getSrc(), g));
+      continue;
+    }
+    // One dimension sliced, the others of size 1.
+    int64_t part = -1;
+    for (int64_t d : group)
+      if (!unit(d)) {
+        if (part >= 0)
+          return failure();
+        part = d;
+      }
+    if (part < 0)
+      return failure();
+    srcOffsets.push_back(offsets[part]);
+    srcSizes.push_back(sizes[part]);
+  }
+  SmallVector<OpFoldResult> ones(srcOffsets.size(), b.getIndexAttr(1));
+  Value sliced = tensor::ExtractSliceOp::create(b, loc, expand.getSrc(),
+                                                srcOffsets, srcSizes, ones);
+  SmallVector<OpFoldResult> shape;
+  for (int64_t d = 0; d < slice.getType().getRank(); ++d)
+    shape.push_back(sizes[d]);
+  return tensor::ExpandShapeOp::create(b, loc, slice.getType(), sliced,
+                                       expand.getReassociationIndices(), shape)
+      .getResult();
+}
+
+/// Marks the slices that computeOnlySlices moves up.
+constexpr StringLiteral kRowsSliceAttr = "masformer.rows_slice";
+
+/// Computes each slice marked kRowsSliceAttr from the same part of its
+/// producer's operands, up the chain of ops that read no other part of
+/// theirs: linalg ops (by their tiling interface, which computes exactly
+/// the slice), and expand_shapes that keep the slice one slice. A producer
+/// is sliced only when every reader of its result takes that same slice, so
+/// no op is computed twice; the chain ends at one that is read whole
+/// elsewhere (a layer's input, which its attention reads), at an attention
+/// or at a merged [batch * sequence] dimension.
+void computeOnlySlices(func::FuncOp f) {
+  IRRewriter rewriter(f.getContext());
+  auto step = [&](tensor::ExtractSliceOp slice) {
+    auto result = dyn_cast<OpResult>(slice.getSource());
+    Operation *producer = result ? result.getOwner() : nullptr;
+    if (!producer || producer->getNumResults() != 1)
+      return false;
+    // A part of an empty tensor (an init) is an empty tensor of that size:
+    // nothing allocates the whole.
+    if (isa<tensor::EmptyOp>(producer)) {
+      rewriter.setInsertionPoint(slice);
+      SmallVector<OpFoldResult> sizes;
+      for (auto [d, size] : llvm::enumerate(slice.getMixedSizes()))
+        if (!slice.getDroppedDims().test(d))
+          sizes.push_back(size);
+      rewriter.replaceOpWithNewOp<tensor::EmptyOp>(
+          slice, sizes, slice.getType().getElementType());
+      return true;
+    }
+    // A part of a filled tensor (a reduction's init, which many share):
+    // that part filled.
+    if (auto fill = dyn_cast<linalg::FillOp>(producer);
+        fill && fill.hasPureTensorSemantics() &&
+        slice.getType().getRank() == slice.getSourceType().getRank()) {
+      rewriter.setInsertionPoint(slice);
+      auto part = tensor::ExtractSliceOp::create(
+          rewriter, slice.getLoc(), fill.getOutputs()[0],
+          slice.getMixedOffsets(), slice.getMixedSizes(),
+          slice.getMixedStrides());
+      part->setAttr(kRowsSliceAttr, rewriter.getUnitAttr());
+      rewriter.replaceOpWithNewOp<linalg::FillOp>(slice, fill.getInputs(),
+                                                  ValueRange{part});
+      return true;
+    }
+    SmallVector<tensor::ExtractSliceOp> readers;
+    SmallVector<tensor::DimOp> sizes;
+    for (Operation *u : result.getUsers()) {
+      if (auto d = dyn_cast<tensor::DimOp>(u)) {
+        sizes.push_back(d);
+        continue;
+      }
+      auto s = dyn_cast<tensor::ExtractSliceOp>(u);
+      if (!s || !sameSlice(s, slice))
+        return false; // perhaps once the other readers are sliced too
+      readers.push_back(s);
+    }
+    // The result's sizes (the slice's own, for one) from the operands'.
+    if (!sizes.empty()) {
+      ReifiedRankedShapedTypeDims shape;
+      rewriter.setInsertionPoint(producer);
+      if (failed(reifyResultShapes(rewriter, producer, shape)))
+        return false;
+      for (tensor::DimOp d : sizes) {
+        std::optional<int64_t> i = d.getConstantIndex();
+        if (!i)
+          return false;
+        rewriter.replaceOp(d, getValueOrCreateConstantIndexOp(
+                                  rewriter, d.getLoc(), shape[0][*i]));
+      }
+    }
+    rewriter.setInsertionPoint(slice);
+    Value replacement;
+    SmallVector<Operation *> newSlices;
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(producer);
+        linalgOp && linalgOp.hasPureTensorSemantics() &&
+        isa<TilingInterface>(producer)) {
+      FailureOr<TilingResult> tiled =
+          tensor::replaceExtractSliceWithTiledProducer(rewriter, slice, result);
+      if (failed(tiled) || tiled->tiledValues.size() != 1)
+        return false;
+      replacement = tiled->tiledValues[0];
+      newSlices = tiled->generatedSlices;
+    } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(producer)) {
+      FailureOr<Value> v = sliceExpandSource(rewriter, slice, expand);
+      if (failed(v))
+        return false;
+      replacement = *v;
+      newSlices.push_back(cast<tensor::ExpandShapeOp>(v->getDefiningOp())
+                              .getSrc()
+                              .getDefiningOp());
+    } else {
+      return false;
+    }
+    for (Operation *s : newSlices) {
+      if (!isa_and_nonnull<tensor::ExtractSliceOp>(s))
+        continue;
+      // All of an operand (a weight) is the operand, as the passes after
+      // expect it (--masformer-mixed-precision finds weights by their
+      // constants).
+      SmallVector<OpFoldResult> folded;
+      if (succeeded(s->fold(folded)) && folded.size() == 1 &&
+          isa<Value>(folded[0])) {
+        rewriter.replaceOp(s, cast<Value>(folded[0]));
+        continue;
+      }
+      s->setAttr(kRowsSliceAttr, rewriter.getUnitAttr());
+    }
+    for (tensor::ExtractSliceOp s : readers)
+      rewriter.replaceOp(s, replacement);
+    rewriter.eraseOp(producer);
+    return true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    SmallVector<tensor::ExtractSliceOp> marked;
+    f.walk([&](tensor::ExtractSliceOp s) {
+      if (s->hasAttr(kRowsSliceAttr))
+        marked.push_back(s);
+    });
+    for (tensor::ExtractSliceOp s : marked)
+      if ((changed = step(s)))
+        break;
+  }
+  f.walk([](tensor::ExtractSliceOp s) { s->removeAttr(kRowsSliceAttr); });
 }
 
 } // namespace
@@ -659,6 +863,63 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
     return fail("the model computes no positions from the sequence (no "
                 "Range over it, no position table sliced by it, no "
                 "position_ids input): a decode entry cannot place new tokens");
+  // logits_rows: each per-position output holds only the last
+  // logits_rows of the new positions (clamped to [1, new]), which the
+  // slices carry up to the last op that reads every row: a prefill that
+  // wants only the next token's logits skips the head's work on the others.
+  auto ret2 = cast<func::ReturnOp>(decode.getBody().back().getTerminator());
+  SmallVector<std::pair<unsigned, int64_t>> perPosition;
+  for (unsigned r = 0; r < decode.getNumResults(); ++r) {
+    auto dims = decode.getResultAttrOfType<ArrayAttr>(r, kDimsAttr);
+    auto rt = dyn_cast<RankedTensorType>(decode.getResultTypes()[r]);
+    if (!dims || !rt || static_cast<int64_t>(dims.size()) != rt.getRank())
+      continue;
+    for (auto [d, a] : llvm::enumerate(dims))
+      if (auto n = dyn_cast<StringAttr>(a); n && n.getValue() == "new")
+        perPosition.push_back({r, static_cast<int64_t>(d)});
+  }
+  if (!perPosition.empty()) {
+    unsigned rowsArg = decode.getNumArguments();
+    if (failed(decode.insertArgument(
+            rowsArg, RankedTensorType::get({}, i64),
+            DictionaryAttr::get(
+                ctx, named(kLogitsRowsName, ArrayAttr::get(ctx, {}))),
+            loc)))
+      return fail("internal error: cannot add logits_rows");
+    OpBuilder rb(ret2);
+    Value asked = arith::IndexCastOp::create(
+        rb, loc, rb.getIndexType(),
+        tensor::ExtractOp::create(rb, loc, decode.getArgument(rowsArg),
+                                  ValueRange{}));
+    AffineExpr s0, s1;
+    bindSymbols(ctx, s0, s1);
+    auto indexMap = [&](AffineExpr e) { return AffineMap::get(0, 2, e, ctx); };
+    for (auto [r, d] : perPosition) {
+      Value out = ret2.getOperand(r);
+      auto rt = cast<RankedTensorType>(out.getType());
+      SmallVector<OpFoldResult> offsets(rt.getRank(), rb.getIndexAttr(0));
+      SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rb, loc, out);
+      SmallVector<OpFoldResult> ones(rt.getRank(), rb.getIndexAttr(1));
+      // rows = min(max(asked, 1), new); from = new - rows.
+      OpFoldResult n = sizes[d];
+      Value nv = getValueOrCreateConstantIndexOp(rb, loc, n);
+      Value one = arith::ConstantIndexOp::create(rb, loc, 1);
+      Value rows = arith::MinSIOp::create(
+          rb, loc, arith::MaxSIOp::create(rb, loc, asked, one), nv);
+      offsets[d] = affine::makeComposedFoldedAffineApply(
+          rb, loc, indexMap(s0 - s1), {n, OpFoldResult(rows)});
+      sizes[d] = rows;
+      auto slice =
+          tensor::ExtractSliceOp::create(rb, loc, out, offsets, sizes, ones);
+      slice->setAttr(kRowsSliceAttr, rb.getUnitAttr());
+      ret2->setOperand(r, slice.getResult());
+    }
+    SmallVector<Type> types(ret2.getOperandTypes());
+    decode.setFunctionType(
+        FunctionType::get(ctx, decode.getArgumentTypes(), types));
+    computeOnlySlices(decode);
+    eraseDead();
+  }
   if (maxLength)
     decode->setAttr(kMaxLengthAttrName,
                     IntegerAttr::get(i64, static_cast<int64_t>(*maxLength)));

@@ -27,6 +27,10 @@ constexpr llvm::StringLiteral kCacheSpanAttrName = "masformer.cache_span";
 /// On @decode, when the model reads positions from a table: its rows, the
 /// most positions the model can take.
 constexpr llvm::StringLiteral kMaxLengthAttrName = "masformer.max_length";
+/// The scalar input of @decode that says how many of the new positions, the
+/// last ones, its per-position outputs hold (clamped to [1, new]): a
+/// prefill asks for 1 (the next token's logits), a step for all of them.
+constexpr llvm::StringLiteral kLogitsRowsName = "logits_rows";
 
 /// Adds @decode to `module` (which must hold @main, raised, with its final
 /// spans). On failure nothing is changed and `why` says which input, layer

@@ -213,7 +213,16 @@ def DeriveDecode : Pass<"masformer-derive-decode", "::mlir::ModuleOp"> {
       `[start + rows, start + rows + new)`, which the caller must have
       room for, and `--masformer-check-in-place` checks after
       bufferization that this write happened in place.
-    - Outputs: `@main`'s, over the new tokens.
+    - Outputs: `@main`'s, over the new tokens; each per-position output
+      (a dimension named as the sequence) over only the last
+      `logits_rows` of them, a last rank-0 i64 input clamped to
+      `[1, new]`. The ops from the last one that reads every row on (for
+      GPT-2 the last layer's residual sum, the final norm and the LM head)
+      run on those rows only: their slices are moved up through linalg ops
+      (by the tiling interface) and reshapes while every reader of a
+      result takes the same slice. A prefill for generation asks for 1
+      row: the head's work and its `[batch, new, vocab]` output shrink to
+      one row.
     - Positions the model computes from the sequence (a Range over it, a
       slice of a position table from 0, a `position_ids` input) start at
       `past_length`; a position table's rows become

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""A generation's prefill on the CPU: the decode entry asked for every
+prompt position's logits (Session.prefill(ids), what a prefill returned
+until 2026-12-06) against only the last one's (prefill(ids,
+logits_rows=1), what generate and masformer-run --generate ask for now),
+with the same library in one run. The second skips the LM head's work on
+the other rows (2 * length * hidden * vocab FLOP: for GPT-2 small at 8192
+tokens 632 GFLOP of the prefill's ~3.4 TFLOP) and its [batch, length,
+vocab] f32 output (1.6 GB there).
+
+Per (model, prompt): the median of --rounds prefills of each kind,
+alternating (ABBA), the ratio, the logits bytes each returns, and the
+largest difference between the last row of the two (they must agree: the
+same kernels on fewer rows).
+
+  python3 bench/prefill_cpu.py --models /tmp/masformer-gen/gpt2 \\
+      /tmp/masformer-gen/llama [--prompts 2048 8192] [--rounds 3] \\
+      [--precision bf16] [--spans "span=block:512 policy=top num-full=3"]
+
+Each model directory holds model.onnx (bench/make_hf_decoder.py); the
+library is the full model's, or with --spans the rewrite's, compiled when
+missing or older than the compiler. Prints a markdown table.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from compile_cpu import BIN, ROOT, run
+from generate_cpu import stale
+from machine import describe
+
+sys.path.insert(0, os.path.join(ROOT, "build", "python_packages"))
+import masformer  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", nargs="+", required=True)
+    p.add_argument("--prompts", nargs="+", type=int, default=[2048, 8192])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    p.add_argument("--spans", default=None)
+    a = p.parse_args()
+    print(describe())
+    print(f"precision {a.precision}, spans {a.spans or 'full'}, "
+          f"{a.rounds} rounds (ABBA)\n")
+    print("| model | prompt | every row (s) | last row (s) | every / last "
+          "| logits bytes (every / last) | last row max diff |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    rng = np.random.default_rng(0)
+    for d in a.models:
+        name = os.path.basename(os.path.normpath(d))
+        model = os.path.join(d, "model.onnx")
+        tag = ("masformer" if a.spans else "full") + (
+            "" if a.precision == "f32" else "-" + a.precision)
+        lib = os.path.join(d, f"{tag}.so")
+        if stale(lib, model):
+            cmd = [os.path.join(BIN, "masformer-compile"), model, "-o", lib,
+                   f"--precision={a.precision}"]
+            if a.spans:
+                cmd.append(f"--spans={a.spans}")
+            run(cmd)
+        sess = masformer.Session(lib)
+        for length in a.prompts:
+            ids = rng.integers(0, 1000, (1, length)).astype(np.int64)
+            times = {"every": [], "last": []}
+            out = {}
+            for r in range(a.rounds):
+                order = ["every", "last"] if r % 2 == 0 else ["last", "every"]
+                for kind in order:
+                    rows = None if kind == "every" else 1
+                    t = time.perf_counter()
+                    logits = sess.prefill(ids, logits_rows=rows)
+                    times[kind].append(time.perf_counter() - t)
+                    out[kind] = (logits.nbytes, logits[:, -1].copy())
+                    del logits
+            every = statistics.median(times["every"])
+            last = statistics.median(times["last"])
+            diff = np.abs(out["every"][1] - out["last"][1]).max()
+            print(f"| {name} | {length} | {every:.2f} | {last:.2f} | "
+                  f"{every / last:.2f}x | {out['every'][0]} / "
+                  f"{out['last'][0]} | {diff:.2g} |", flush=True)
+            print("  rounds (s): every " +
+                  " ".join(f"{t:.2f}" for t in times["every"]) + "; last " +
+                  " ".join(f"{t:.2f}" for t in times["last"]),
+                  file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
