@@ -261,18 +261,24 @@ ArrayAttr renameDim(ArrayAttr dims, StringRef from, StringRef to) {
   return ArrayAttr::get(dims.getContext(), out);
 }
 
+/// Whether `a` and `b` are provably the same index (two tensor.dim ops of
+/// one value, for one).
+bool provablyEqual(ValueBoundsConstraintSet::Variable a,
+                   ValueBoundsConstraintSet::Variable b) {
+  FailureOr<bool> eq = ValueBoundsConstraintSet::areEqual(a, b);
+  return succeeded(eq) && *eq;
+}
+bool provablyEqual(OpFoldResult a, OpFoldResult b) {
+  return isEqualConstantIntOrValue(a, b) ||
+         provablyEqual(ValueBoundsConstraintSet::Variable(a),
+                       ValueBoundsConstraintSet::Variable(b));
+}
+
 /// Whether `a` and `b` take the same part of the same tensor.
 bool sameSlice(tensor::ExtractSliceOp a, tensor::ExtractSliceOp b) {
   auto same = [](ArrayRef<OpFoldResult> x, ArrayRef<OpFoldResult> y) {
     return x.size() == y.size() && llvm::all_of(llvm::zip(x, y), [](auto p) {
-             auto [a, b] = p;
-             if (isEqualConstantIntOrValue(a, b))
-               return true;
-             // Sizes such as two tensor.dim ops of one value.
-             FailureOr<bool> eq = ValueBoundsConstraintSet::areEqual(
-                 ValueBoundsConstraintSet::Variable(a),
-                 ValueBoundsConstraintSet::Variable(b));
-             return succeeded(eq) && *eq;
+             return provablyEqual(std::get<0>(p), std::get<1>(p));
            });
   };
   return a.getSource() == b.getSource() && a.getType() == b.getType() &&
@@ -300,7 +306,7 @@ FailureOr<Value> sliceExpandSource(OpBuilder &b, tensor::ExtractSliceOp slice,
   for (auto [g, group] : llvm::enumerate(expand.getReassociationIndices())) {
     auto whole = [&](int64_t d) {
       return isConstantIntValue(offsets[d], 0) &&
-             isEqualConstantIntOrValue(sizes[d], outShape[d]);
+             provablyEqual(sizes[d], outShape[d]);
     };
     auto unit = [&](int64_t d) {
       return expand.getResultType().getDimSize(d) == 1;
@@ -334,17 +340,115 @@ FailureOr<Value> sliceExpandSource(OpBuilder &b, tensor::ExtractSliceOp slice,
       .getResult();
 }
 
+/// For a slice of a collapse_shape's result, the same part of its source,
+/// when each dimension merged from several (of static sizes) is taken
+/// whole ([b, s, h, d] -> [b, s, h * d] sliced on s). Nothing here may read
+/// the collapse's result: it is erased once replaced.
+FailureOr<Value> sliceCollapseSource(OpBuilder &b, tensor::ExtractSliceOp slice,
+                                     tensor::CollapseShapeOp collapse) {
+  if (!llvm::all_of(slice.getMixedStrides(),
+                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }) ||
+      slice.getType().getRank() != slice.getSourceType().getRank())
+    return failure();
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+  Location loc = slice.getLoc();
+  SmallVector<OpFoldResult> srcOffsets, srcSizes;
+  for (auto [g, group] : llvm::enumerate(collapse.getReassociationIndices())) {
+    if (group.size() == 1) {
+      srcOffsets.push_back(offsets[g]);
+      srcSizes.push_back(sizes[g]);
+      continue;
+    }
+    // Merged dimensions of static sizes (heads and head size), all taken.
+    int64_t merged = 1;
+    for (int64_t d : group) {
+      if (collapse.getSrcType().isDynamicDim(d))
+        return failure();
+      merged *= collapse.getSrcType().getDimSize(d);
+    }
+    if (!isConstantIntValue(offsets[g], 0) ||
+        !isConstantIntValue(sizes[g], merged))
+      return failure();
+    for (int64_t d : group) {
+      srcOffsets.push_back(b.getIndexAttr(0));
+      srcSizes.push_back(tensor::getMixedSize(b, loc, collapse.getSrc(), d));
+    }
+  }
+  SmallVector<OpFoldResult> ones(srcOffsets.size(), b.getIndexAttr(1));
+  Value sliced = tensor::ExtractSliceOp::create(b, loc, collapse.getSrc(),
+                                                srcOffsets, srcSizes, ones);
+  return tensor::CollapseShapeOp::create(b, loc, slice.getType(), sliced,
+                                         collapse.getReassociationIndices())
+      .getResult();
+}
+
+/// The sizes of an attention's result: its queries' batch, heads and rows,
+/// its values' head size.
+SmallVector<OpFoldResult> attentionSizes(OpBuilder &b, AttentionOp op) {
+  Location loc = op.getLoc();
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d < 3; ++d)
+    sizes.push_back(tensor::getMixedSize(b, loc, op.getQuery(), d));
+  sizes.push_back(tensor::getMixedSize(b, loc, op.getValue(), 3));
+  return sizes;
+}
+
+/// For a slice of an attention's result that takes its last query rows
+/// and everything else, the attention of those rows alone: queries align
+/// to the end of the keys, so the last rows keep their positions and see
+/// the same keys. Not with a mask, which would need the same rows.
+FailureOr<Value> sliceAttentionQueries(OpBuilder &b,
+                                       tensor::ExtractSliceOp slice,
+                                       AttentionOp attn) {
+  auto rt = dyn_cast<RankedTensorType>(attn.getResult().getType());
+  if (attn.getMask() || !rt || rt.getRank() != 4 ||
+      slice.getType().getRank() != 4 ||
+      !llvm::all_of(slice.getMixedStrides(),
+                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }))
+    return failure();
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+  SmallVector<OpFoldResult> full = attentionSizes(b, attn);
+  for (int64_t d : {0, 1, 3})
+    if (!isConstantIntValue(offsets[d], 0) || !provablyEqual(sizes[d], full[d]))
+      return failure();
+  // The rows end where the queries do.
+  AffineExpr s0, s1;
+  bindSymbols(b.getContext(), s0, s1);
+  ValueBoundsConstraintSet::Variable end(
+      AffineMap::get(0, 2, s0 + s1),
+      ArrayRef<ValueBoundsConstraintSet::Variable>{
+          ValueBoundsConstraintSet::Variable(offsets[2]),
+          ValueBoundsConstraintSet::Variable(sizes[2])});
+  if (!provablyEqual(end, ValueBoundsConstraintSet::Variable(full[2])))
+    return failure();
+  Location loc = slice.getLoc();
+  Value query = attn.getQuery();
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  Value rows = tensor::ExtractSliceOp::create(
+      b, loc, query,
+      {b.getIndexAttr(0), b.getIndexAttr(0), offsets[2], b.getIndexAttr(0)},
+      {sizes[0], sizes[1], sizes[2], tensor::getMixedSize(b, loc, query, 3)},
+      ones);
+  auto sliced = cast<AttentionOp>(b.clone(*attn));
+  sliced.getQueryMutable().assign(rows);
+  sliced.getResult().setType(slice.getType());
+  return sliced.getResult();
+}
+
 /// Marks the slices that computeOnlySlices moves up.
 constexpr StringLiteral kRowsSliceAttr = "masformer.rows_slice";
 
 /// Computes each slice marked kRowsSliceAttr from the same part of its
 /// producer's operands, up the chain of ops that read no other part of
 /// theirs: linalg ops (by their tiling interface, which computes exactly
-/// the slice), and expand_shapes that keep the slice one slice. A producer
-/// is sliced only when every reader of its result takes that same slice, so
-/// no op is computed twice; the chain ends at one that is read whole
-/// elsewhere (a layer's input, which its attention reads), at an attention
-/// or at a merged [batch * sequence] dimension.
+/// the slice), reshapes that keep the slice one slice, and attentions
+/// (their last query rows). A producer is sliced only when every reader of
+/// its result takes that same slice, so no op is computed twice; the chain
+/// ends at one that is read whole elsewhere (a layer's input, which its
+/// keys and values read), at an op none of these are (a concat), or at a
+/// merged [batch * sequence] dimension.
 void computeOnlySlices(func::FuncOp f) {
   IRRewriter rewriter(f.getContext());
   auto step = [&](tensor::ExtractSliceOp slice) {
@@ -393,16 +497,22 @@ void computeOnlySlices(func::FuncOp f) {
     }
     // The result's sizes (the slice's own, for one) from the operands'.
     if (!sizes.empty()) {
-      ReifiedRankedShapedTypeDims shape;
       rewriter.setInsertionPoint(producer);
-      if (failed(reifyResultShapes(rewriter, producer, shape)))
-        return false;
+      SmallVector<OpFoldResult> shape;
+      if (auto attn = dyn_cast<AttentionOp>(producer)) {
+        shape = attentionSizes(rewriter, attn);
+      } else {
+        ReifiedRankedShapedTypeDims reified;
+        if (failed(reifyResultShapes(rewriter, producer, reified)))
+          return false;
+        shape = reified[0];
+      }
       for (tensor::DimOp d : sizes) {
         std::optional<int64_t> i = d.getConstantIndex();
         if (!i)
           return false;
         rewriter.replaceOp(d, getValueOrCreateConstantIndexOp(
-                                  rewriter, d.getLoc(), shape[0][*i]));
+                                  rewriter, d.getLoc(), shape[*i]));
       }
     }
     rewriter.setInsertionPoint(slice);
@@ -425,6 +535,21 @@ void computeOnlySlices(func::FuncOp f) {
       newSlices.push_back(cast<tensor::ExpandShapeOp>(v->getDefiningOp())
                               .getSrc()
                               .getDefiningOp());
+    } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(producer)) {
+      FailureOr<Value> v = sliceCollapseSource(rewriter, slice, collapse);
+      if (failed(v))
+        return false;
+      replacement = *v;
+      newSlices.push_back(cast<tensor::CollapseShapeOp>(v->getDefiningOp())
+                              .getSrc()
+                              .getDefiningOp());
+    } else if (auto attn = dyn_cast<AttentionOp>(producer)) {
+      FailureOr<Value> v = sliceAttentionQueries(rewriter, slice, attn);
+      if (failed(v))
+        return false;
+      replacement = *v;
+      newSlices.push_back(
+          cast<AttentionOp>(v->getDefiningOp()).getQuery().getDefiningOp());
     } else {
       return false;
     }
