@@ -16,6 +16,7 @@
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::masformer {
@@ -308,8 +309,22 @@ struct FuseProductEpiloguesPass final
           auto expand = operand->get().getDefiningOp<tensor::ExpandShapeOp>();
           auto loop =
               expand ? expand.getSrc().getDefiningOp<scf::ForallOp>() : nullptr;
-          return loop && loop->hasAttr(kProductTilesAttrName) &&
-                 isa<linalg::GenericOp>(operand->getOwner());
+          if (!loop || !loop->hasAttr(kProductTilesAttrName) ||
+              !isa<linalg::GenericOp>(operand->getOwner()))
+            return false;
+          // Not when another input is a part of a tensor that collapsing
+          // the rows would copy: one that does not take every position of
+          // each sequence (a decode entry's last ops read the last rows).
+          return llvm::all_of(operand->getOwner()->getOperands(), [](Value v) {
+            auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
+            if (!slice || slice.getSourceType().getRank() < 2)
+              return true;
+            using Var = ValueBoundsConstraintSet::Variable;
+            FailureOr<bool> whole = ValueBoundsConstraintSet::areEqual(
+                Var(slice.getMixedSizes()[1]), Var(slice.getSource(), 1));
+            return isConstantIntValue(slice.getMixedOffsets()[1], 0) &&
+                   succeeded(whole) && *whole;
+          });
         });
     // (The sizes of the result it expands, taken from the reshape's
     // operands: the reshape is then gone.)

@@ -383,6 +383,202 @@ FailureOr<Value> sliceCollapseSource(OpBuilder &b, tensor::ExtractSliceOp slice,
       .getResult();
 }
 
+/// Rows [off, off + rows) of each of `batch` sequences of `seq` positions,
+/// of a value whose first dimension merges them ([batch * seq, ...]).
+struct MergedRows {
+  OpFoldResult batch, seq, off, rows;
+};
+
+/// The loop of `op` that its result's first dimension is, when it is a
+/// parallel loop that indexes only the first dimension of the operands it
+/// reads and the body does not read as an index.
+std::optional<unsigned> rowLoop(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics() || op->getNumResults() != 1)
+    return std::nullopt;
+  AffineMap outMap = op.getIndexingMapMatchingResult(op->getResult(0));
+  if (outMap.getNumResults() == 0)
+    return std::nullopt;
+  auto row = dyn_cast<AffineDimExpr>(outMap.getResult(0));
+  if (!row || op.getIteratorTypesArray()[row.getPosition()] !=
+                  utils::IteratorType::parallel)
+    return std::nullopt;
+  unsigned loop = row.getPosition();
+  bool indexed = false;
+  op->walk([&](linalg::IndexOp i) { indexed |= i.getDim() == loop; });
+  if (indexed)
+    return std::nullopt;
+  for (OpOperand &o : op->getOpOperands()) {
+    AffineMap m = op.getMatchingIndexingMap(&o);
+    if (!m.isFunctionOfDim(loop))
+      continue;
+    auto first = dyn_cast<AffineDimExpr>(m.getResult(0));
+    if (!first || first.getPosition() != loop)
+      return std::nullopt;
+    for (unsigned r = 1; r < m.getNumResults(); ++r)
+      if (m.getResult(r).isFunctionOfDim(loop))
+        return std::nullopt;
+  }
+  return loop;
+}
+
+/// Whether restrictMergedRows can compute `v` on the rows of `m` (it then
+/// creates ops; this creates none).
+bool canRestrictMergedRows(Value v, const MergedRows &m) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  Operation *def = v.getDefiningOp();
+  if (!t || t.getRank() < 1 || !def)
+    return false;
+  if (isa<tensor::EmptyOp>(def))
+    return true;
+  if (auto fill = dyn_cast<linalg::FillOp>(def);
+      fill && fill.hasPureTensorSemantics())
+    return canRestrictMergedRows(fill.getOutputs()[0], m);
+  if (!v.hasOneUse())
+    return false;
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+    using Var = ValueBoundsConstraintSet::Variable;
+    return collapse.getReassociationIndices()[0] ==
+               ReassociationIndices{0, 1} &&
+           provablyEqual(Var(collapse.getSrc(), 0), Var(m.batch)) &&
+           provablyEqual(Var(collapse.getSrc(), 1), Var(m.seq));
+  }
+  auto op = dyn_cast<linalg::LinalgOp>(def);
+  std::optional<unsigned> loop = op ? rowLoop(op) : std::nullopt;
+  if (!loop)
+    return false;
+  for (OpOperand &o : op->getOpOperands())
+    if (op.getMatchingIndexingMap(&o).isFunctionOfDim(*loop) &&
+        !canRestrictMergedRows(o.get(), m))
+      return false;
+  return true;
+}
+
+/// `v` ([batch * seq, ...]) on the rows of `m` only ([batch * rows, ...]),
+/// when it is computed row by row from a collapse of a [batch, seq, ...]
+/// value: linalg ops whose first result dimension is a parallel loop that
+/// indexes only the first dimension of the operands it reads (the products
+/// and bias adds of a model that flattens its rows for a Gemm, as GPT-2's
+/// Conv1D does), their empty and filled inits, and at the top the collapse,
+/// whose source is sliced instead (the slice is added to `slices`). Every
+/// value on the way must have no other reader.
+FailureOr<Value> restrictMergedRows(OpBuilder &b, Value v, const MergedRows &m,
+                                    SmallVectorImpl<Operation *> &slices) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  Operation *def = v.getDefiningOp();
+  if (!t || t.getRank() < 1 || !def)
+    return failure();
+  Location loc = v.getLoc();
+  AffineExpr s0, s1;
+  bindSymbols(b.getContext(), s0, s1);
+  OpFoldResult merged =
+      affine::makeComposedFoldedAffineApply(b, loc, s0 * s1, {m.batch, m.rows});
+  if (auto empty = dyn_cast<tensor::EmptyOp>(def)) {
+    SmallVector<OpFoldResult> sizes = empty.getMixedSizes();
+    sizes[0] = merged;
+    return tensor::EmptyOp::create(b, loc, sizes, t.getElementType())
+        .getResult();
+  }
+  if (auto fill = dyn_cast<linalg::FillOp>(def);
+      fill && fill.hasPureTensorSemantics()) {
+    FailureOr<Value> init =
+        restrictMergedRows(b, fill.getOutputs()[0], m, slices);
+    if (failed(init))
+      return failure();
+    return linalg::FillOp::create(b, loc, fill.getInputs(), ValueRange{*init})
+        .getResult(0);
+  }
+  if (!v.hasOneUse())
+    return failure();
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+    auto groups = collapse.getReassociationIndices();
+    Value src = collapse.getSrc();
+    if (groups[0] != ReassociationIndices{0, 1} ||
+        !provablyEqual(tensor::getMixedSize(b, loc, src, 0), m.batch) ||
+        !provablyEqual(tensor::getMixedSize(b, loc, src, 1), m.seq))
+      return failure();
+    int64_t rank = collapse.getSrcType().getRank();
+    SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, src);
+    SmallVector<OpFoldResult> ones(rank, b.getIndexAttr(1));
+    offsets[1] = m.off;
+    sizes[0] = m.batch;
+    sizes[1] = m.rows;
+    auto part =
+        tensor::ExtractSliceOp::create(b, loc, src, offsets, sizes, ones);
+    slices.push_back(part);
+    return tensor::CollapseShapeOp::create(b, loc, part, groups).getResult();
+  }
+  auto op = dyn_cast<linalg::LinalgOp>(def);
+  std::optional<unsigned> loop = op ? rowLoop(op) : std::nullopt;
+  if (!loop)
+    return failure();
+  IRMapping map;
+  Value init;
+  for (OpOperand &o : op->getOpOperands()) {
+    if (!op.getMatchingIndexingMap(&o).isFunctionOfDim(*loop))
+      continue; // a weight or a bias
+    FailureOr<Value> restricted = restrictMergedRows(b, o.get(), m, slices);
+    if (failed(restricted))
+      return failure();
+    map.map(o.get(), *restricted);
+    if (op.isDpsInit(&o))
+      init = *restricted;
+  }
+  if (!init)
+    return failure();
+  Operation *clone = b.clone(*op, map);
+  clone->getResult(0).setType(init.getType());
+  return clone->getResult(0);
+}
+
+/// For a slice of an expand_shape of merged rows, [batch * seq, n] ->
+/// [batch, seq, n], that takes rows [off, off + rows) of every sequence
+/// and all else: the expansion of those rows alone (restrictMergedRows).
+FailureOr<Value> sliceMergedRows(OpBuilder &b, tensor::ExtractSliceOp slice,
+                                 tensor::ExpandShapeOp expand,
+                                 SmallVectorImpl<Operation *> &slices) {
+  auto groups = expand.getReassociationIndices();
+  if (slice.getType().getRank() != slice.getSourceType().getRank() ||
+      groups.empty() || groups[0] != ReassociationIndices{0, 1} ||
+      !llvm::all_of(slice.getMixedStrides(),
+                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }))
+    return failure();
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+  SmallVector<OpFoldResult> shape = expand.getMixedOutputShape();
+  for (int64_t d = 0; d < slice.getType().getRank(); ++d)
+    if (d != 1 && (!isConstantIntValue(offsets[d], 0) ||
+                   !provablyEqual(sizes[d], shape[d])))
+      return failure();
+  MergedRows m{shape[0], shape[1], offsets[1], sizes[1]};
+  if (!canRestrictMergedRows(expand.getSrc(), m))
+    return failure();
+  FailureOr<Value> rows = restrictMergedRows(b, expand.getSrc(), m, slices);
+  if (failed(rows))
+    return failure();
+  return tensor::ExpandShapeOp::create(b, slice.getLoc(), slice.getType(),
+                                       *rows, groups, sizes)
+      .getResult();
+}
+
+/// Erases the ops that computed `values` and are now dead, and those
+/// before them that die with them.
+void eraseDeadProducers(RewriterBase &rewriter, ValueRange values) {
+  SmallVector<Operation *> work;
+  for (Value v : values)
+    if (Operation *d = v.getDefiningOp())
+      work.push_back(d);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!isOpTriviallyDead(op))
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        work.push_back(d);
+    rewriter.eraseOp(op);
+  }
+}
+
 /// The sizes of an attention's result: its queries' batch, heads and rows,
 /// its values' head size.
 SmallVector<OpFoldResult> attentionSizes(OpBuilder &b, AttentionOp op) {
@@ -483,6 +679,7 @@ void computeOnlySlices(func::FuncOp f) {
                                                   ValueRange{part});
       return true;
     }
+    SmallVector<Value> inputs(producer->getOperands());
     SmallVector<tensor::ExtractSliceOp> readers;
     SmallVector<tensor::DimOp> sizes;
     for (Operation *u : result.getUsers()) {
@@ -529,12 +726,15 @@ void computeOnlySlices(func::FuncOp f) {
       newSlices = tiled->generatedSlices;
     } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(producer)) {
       FailureOr<Value> v = sliceExpandSource(rewriter, slice, expand);
+      if (succeeded(v))
+        newSlices.push_back(cast<tensor::ExpandShapeOp>(v->getDefiningOp())
+                                .getSrc()
+                                .getDefiningOp());
+      else
+        v = sliceMergedRows(rewriter, slice, expand, newSlices);
       if (failed(v))
         return false;
       replacement = *v;
-      newSlices.push_back(cast<tensor::ExpandShapeOp>(v->getDefiningOp())
-                              .getSrc()
-                              .getDefiningOp());
     } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(producer)) {
       FailureOr<Value> v = sliceCollapseSource(rewriter, slice, collapse);
       if (failed(v))
@@ -570,6 +770,8 @@ void computeOnlySlices(func::FuncOp f) {
     for (tensor::ExtractSliceOp s : readers)
       rewriter.replaceOp(s, replacement);
     rewriter.eraseOp(producer);
+    // What computed only the producer's operands (a merged-rows chain).
+    eraseDeadProducers(rewriter, inputs);
     return true;
   };
   for (bool changed = true; changed;) {
