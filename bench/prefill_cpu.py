@@ -19,7 +19,10 @@ same kernels on fewer rows).
 
 Each model directory holds model.onnx (bench/make_hf_decoder.py); the
 library is the full model's, or with --spans the rewrite's, compiled when
-missing or older than the compiler. Prints a markdown table.
+missing or older than the compiler. With --libs, the given libraries
+instead (of the same model, e.g. compiled by two versions of the
+compiler), timed in turn in every round (the order reversed every other
+round). Prints a markdown table.
 """
 
 import argparse
@@ -40,7 +43,9 @@ import masformer  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", nargs="+", required=True)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--models", nargs="+")
+    g.add_argument("--libs", nargs="+")
     p.add_argument("--prompts", nargs="+", type=int, default=[2048, 8192])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
@@ -53,8 +58,8 @@ def main():
           "| logits bytes (every / last) | last row max diff |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     rng = np.random.default_rng(0)
-    for d in a.models:
-        name = os.path.basename(os.path.normpath(d))
+    entries = []  # (name, library)
+    for d in a.models or []:
         model = os.path.join(d, "model.onnx")
         tag = ("masformer" if a.spans else "full") + (
             "" if a.precision == "f32" else "-" + a.precision)
@@ -65,30 +70,43 @@ def main():
             if a.spans:
                 cmd.append(f"--spans={a.spans}")
             run(cmd)
-        sess = masformer.Session(lib)
+        entries.append((os.path.basename(os.path.normpath(d)), lib))
+    for lib in a.libs or []:
+        entries.append((lib, lib))
+    # One set of prompts for every library (--libs compares them).
+    groups = [entries] if a.libs else [[e] for e in entries]
+    for group in groups:
+        sessions = [(name, masformer.Session(lib)) for name, lib in group]
         for length in a.prompts:
             ids = rng.integers(0, 1000, (1, length)).astype(np.int64)
-            times = {"every": [], "last": []}
+            times = {}
             out = {}
             for r in range(a.rounds):
-                order = ["every", "last"] if r % 2 == 0 else ["last", "every"]
-                for kind in order:
-                    rows = None if kind == "every" else 1
-                    t = time.perf_counter()
-                    logits = sess.prefill(ids, logits_rows=rows)
-                    times[kind].append(time.perf_counter() - t)
-                    out[kind] = (logits.nbytes, logits[:, -1].copy())
-                    del logits
-            every = statistics.median(times["every"])
-            last = statistics.median(times["last"])
-            diff = np.abs(out["every"][1] - out["last"][1]).max()
-            print(f"| {name} | {length} | {every:.2f} | {last:.2f} | "
-                  f"{every / last:.2f}x | {out['every'][0]} / "
-                  f"{out['last'][0]} | {diff:.2g} |", flush=True)
-            print("  rounds (s): every " +
-                  " ".join(f"{t:.2f}" for t in times["every"]) + "; last " +
-                  " ".join(f"{t:.2f}" for t in times["last"]),
-                  file=sys.stderr, flush=True)
+                order = sessions if r % 2 == 0 else sessions[::-1]
+                kinds = ["every", "last"] if r % 2 == 0 else ["last", "every"]
+                for name, sess in order:
+                    for kind in kinds:
+                        rows = None if kind == "every" else 1
+                        t = time.perf_counter()
+                        logits = sess.prefill(ids, logits_rows=rows)
+                        times.setdefault((name, kind), []).append(
+                            time.perf_counter() - t)
+                        out[name, kind] = (logits.nbytes,
+                                           logits[:, -1].copy())
+                        del logits
+            for name, _ in sessions:
+                every = statistics.median(times[name, "every"])
+                last = statistics.median(times[name, "last"])
+                diff = np.abs(out[name, "every"][1] -
+                              out[name, "last"][1]).max()
+                print(f"| {name} | {length} | {every:.2f} | {last:.2f} | "
+                      f"{every / last:.2f}x | {out[name, 'every'][0]} / "
+                      f"{out[name, 'last'][0]} | {diff:.2g} |", flush=True)
+                print(f"  {name} rounds (s): every " +
+                      " ".join(f"{t:.2f}" for t in times[name, "every"]) +
+                      "; last " +
+                      " ".join(f"{t:.2f}" for t in times[name, "last"]),
+                      file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -219,9 +219,11 @@ def DeriveDecode : Pass<"masformer-derive-decode", "::mlir::ModuleOp"> {
       `[1, new]`. The ops from the last one that reads every row on (for
       GPT-2 the last layer's residual sum, the final norm and the LM head)
       run on those rows only: their slices are moved up through linalg ops
-      (by the tiling interface), reshapes and attentions (the last query
+      (by the tiling interface), reshapes, attentions (the last query
       rows, which keep their positions: queries align to the end of the
-      keys) while every reader of a result takes the same slice. A
+      keys) and chains of row-by-row ops over rows flattened to
+      `[batch * new]` (recomputed on `[batch * rows]`), while every reader
+      of a result takes the same slice. A
       prefill for generation asks for 1
       row: the head's work and its `[batch, new, vocab]` output shrink to
       one row.
