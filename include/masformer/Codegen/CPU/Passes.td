@@ -370,6 +370,12 @@ def FuseProductEpilogues : Pass<"masformer-fuse-product-epilogues"> {
     never written to memory whole and read back by a loop of its own: for
     GPT-2's MLP in bf16, a 2048 x 3072 f32 result per layer at S = 2048.
 
+    A product of rows flattened to `[batch * sequence]` and expanded back
+    before its consumer has the consumer collapsed the same way first
+    (its other inputs collapsed, its result expanded), unless another
+    input is a part of each sequence (a slice that does not take every
+    position: a decode entry's last rows), which collapsing would copy.
+
     Shape queries of the product's result (`tensor.dim`) are answered from
     its init. A product with several consumers, or one consumed through a
     reshape, keeps its loop.
