@@ -287,6 +287,14 @@ bool sameSlice(tensor::ExtractSliceOp a, tensor::ExtractSliceOp b) {
          same(a.getMixedStrides(), b.getMixedStrides());
 }
 
+/// Whether `slice` takes a box of its source: unit strides, no dimension
+/// dropped.
+bool isPlainSlice(tensor::ExtractSliceOp slice) {
+  return slice.getType().getRank() == slice.getSourceType().getRank() &&
+         llvm::all_of(slice.getMixedStrides(),
+                      [](OpFoldResult s) { return isConstantIntValue(s, 1); });
+}
+
 /// For a slice of an expand_shape's result, the same part of its source,
 /// when each reassociation group takes either all of its dimensions or a
 /// part of one and unit dimensions otherwise (a [b, s] -> [b, s, 1]
@@ -294,9 +302,7 @@ bool sameSlice(tensor::ExtractSliceOp a, tensor::ExtractSliceOp b) {
 /// [b, s] sliced on s is not one slice of the source.
 FailureOr<Value> sliceExpandSource(OpBuilder &b, tensor::ExtractSliceOp slice,
                                    tensor::ExpandShapeOp expand) {
-  if (!llvm::all_of(slice.getMixedStrides(),
-                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }) ||
-      slice.getType().getRank() != slice.getSourceType().getRank())
+  if (!isPlainSlice(slice))
     return failure();
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
@@ -346,9 +352,7 @@ FailureOr<Value> sliceExpandSource(OpBuilder &b, tensor::ExtractSliceOp slice,
 /// the collapse's result: it is erased once replaced.
 FailureOr<Value> sliceCollapseSource(OpBuilder &b, tensor::ExtractSliceOp slice,
                                      tensor::CollapseShapeOp collapse) {
-  if (!llvm::all_of(slice.getMixedStrides(),
-                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }) ||
-      slice.getType().getRank() != slice.getSourceType().getRank())
+  if (!isPlainSlice(slice))
     return failure();
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
@@ -538,10 +542,8 @@ FailureOr<Value> sliceMergedRows(OpBuilder &b, tensor::ExtractSliceOp slice,
                                  tensor::ExpandShapeOp expand,
                                  SmallVectorImpl<Operation *> &slices) {
   auto groups = expand.getReassociationIndices();
-  if (slice.getType().getRank() != slice.getSourceType().getRank() ||
-      groups.empty() || groups[0] != ReassociationIndices{0, 1} ||
-      !llvm::all_of(slice.getMixedStrides(),
-                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }))
+  if (!isPlainSlice(slice) || groups.empty() ||
+      groups[0] != ReassociationIndices{0, 1})
     return failure();
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
@@ -598,10 +600,7 @@ FailureOr<Value> sliceAttentionQueries(OpBuilder &b,
                                        tensor::ExtractSliceOp slice,
                                        AttentionOp attn) {
   auto rt = dyn_cast<RankedTensorType>(attn.getResult().getType());
-  if (attn.getMask() || !rt || rt.getRank() != 4 ||
-      slice.getType().getRank() != 4 ||
-      !llvm::all_of(slice.getMixedStrides(),
-                    [](OpFoldResult s) { return isConstantIntValue(s, 1); }))
+  if (attn.getMask() || !rt || rt.getRank() != 4 || !isPlainSlice(slice))
     return failure();
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
