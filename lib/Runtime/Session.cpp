@@ -124,8 +124,9 @@ struct mf_session {
   int64_t batch = 0, length = 0, maxLength = -1;
   /// Rows of logits the last run returned.
   int64_t logitsRows = 0;
-  std::vector<float> kept;
-  std::array<int64_t, 3> keptShape{};
+  /// What mf_session_logits returns of them without logits_rows.
+  mutable std::vector<float> kept;
+  mutable std::array<int64_t, 3> keptShape{};
   uint64_t peak = 0;
   bool ran = false;
   ~mf_session() { mf_model_free(decode); }
@@ -360,7 +361,7 @@ int mf_session_logits(const mf_session *session, mf_tensor *out) {
     return fail("the decode entry returned " + std::to_string(all) +
                 " rows of logits, not the " +
                 std::to_string(session->logitsRows) + " asked for");
-  auto *s = const_cast<mf_session *>(session);
+  const mf_session *s = session;
   int64_t b = out->shape[0], rows = s->logitsRows, vocab = out->shape[2];
   s->kept.resize(static_cast<size_t>(b * rows * vocab));
   const float *from = static_cast<const float *>(out->data);

@@ -664,7 +664,6 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
   // logits_rows of the new positions (clamped to [1, new]), which the
   // slices carry up to the last op that reads every row: a prefill that
   // wants only the next token's logits skips the head's work on the others.
-  auto ret2 = cast<func::ReturnOp>(decode.getBody().back().getTerminator());
   SmallVector<std::pair<unsigned, int64_t>> perPosition;
   for (unsigned r = 0; r < decode.getNumResults(); ++r) {
     auto dims = decode.getResultAttrOfType<ArrayAttr>(r, kDimsAttr);
@@ -683,7 +682,7 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
                 ctx, named(kLogitsRowsName, ArrayAttr::get(ctx, {}))),
             loc)))
       return fail("internal error: cannot add logits_rows");
-    OpBuilder rb(ret2);
+    OpBuilder rb(ret);
     Value asked = arith::IndexCastOp::create(
         rb, loc, rb.getIndexType(),
         tensor::ExtractOp::create(rb, loc, decode.getArgument(rowsArg),
@@ -692,7 +691,7 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
     bindSymbols(ctx, s0, s1);
     auto indexMap = [&](AffineExpr e) { return AffineMap::get(0, 2, e, ctx); };
     for (auto [r, d] : perPosition) {
-      Value out = ret2.getOperand(r);
+      Value out = ret.getOperand(r);
       auto rt = cast<RankedTensorType>(out.getType());
       SmallVector<OpFoldResult> offsets(rt.getRank(), rb.getIndexAttr(0));
       SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(rb, loc, out);
@@ -709,9 +708,9 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
       auto slice =
           tensor::ExtractSliceOp::create(rb, loc, out, offsets, sizes, ones);
       slice->setAttr(kRowsSliceAttr, rb.getUnitAttr());
-      ret2->setOperand(r, slice.getResult());
+      ret->setOperand(r, slice.getResult());
     }
-    SmallVector<Type> types(ret2.getOperandTypes());
+    SmallVector<Type> types(ret.getOperandTypes());
     decode.setFunctionType(
         FunctionType::get(ctx, decode.getArgumentTypes(), types));
     computeOnlySlices(decode);

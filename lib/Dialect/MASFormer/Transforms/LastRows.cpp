@@ -104,11 +104,8 @@ FailureOr<Value> sliceExpandSource(OpBuilder &b, tensor::ExtractSliceOp slice,
   SmallVector<OpFoldResult> ones(srcOffsets.size(), b.getIndexAttr(1));
   Value sliced = tensor::ExtractSliceOp::create(b, loc, expand.getSrc(),
                                                 srcOffsets, srcSizes, ones);
-  SmallVector<OpFoldResult> shape;
-  for (int64_t d = 0; d < slice.getType().getRank(); ++d)
-    shape.push_back(sizes[d]);
   return tensor::ExpandShapeOp::create(b, loc, slice.getType(), sliced,
-                                       expand.getReassociationIndices(), shape)
+                                       expand.getReassociationIndices(), sizes)
       .getResult();
 }
 
@@ -224,48 +221,32 @@ bool canRestrictMergedRows(Value v, const MergedRows &m) {
 }
 
 /// `v` ([batch * seq, ...]) on the rows of `m` only ([batch * rows, ...]),
-/// when it is computed row by row from a collapse of a [batch, seq, ...]
-/// value: linalg ops whose first result dimension is a parallel loop that
-/// indexes only the first dimension of the operands it reads (the products
-/// and bias adds of a model that flattens its rows for a Gemm, as GPT-2's
-/// Conv1D does), their empty and filled inits, and at the top the collapse,
-/// whose source is sliced instead (the slice is added to `slices`). Every
-/// value on the way must have no other reader.
-FailureOr<Value> restrictMergedRows(OpBuilder &b, Value v, const MergedRows &m,
-                                    SmallVectorImpl<Operation *> &slices) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
+/// where canRestrictMergedRows(v, m): linalg ops computed row by row (the
+/// products and bias adds of a model that flattens its rows for a Gemm, as
+/// GPT-2's Conv1D does), their empty and filled inits, and at the top the
+/// collapse of a [batch, seq, ...] value, whose source is sliced instead
+/// (the slice is added to `slices`).
+Value restrictMergedRows(OpBuilder &b, Value v, const MergedRows &m,
+                         SmallVectorImpl<Operation *> &slices) {
   Operation *def = v.getDefiningOp();
-  if (!t || t.getRank() < 1 || !def)
-    return failure();
   Location loc = v.getLoc();
-  AffineExpr s0, s1;
-  bindSymbols(b.getContext(), s0, s1);
-  OpFoldResult merged =
-      affine::makeComposedFoldedAffineApply(b, loc, s0 * s1, {m.batch, m.rows});
   if (auto empty = dyn_cast<tensor::EmptyOp>(def)) {
+    AffineExpr s0, s1;
+    bindSymbols(b.getContext(), s0, s1);
     SmallVector<OpFoldResult> sizes = empty.getMixedSizes();
-    sizes[0] = merged;
-    return tensor::EmptyOp::create(b, loc, sizes, t.getElementType())
+    sizes[0] = affine::makeComposedFoldedAffineApply(b, loc, s0 * s1,
+                                                     {m.batch, m.rows});
+    return tensor::EmptyOp::create(b, loc, sizes,
+                                   empty.getType().getElementType())
         .getResult();
   }
-  if (auto fill = dyn_cast<linalg::FillOp>(def);
-      fill && fill.hasPureTensorSemantics()) {
-    FailureOr<Value> init =
-        restrictMergedRows(b, fill.getOutputs()[0], m, slices);
-    if (failed(init))
-      return failure();
-    return linalg::FillOp::create(b, loc, fill.getInputs(), ValueRange{*init})
+  if (auto fill = dyn_cast<linalg::FillOp>(def))
+    return linalg::FillOp::create(b, loc, fill.getInputs(),
+                                  ValueRange{restrictMergedRows(
+                                      b, fill.getOutputs()[0], m, slices)})
         .getResult(0);
-  }
-  if (!v.hasOneUse())
-    return failure();
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
-    auto groups = collapse.getReassociationIndices();
     Value src = collapse.getSrc();
-    if (groups[0] != ReassociationIndices{0, 1} ||
-        !provablyEqual(tensor::getMixedSize(b, loc, src, 0), m.batch) ||
-        !provablyEqual(tensor::getMixedSize(b, loc, src, 1), m.seq))
-      return failure();
     int64_t rank = collapse.getSrcType().getRank();
     SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
     SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, src);
@@ -276,26 +257,22 @@ FailureOr<Value> restrictMergedRows(OpBuilder &b, Value v, const MergedRows &m,
     auto part =
         tensor::ExtractSliceOp::create(b, loc, src, offsets, sizes, ones);
     slices.push_back(part);
-    return tensor::CollapseShapeOp::create(b, loc, part, groups).getResult();
+    return tensor::CollapseShapeOp::create(b, loc, part,
+                                           collapse.getReassociationIndices())
+        .getResult();
   }
-  auto op = dyn_cast<linalg::LinalgOp>(def);
-  std::optional<unsigned> loop = op ? rowLoop(op) : std::nullopt;
-  if (!loop)
-    return failure();
+  auto op = cast<linalg::LinalgOp>(def);
+  unsigned loop = *rowLoop(op);
   IRMapping map;
   Value init;
   for (OpOperand &o : op->getOpOperands()) {
-    if (!op.getMatchingIndexingMap(&o).isFunctionOfDim(*loop))
+    if (!op.getMatchingIndexingMap(&o).isFunctionOfDim(loop))
       continue; // a weight or a bias
-    FailureOr<Value> restricted = restrictMergedRows(b, o.get(), m, slices);
-    if (failed(restricted))
-      return failure();
-    map.map(o.get(), *restricted);
+    Value restricted = restrictMergedRows(b, o.get(), m, slices);
+    map.map(o.get(), restricted);
     if (op.isDpsInit(&o))
-      init = *restricted;
+      init = restricted;
   }
-  if (!init)
-    return failure();
   Operation *clone = b.clone(*op, map);
   clone->getResult(0).setType(init.getType());
   return clone->getResult(0);
@@ -321,11 +298,9 @@ FailureOr<Value> sliceMergedRows(OpBuilder &b, tensor::ExtractSliceOp slice,
   MergedRows m{shape[0], shape[1], offsets[1], sizes[1]};
   if (!canRestrictMergedRows(expand.getSrc(), m))
     return failure();
-  FailureOr<Value> rows = restrictMergedRows(b, expand.getSrc(), m, slices);
-  if (failed(rows))
-    return failure();
-  return tensor::ExpandShapeOp::create(b, slice.getLoc(), slice.getType(),
-                                       *rows, groups, sizes)
+  Value rows = restrictMergedRows(b, expand.getSrc(), m, slices);
+  return tensor::ExpandShapeOp::create(b, slice.getLoc(), slice.getType(), rows,
+                                       groups, sizes)
       .getResult();
 }
 
