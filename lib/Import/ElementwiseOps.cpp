@@ -413,6 +413,11 @@ const UnaryOp kUnaryOps[] = {
     {"Sin", [](double x) { return std::sin(x); }, mathUnary<math::SinOp>},
     {"Abs", [](double x) { return std::fabs(x); }, mathUnary<math::AbsFOp>},
     {"Neg", [](double x) { return -x; }, mathUnary<arith::NegFOp>},
+    {"Floor", [](double x) { return std::floor(x); }, mathUnary<math::FloorOp>},
+    {"Ceil", [](double x) { return std::ceil(x); }, mathUnary<math::CeilOp>},
+    // Halves to even, as ONNX rounds (and nearbyint in the default mode).
+    {"Round", [](double x) { return std::nearbyint(x); },
+     mathUnary<math::RoundEvenOp>},
     {"Reciprocal", [](double x) { return 1.0 / x; },
      [](OpBuilder &b, Location loc, Value x) -> Value {
        return arith::DivFOp::create(b, loc, constLike(b, loc, x, 1.0), x);

@@ -260,6 +260,7 @@ void registerElementwiseHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerTensorHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerIndexingHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerContractionHandlers(llvm::StringMap<NodeHandler> &handlers);
+void registerSearchHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 //===--- Helpers shared by the handler files ------------------------------===//
 

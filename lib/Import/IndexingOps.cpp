@@ -10,7 +10,10 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::masformer;
@@ -730,69 +733,186 @@ std::optional<SmallVector<AffineExpr>> indexBoxFromSizes(ONNXImporterImpl &im,
   return sizes;
 }
 
-/// ScatterND with reduction "none". Exporters use it to write a whole box
-/// (indices built from Ranges), which becomes a tensor.insert_slice; other
-/// index patterns are only supported on the host.
+/// A ScatterND reduction ("none" replaces) of an element of the data by one
+/// of the updates.
+Value combineScatter(OpBuilder &b, Location loc, StringRef reduction, Value old,
+                     Value update) {
+  bool isFloat = isa<FloatType>(old.getType());
+  if (reduction == "add")
+    return isFloat ? arith::AddFOp::create(b, loc, old, update).getResult()
+                   : arith::AddIOp::create(b, loc, old, update).getResult();
+  if (reduction == "mul")
+    return isFloat ? arith::MulFOp::create(b, loc, old, update).getResult()
+                   : arith::MulIOp::create(b, loc, old, update).getResult();
+  if (reduction == "max")
+    return isFloat ? arith::MaximumFOp::create(b, loc, old, update).getResult()
+                   : arith::MaxSIOp::create(b, loc, old, update).getResult();
+  if (reduction == "min")
+    return isFloat ? arith::MinimumFOp::create(b, loc, old, update).getResult()
+                   : arith::MinSIOp::create(b, loc, old, update).getResult();
+  return update;
+}
+
+double combineScatterHost(StringRef reduction, double old, double update) {
+  if (reduction == "add")
+    return old + update;
+  if (reduction == "mul")
+    return old * update;
+  if (reduction == "max")
+    return std::isnan(old) || std::isnan(update) ? NAN : std::max(old, update);
+  if (reduction == "min")
+    return std::isnan(old) || std::isnan(update) ? NAN : std::min(old, update);
+  return update;
+}
+
+/// ScatterND at run time, for any indices: one step per index tuple, in
+/// order, each combining its slice of the updates into the slice of the
+/// data it names (a mixture of experts adds each expert's outputs to the
+/// rows of the tokens it took). Indices outside [-n, n) are clamped, as
+/// the gathers clamp them.
+Value buildScatterLoop(ONNXImporterImpl &im, StringRef reduction, int64_t r,
+                       ArrayRef<AffineExpr> dDims, ArrayRef<AffineExpr> iDims,
+                       ArrayRef<AffineExpr> uDims) {
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  auto dt = cast<RankedTensorType>(im.input(0).getType());
+  Type et = dt.getElementType();
+  int64_t rank = dDims.size();
+  AffineExpr tuples = im.cst(1);
+  for (AffineExpr e : iDims.drop_back())
+    tuples = tuples * e;
+  SmallVector<AffineExpr> rest(dDims.drop_front(r));
+  SmallVector<AffineExpr> flatUpd{tuples};
+  llvm::append_range(flatUpd, rest);
+  Value indices = buildReshapeDims(im, im.input(1), iDims, {tuples, im.cst(r)});
+  Value updates = buildReshapeDims(im, im.input(2), uDims, flatUpd);
+  SmallVector<Value> dataSizes;
+  for (AffineExpr e : dDims)
+    dataSizes.push_back(sizeValue(im, e));
+  auto sliceType = im.typeFor(rest, et);
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  auto loop = scf::ForOp::create(
+      b, loc, c0, sizeValue(im, tuples), c1, ValueRange{im.input(0)},
+      [&](OpBuilder &lb, Location ll, Value t, ValueRange iter) {
+        SmallVector<OpFoldResult> offsets, sizes,
+            strides(rank + 1, lb.getIndexAttr(1));
+        for (int64_t c = 0; c < r; ++c) {
+          Value c_ = arith::ConstantIndexOp::create(lb, ll, c);
+          Value v =
+              tensor::ExtractOp::create(lb, ll, indices, ValueRange{t, c_});
+          offsets.push_back(normalizedIndex(lb, ll, v, dataSizes[c]));
+          sizes.push_back(lb.getIndexAttr(1));
+        }
+        SmallVector<OpFoldResult> updOffsets{t}, updSizes{lb.getIndexAttr(1)};
+        for (int64_t d = r; d < rank; ++d) {
+          OpFoldResult size = dataSizes[d];
+          if (auto c = dyn_cast<AffineConstantExpr>(dDims[d]))
+            size = lb.getIndexAttr(c.getValue());
+          offsets.push_back(lb.getIndexAttr(0));
+          sizes.push_back(size);
+          updOffsets.push_back(lb.getIndexAttr(0));
+          updSizes.push_back(size);
+        }
+        Value slice = tensor::ExtractSliceOp::create(
+            lb, ll, sliceType, updates, updOffsets, updSizes,
+            ArrayRef<OpFoldResult>(strides).take_front(rank - r + 1));
+        ArrayRef<OpFoldResult> dataStrides =
+            ArrayRef<OpFoldResult>(strides).take_front(rank);
+        if (reduction != "none") {
+          Value old = tensor::ExtractSliceOp::create(
+              lb, ll, sliceType, iter[0], offsets, sizes, dataStrides);
+          AffineMap id =
+              AffineMap::getMultiDimIdentityMap(rank - r, lb.getContext());
+          slice =
+              linalg::GenericOp::create(
+                  lb, ll, sliceType, ValueRange{slice}, ValueRange{old},
+                  ArrayRef<AffineMap>{id, id},
+                  SmallVector<utils::IteratorType>(
+                      rank - r, utils::IteratorType::parallel),
+                  [&](OpBuilder &gb, Location gl, ValueRange args) {
+                    linalg::YieldOp::create(
+                        gb, gl,
+                        combineScatter(gb, gl, reduction, args[1], args[0]));
+                  })
+                  .getResult(0);
+        }
+        Value next = tensor::InsertSliceOp::create(lb, ll, slice, iter[0],
+                                                   offsets, sizes, dataStrides);
+        scf::YieldOp::create(lb, ll, next);
+      });
+  return loop.getResult(0);
+}
+
+/// ScatterND, reduction none, add, mul, max or min. Indices known at import
+/// are checked there; a whole box written with reduction none becomes a
+/// tensor.insert_slice (or, with dynamic shapes, indices that exporters
+/// build from sizes covering the whole data make the result the updates);
+/// every other case runs buildScatterLoop.
 LogicalResult importScatterND(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"reduction"})))
     return failure();
-  if (im.attrString("reduction").value_or("none") != "none")
-    return im.error() << "reduction '" << *im.attrString("reduction")
-                      << "' is not supported";
+  std::string reduction = im.attrString("reduction").value_or("none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    return im.error() << "unknown reduction '" << reduction << "'";
   RankedTensorType dt = im.inputType(0), it = im.inputType(1),
                    ut = im.inputType(2);
-  if (!dt.hasStaticShape() || !it.hasStaticShape() || !ut.hasStaticShape()) {
-    // Dynamic shapes: indices built from sizes that enumerate the whole of
-    // the data's leading dimensions (the padding mask of TorchScript
-    // decoders: mask[:, :, :, :len] = ...) make the result the updates.
-    int64_t r = ShapedType::isDynamic(it.getDimSize(it.getRank() - 1))
-                    ? -1
-                    : it.getDimSize(it.getRank() - 1);
+  if (!it.getElementType().isInteger(64))
+    return im.error() << "indices must be int64, got " << it;
+  if (it.getRank() < 1 || it.isDynamicDim(it.getRank() - 1))
+    return im.error() << "the last dimension of the indices (" << it
+                      << ") must be static";
+  int64_t r = it.getDimSize(it.getRank() - 1);
+  if (r < 1 || r > dt.getRank())
+    return im.error() << "index tuples of length " << r << " for data " << dt;
+  if (ut.getElementType() != dt.getElementType())
+    return im.error() << "updates " << ut << " and data " << dt
+                      << " differ in element type";
+  SmallVector<AffineExpr> dDims = im.inputDims(0), iDims = im.inputDims(1),
+                          uDims = im.inputDims(2);
+  SmallVector<AffineExpr> expectUpd(ArrayRef<AffineExpr>(iDims).drop_back());
+  llvm::append_range(expectUpd, ArrayRef<AffineExpr>(dDims).drop_front(r));
+  if (uDims != ArrayRef<AffineExpr>(expectUpd))
+    return im.error() << "updates " << im.dimsString(uDims)
+                      << " do not match indices " << im.dimsString(iDims)
+                      << " and data " << im.dimsString(dDims) << " (expected "
+                      << im.dimsString(expectUpd) << ")";
+  bool replace = reduction == "none";
+  if (replace && !dt.hasStaticShape()) {
+    // The TorchScript decoders' padding mask: indices built from sizes that
+    // enumerate the whole of the data's leading dimensions make the result
+    // the updates.
     std::optional<SmallVector<AffineExpr>> box =
-        r > 0 && r <= dt.getRank() && ut.getRank() == dt.getRank() &&
-                ut.getElementType() == dt.getElementType()
-            ? indexBoxFromSizes(im, r)
-            : std::nullopt;
-    SmallVector<AffineExpr> dDims = im.inputDims(0), uDims = im.inputDims(2);
+        ut.getRank() == dt.getRank() ? indexBoxFromSizes(im, r) : std::nullopt;
     bool whole = box.has_value();
     for (int64_t d = 0; whole && d < dt.getRank(); ++d)
       whole = uDims[d] == dDims[d] && (d >= r || (*box)[d] == dDims[d]);
-    if (!whole)
-      return im.error() << "needs static shapes, got " << dt << ", " << it
-                        << " and " << ut
-                        << " (only indices built from sizes that cover the "
-                           "whole data are supported dynamically; fix the "
-                           "dynamic dimensions with --input-shape)";
-    im.setOutput(0, im.input(2), dDims);
+    if (whole) {
+      im.setOutput(0, im.input(2), dDims);
+      return success();
+    }
+  }
+  const HostTensor *ind = im.hostInput(1);
+  if (!dt.hasStaticShape() || !it.hasStaticShape() || !ind ||
+      ind->isSymbolic()) {
+    im.setOutput(0, buildScatterLoop(im, reduction, r, dDims, iDims, uDims),
+                 dDims);
     return success();
   }
-  if (it.getRank() < 1)
-    return im.error() << "indices must have rank >= 1";
-  int64_t r = it.getDimSize(it.getRank() - 1);
-  if (r > dt.getRank())
-    return im.error() << "index tuples of length " << r << " for data "
-                      << dt;
-  SmallVector<int64_t> expectUpd(it.getShape().drop_back());
-  llvm::append_range(expectUpd, dt.getShape().drop_front(r));
-  if (ut.getShape() != ArrayRef<int64_t>(expectUpd) ||
-      ut.getElementType() != dt.getElementType())
-    return im.error() << "updates " << ut << " do not match indices " << it
-                      << " and data " << dt;
-  FailureOr<const HostTensor *> ind = im.requireHostInput(1, "indices");
-  if (failed(ind))
-    return failure();
-  int64_t tuples = it.getNumElements() / std::max<int64_t>(r, 1);
+  int64_t tuples = it.getNumElements() / r;
   int64_t slice = 1;
   for (int64_t d = r; d < dt.getRank(); ++d)
     slice *= dt.getDimSize(d);
   auto tupleAt = [&](int64_t k, int64_t d) {
-    int64_t v = (*ind)->ints[k * r + d];
+    int64_t v = ind->ints[k * r + d];
     return v < 0 ? v + dt.getDimSize(d) : v;
   };
   for (int64_t k = 0; k < tuples; ++k)
     for (int64_t d = 0; d < r; ++d)
       if (tupleAt(k, d) < 0 || tupleAt(k, d) >= dt.getDimSize(d))
-        return im.error() << "index out of range";
+        return im.error() << "index " << ind->ints[k * r + d]
+                          << " is out of range for dimension " << d
+                          << " of size " << dt.getDimSize(d);
   if (im.allInputsOnHost()) {
     HostTensor out = *im.hostInput(0);
     const HostTensor &upd = *im.hostInput(2);
@@ -802,16 +922,26 @@ LogicalResult importScatterND(ONNXImporterImpl &im) {
       for (int64_t d = 0; d < r; ++d)
         base += tupleAt(k, d) * strides[d];
       for (int64_t e = 0; e < slice; ++e) {
-        if (out.isFloat())
-          out.floats[base + e] = upd.floats[k * slice + e];
-        else
-          out.ints[base + e] = upd.ints[k * slice + e];
+        if (out.isFloat()) {
+          out.floats[base + e] = combineScatterHost(
+              reduction, out.floats[base + e], upd.floats[k * slice + e]);
+          continue;
+        }
+        int64_t o = out.ints[base + e], u = upd.ints[k * slice + e];
+        uint64_t uo = static_cast<uint64_t>(o), uu = static_cast<uint64_t>(u);
+        out.ints[base + e] = reduction == "add" ? static_cast<int64_t>(uo + uu)
+                             : reduction == "mul"
+                                 ? static_cast<int64_t>(uo * uu)
+                             : reduction == "max" ? std::max(o, u)
+                             : reduction == "min" ? std::min(o, u)
+                                                  : u;
       }
     }
     im.setHostOutput(0, std::move(out));
     return success();
   }
-  // The tuples must enumerate a box, row-major.
+  // Reduction none over tuples that enumerate a box, row-major: one
+  // insert_slice.
   SmallVector<int64_t> lo(r, INT64_MAX), hi(r, INT64_MIN);
   for (int64_t k = 0; k < tuples; ++k)
     for (int64_t d = 0; d < r; ++d) {
@@ -824,7 +954,7 @@ LogicalResult importScatterND(ONNXImporterImpl &im) {
     box.push_back(tuples ? hi[d] - lo[d] + 1 : 0);
     boxSize *= box.back();
   }
-  bool isBox = boxSize == tuples;
+  bool isBox = replace && tuples > 0 && boxSize == tuples;
   SmallVector<int64_t> idx(r, 0);
   for (int64_t k = 0; isBox && k < tuples; ++k) {
     for (int64_t d = 0; d < r; ++d)
@@ -835,9 +965,11 @@ LogicalResult importScatterND(ONNXImporterImpl &im) {
       idx[d] = 0;
     }
   }
-  if (!isBox || tuples == 0)
-    return im.error() << "indices that do not enumerate a box in row-major "
-                         "order need to be known with the data on the host";
+  if (!isBox) {
+    im.setOutput(0, buildScatterLoop(im, reduction, r, dDims, iDims, uDims),
+                 dDims);
+    return success();
+  }
   SmallVector<int64_t> sizes(box), offsets(lo);
   for (int64_t d = r; d < dt.getRank(); ++d) {
     sizes.push_back(dt.getDimSize(d));
@@ -849,6 +981,127 @@ LogicalResult importScatterND(ONNXImporterImpl &im) {
   im.setOutput(0, tensor::InsertSliceOp::create(
                       im.builder, im.loc, upd, im.input(0), ValueRange{},
                       ValueRange{}, ValueRange{}, offsets, sizes, strides));
+  return success();
+}
+
+/// ScatterElements, reduction none, add, mul, max or min: for each position
+/// i of the indices, out[i with i[axis] = indices[i]] combines updates[i].
+/// On the host when everything is known there; otherwise one sequential loop
+/// over the positions (TorchScript's index_add_ in a mixture of experts:
+/// each expert's weighted outputs scattered into zeros, row by row).
+/// Indices outside [-n, n) are clamped at run time (errors when known).
+LogicalResult importScatterElements(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis", "reduction"})))
+    return failure();
+  std::string reduction = im.attrString("reduction").value_or("none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    return im.error() << "unknown reduction '" << reduction << "'";
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1),
+                   ut = im.inputType(2);
+  int64_t rank = dt.getRank();
+  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return im.error() << "indices must be int32 or int64, got " << it;
+  if (it.getRank() != rank)
+    return im.error() << "indices must have the data's rank (" << rank
+                      << "), got " << it;
+  if (ut.getElementType() != dt.getElementType())
+    return im.error() << "updates " << ut << " and data " << dt
+                      << " differ in element type";
+  SmallVector<AffineExpr> dDims = im.inputDims(0), iDims = im.inputDims(1),
+                          uDims = im.inputDims(2);
+  if (uDims != iDims)
+    return im.error() << "updates " << im.dimsString(uDims) << " and indices "
+                      << im.dimsString(iDims) << " differ in shape";
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && ShapedType::isStatic(dt.getDimSize(d)) &&
+        ShapedType::isStatic(it.getDimSize(d)) &&
+        it.getDimSize(d) > dt.getDimSize(d))
+      return im.error() << "indices dimension " << d << " (" << it.getDimSize(d)
+                        << ") is larger than the data's (" << dt.getDimSize(d)
+                        << ")";
+  int64_t n = dt.getDimSize(*axis);
+  if (failed(checkKnownIndices(im, *axis, n)))
+    return failure();
+  if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
+      !im.hostInput(0)->isSymbolic() && !im.hostInput(2)->isSymbolic() &&
+      dt.hasStaticShape()) {
+    HostTensor out = *im.hostInput(0);
+    const HostTensor &ind = *im.hostInput(1), &upd = *im.hostInput(2);
+    SmallVector<int64_t> dStrides = stridesOf(dt.getShape()),
+                         iStrides = stridesOf(ind.shape);
+    for (int64_t e = 0, total = ind.numElements(); e < total; ++e) {
+      int64_t at = 0;
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t c = e / iStrides[d] % ind.shape[d];
+        if (d == *axis)
+          c = ind.ints[e] < 0 ? ind.ints[e] + n : ind.ints[e];
+        at += c * dStrides[d];
+      }
+      if (out.isFloat()) {
+        out.floats[at] =
+            combineScatterHost(reduction, out.floats[at], upd.floats[e]);
+        continue;
+      }
+      int64_t o = out.ints[at], u = upd.ints[e];
+      uint64_t uo = static_cast<uint64_t>(o), uu = static_cast<uint64_t>(u);
+      out.ints[at] = reduction == "add"   ? static_cast<int64_t>(uo + uu)
+                     : reduction == "mul" ? static_cast<int64_t>(uo * uu)
+                     : reduction == "max" ? std::max(o, u)
+                     : reduction == "min" ? std::min(o, u)
+                                          : u;
+    }
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  Value indices = im.input(1), updates = im.input(2);
+  SmallVector<Value> iSizes, dSizes;
+  Value total = arith::ConstantIndexOp::create(b, loc, 1);
+  for (int64_t d = 0; d < rank; ++d) {
+    iSizes.push_back(sizeValue(im, iDims[d]));
+    dSizes.push_back(sizeValue(im, dDims[d]));
+    total = arith::MulIOp::create(b, loc, total, iSizes.back());
+  }
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  auto loop = scf::ForOp::create(
+      b, loc, c0, total, c1, ValueRange{im.input(0)},
+      [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
+        SmallVector<Value> at(rank);
+        Value rest = e;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          at[d] =
+              d == 0
+                  ? rest
+                  : arith::RemUIOp::create(lb, ll, rest, iSizes[d]).getResult();
+          if (d > 0)
+            rest = arith::DivUIOp::create(lb, ll, rest, iSizes[d]);
+        }
+        SmallVector<Value> dst(at);
+        for (int64_t d = 0; d < rank; ++d) {
+          if (d == *axis) {
+            Value v = tensor::ExtractOp::create(lb, ll, indices, at);
+            dst[d] = normalizedIndex(lb, ll, v, dSizes[d]);
+          } else if (it.getDimSize(d) != dt.getDimSize(d) ||
+                     ShapedType::isDynamic(dt.getDimSize(d))) {
+            dst[d] = arith::MinSIOp::create(
+                lb, ll, at[d], arith::SubIOp::create(lb, ll, dSizes[d], c1));
+          }
+        }
+        Value u = tensor::ExtractOp::create(lb, ll, updates, at);
+        if (reduction != "none")
+          u = combineScatter(lb, ll, reduction,
+                             tensor::ExtractOp::create(lb, ll, iter[0], dst),
+                             u);
+        scf::YieldOp::create(
+            lb, ll,
+            tensor::InsertOp::create(lb, ll, u, iter[0], dst).getResult());
+      });
+  im.setOutput(0, loop.getResult(0), dDims);
   return success();
 }
 
@@ -864,4 +1117,5 @@ void mlir::masformer::registerIndexingHandlers(
   handlers["GatherND"] = importGatherND;
   handlers["Tile"] = importTile;
   handlers["ScatterND"] = importScatterND;
+  handlers["ScatterElements"] = importScatterElements;
 }

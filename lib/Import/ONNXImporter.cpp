@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -40,6 +41,7 @@ ONNXImporterImpl::ONNXImporterImpl(MLIRContext *ctx,
   registerTensorHandlers(handlers);
   registerIndexingHandlers(handlers);
   registerContractionHandlers(handlers);
+  registerSearchHandlers(handlers);
 }
 
 //===----------------------------------------------------------------------===//
@@ -107,10 +109,29 @@ LogicalResult ONNXImporterImpl::checkArity() {
                          "And", "Or", "Equal", "Less", "LessOrEqual",
                          "Greater", "GreaterOrEqual", "MatMul"})
       m[op] = {2, 2, 1};
-    for (StringRef op : {"Sqrt", "Exp", "Log", "Erf", "Tanh", "Cos", "Sin",
-                         "Abs", "Neg", "Reciprocal", "Sigmoid", "Relu", "Not",
-                         "Cast", "Identity", "Shape", "Flatten", "Transpose",
-                         "Softmax", "ConstantOfShape"})
+    for (StringRef op : {"Sqrt",
+                         "Exp",
+                         "Log",
+                         "Erf",
+                         "Tanh",
+                         "Cos",
+                         "Sin",
+                         "Abs",
+                         "Neg",
+                         "Floor",
+                         "Ceil",
+                         "Round",
+                         "Reciprocal",
+                         "Sigmoid",
+                         "Relu",
+                         "Not",
+                         "Cast",
+                         "Identity",
+                         "Shape",
+                         "Flatten",
+                         "Transpose",
+                         "Softmax",
+                         "ConstantOfShape"})
       m[op] = {1, 1, 1};
     m["Where"] = {3, 3, 1};
     m["Clip"] = {1, 3, 1};
@@ -131,6 +152,10 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["Expand"] = {2, 2, 1};
     m["Trilu"] = {1, 2, 1};
     m["ScatterND"] = {3, 3, 1};
+    m["NonZero"] = {1, 1, 1};
+    m["TopK"] = {2, 2, 2};
+    m["OneHot"] = {3, 3, 1};
+    m["ScatterElements"] = {3, 3, 1};
     m["Gemm"] = {2, 3, 1};
     m["Einsum"] = {1, 1 << 16, 1, /*variadic=*/true};
     for (StringRef op : {"ReduceMean", "ReduceSum", "ReduceMax"})
@@ -928,7 +953,7 @@ std::string mlir::masformer::modelDirectory(StringRef modelPath) {
 }
 
 void mlir::masformer::registerONNXImportDialects(DialectRegistry &registry) {
-  registry.insert<arith::ArithDialect, func::FuncDialect,
-                  linalg::LinalgDialect, math::MathDialect,
-                  tensor::TensorDialect, MASFormerDialect>();
+  registry.insert<arith::ArithDialect, func::FuncDialect, linalg::LinalgDialect,
+                  math::MathDialect, scf::SCFDialect, tensor::TensorDialect,
+                  MASFormerDialect>();
 }

@@ -39,6 +39,18 @@ using namespace mlir::masformer;
 
 namespace {
 
+/// " (ONNX node 'name')" for an op the importer made, found in its
+/// location (a NameLoc, possibly inside a fused or call-site one).
+std::string nodeOf(Operation *op) {
+  std::string name;
+  op->getLoc()->walk([&](Location l) {
+    if (auto n = dyn_cast<NameLoc>(l); n && name.empty())
+      name = n.getName().str();
+    return name.empty() ? WalkResult::advance() : WalkResult::interrupt();
+  });
+  return name.empty() ? "" : " (ONNX node '" + name + "')";
+}
+
 /// Threads per block: four warps. Enough for full occupancy on sm_80 and
 /// sm_90 (32 blocks of 128 threads per SM) with few idle threads in the
 /// last block of a small op.
@@ -409,8 +421,12 @@ struct LoopsToGPUPass final
           for (Operation *user : g->getUsers())
             if (!inGroup.contains(block.findAncestorOpInBlock(*user))) {
               user->emitError()
-                  << "uses a value loaded from memory on the host: "
-                     "masformer-loops-to-gpu cannot move it to the GPU";
+                  << "uses a value loaded from memory on the host"
+                  << nodeOf(user)
+                  << ": masformer-loops-to-gpu cannot move it to the GPU "
+                     "(sizes and loops that depend on the data, as NonZero, "
+                     "TopK and scatters at run-time indices make them, run "
+                     "only on the CPU target)";
               return signalPassFailure();
             }
         groups.push_back(std::move(group));

@@ -162,6 +162,90 @@ def gathernd(path):
     save(graph, path)
 
 
+def moe(path):
+    """A mixture of experts' routing, as the exporters write it (Mixtral,
+    Qwen-MoE): TopK picks each token's 2 of 8 experts, OneHot and NonZero
+    give the tokens that picked expert 3 (a size known only at run time),
+    GatherND takes their rows, and ScatterND / ScatterElements add the
+    expert's output back (dynamo's and TorchScript's index_add_). Also TopK
+    smallest with ties, along a dynamic axis, NonZero of a float compare,
+    and the scatters' other reductions over repeated indices."""
+    f = lambda name, dims: h.make_tensor_value_info(name, T.FLOAT, dims)
+    i = lambda name, dims: h.make_tensor_value_info(name, T.INT64, dims)
+    nodes = [
+        h.make_node("Reshape", ["x", "rows_shape"], ["r"]),
+        h.make_node("Softmax", ["r"], ["probs"], axis=-1),
+        h.make_node("TopK", ["probs", "two"], ["top_v", "top_i"], axis=-1),
+        # Ties: values in steps of 0.5, the smallest 3 of each row.
+        h.make_node("Mul", ["r", "two_f"], ["r2"]),
+        h.make_node("Floor", ["r2"], ["stepped"]),
+        h.make_node("TopK", ["stepped", "three"], ["low_v", "low_i"],
+                    axis=1, largest=0),
+        # Along the dynamic axis: the largest row value of each column.
+        h.make_node("TopK", ["r", "one"], ["col_v", "col_i"], axis=0),
+        h.make_node("OneHot", ["top_i", "eight", "off_on"], ["onehot"]),
+        h.make_node("Transpose", ["onehot"], ["by_expert"], perm=[2, 1, 0]),
+        h.make_node("Gather", ["by_expert", "three_s"], ["picked"], axis=0),
+        h.make_node("Cast", ["picked"], ["picked_i"], to=T.INT64),
+        h.make_node("NonZero", ["picked_i"], ["nz"]),
+        h.make_node("Transpose", ["nz"], ["pairs"], perm=[1, 0]),
+        h.make_node("Slice", ["pairs", "one_1d", "two_1d", "one_1d"],
+                    ["tok"]),
+        h.make_node("GatherND", ["r", "tok"], ["rows"]),
+        h.make_node("Mul", ["rows", "two_f"], ["expert"]),
+        h.make_node("Shape", ["r"], ["r_shape"]),
+        h.make_node("ConstantOfShape", ["r_shape"], ["zeros"]),
+        h.make_node("ScatterND", ["zeros", "tok", "expert"], ["nd_add"],
+                    reduction="add"),
+        # Every token index twice: the reductions meet repeated indices.
+        h.make_node("Concat", ["tok", "tok"], ["tok2"], axis=0),
+        h.make_node("Concat", ["expert", "rows"], ["upd2"], axis=0),
+        h.make_node("ScatterND", ["r", "tok2", "upd2"], ["nd_mul"],
+                    reduction="mul"),
+        h.make_node("ScatterND", ["r", "tok2", "upd2"], ["nd_max"],
+                    reduction="max"),
+        h.make_node("ScatterND", ["r", "tok", "expert"], ["nd_none"]),
+        # TorchScript: ScatterElements of the rows expanded over the
+        # columns, into zeros; then with reduction add and min.
+        h.make_node("Shape", ["expert"], ["e_shape"]),
+        h.make_node("Expand", ["tok", "e_shape"], ["tok_cols"]),
+        h.make_node("ScatterElements", ["zeros", "tok_cols", "expert"],
+                    ["el_none"], axis=0),
+        h.make_node("Shape", ["upd2"], ["u2_shape"]),
+        h.make_node("Expand", ["tok2", "u2_shape"], ["tok2_cols"]),
+        h.make_node("ScatterElements", ["r", "tok2_cols", "upd2"],
+                    ["el_add"], axis=0, reduction="add"),
+        h.make_node("ScatterElements", ["r", "tok2_cols", "upd2"],
+                    ["el_min"], axis=0, reduction="min"),
+        # NonZero of a 3-D float compare.
+        h.make_node("Greater", ["x", "half"], ["big"]),
+        h.make_node("NonZero", ["big"], ["big_at"]),
+    ]
+    for n in nodes:
+        n.name = n.output[-1]
+    graph = h.make_graph(
+        nodes, "moe",
+        [f("x", ["batch", "sequence", 8])],
+        [f("top_v", ["tokens", 2]), i("top_i", ["tokens", 2]),
+         f("low_v", ["tokens", 3]), i("low_i", ["tokens", 3]),
+         f("col_v", [1, 8]), i("col_i", [1, 8]),
+         f("onehot", ["tokens", 2, 8]), i("nz", [2, "picks"]),
+         f("nd_add", ["tokens", 8]), f("nd_mul", ["tokens", 8]),
+         f("nd_max", ["tokens", 8]), f("nd_none", ["tokens", 8]),
+         f("el_none", ["tokens", 8]), f("el_add", ["tokens", 8]),
+         f("el_min", ["tokens", 8]), i("big_at", [3, "count"])],
+        [i64("rows_shape", [-1, 8]), i64("two", [2]), i64("three", [3]),
+         i64("one", [1]), i64("eight", 8), i64("three_s", 3),
+         i64("one_1d", [1]), i64("two_1d", [2]),
+         nh.from_array(np.array([0, 1], np.float32), "off_on"),
+         nh.from_array(np.array(2, np.float32), "two_f"),
+         nh.from_array(np.array(0.5, np.float32), "half")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+
+
 def bad(out):
     """Models the importer must refuse, each with one error."""
     x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
@@ -204,10 +288,35 @@ def bad(out):
                          name="conv")],
             [h.make_tensor_value_info("sig", T.FLOAT, [1, 2, "frames"])],
             [nh.from_array(np.ones((2, 2, 3), np.float32), "sw")]),
+        "topk-large.onnx": (
+            [h.make_node("TopK", ["x", "five"], ["y", "yi"], name="topk")],
+            [x], [i64("five", [5])]),
+        "topk-runtime.onnx": (
+            [h.make_node("TopK", ["x", "kin"], ["y", "yi"], name="topk")],
+            [x, h.make_tensor_value_info("kin", T.INT64, [1])], []),
+        "onehot-values.onnx": (
+            [h.make_node("OneHot", ["ind", "four", "three_f"], ["y"],
+                         name="oh")],
+            [ind], [i64("four", 4),
+                    nh.from_array(np.zeros(3, np.float32), "three_f")]),
+        "scatternd-updates.onnx": (
+            [h.make_node("ScatterND", ["x", "rows", "x"], ["y"],
+                         reduction="add", name="snd")],
+            [x], [i64("rows", [[0], [1], [2]])]),
+        "scatternd-range.onnx": (
+            [h.make_node("ScatterND", ["img", "far", "upd"], ["y"],
+                         name="snd")],
+            [h.make_tensor_value_info("img", T.FLOAT, [4, 2])],
+            [i64("far", [[4]]),
+             nh.from_array(np.zeros((1, 2), np.float32), "upd")]),
+        "nonzero-scalar.onnx": (
+            [h.make_node("NonZero", ["s"], ["y"], name="nz")],
+            [h.make_tensor_value_info("s", T.FLOAT, [])], []),
     }
     for name, (nodes, inputs, inits) in cases.items():
         graph = h.make_graph(nodes, "bad", inputs, [y], inits)
-        model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+        opset = 16 if name.startswith("scatternd") else 17
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
         model.ir_version = 8
         onnx.save(model, os.path.join(out, name))
 
@@ -219,6 +328,7 @@ def main():
     gptj(os.path.join(out, "gptj.onnx"))
     conv(os.path.join(out, "conv.onnx"))
     gathernd(os.path.join(out, "gathernd.onnx"))
+    moe(os.path.join(out, "moe.onnx"))
     bad(out)
 
 
