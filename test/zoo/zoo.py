@@ -123,6 +123,35 @@ def architectures():
         query_pre_attn_scalar=HIDDEN // HEADS, attn_logit_softcapping=2.0,
         final_logit_softcapping=30.0, sliding_window=6,
         cache_implementation=None))
+    # A sparse mixture of experts in place of the MLP: TopK routing,
+    # NonZero's run-time token counts, scatters back (docs/import.md).
+    a["mixtral"] = _decoder(tf.MixtralForCausalLM, tf.MixtralConfig(
+        **llama_like, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=None))
+    a["stablelm"] = _decoder(tf.StableLmForCausalLM, tf.StableLmConfig(
+        **llama_like, partial_rotary_factor=0.25))
+    a["starcoder2"] = _decoder(tf.Starcoder2ForCausalLM, tf.Starcoder2Config(
+        **llama_like, sliding_window=None))
+    a["olmo"] = _decoder(tf.OlmoForCausalLM, tf.OlmoConfig(**llama_like))
+    a["cohere"] = _decoder(tf.CohereForCausalLM, tf.CohereConfig(
+        **llama_like))
+    a["granite"] = _decoder(tf.GraniteForCausalLM, tf.GraniteConfig(
+        **llama_like, attention_multiplier=0.3, residual_multiplier=0.5,
+        embedding_multiplier=2.0, logits_scaling=4.0))
+    a["nemotron"] = _decoder(tf.NemotronForCausalLM, tf.NemotronConfig(
+        **llama_like, head_dim=HIDDEN // HEADS))
+    a["gpt-bigcode"] = _decoder(tf.GPTBigCodeForCausalLM, tf.GPTBigCodeConfig(
+        vocab_size=VOCAB, n_positions=MAX_POS, n_embd=HIDDEN, n_layer=3,
+        n_head=HEADS, multi_query=True, initializer_range=INIT,
+        bos_token_id=0, eos_token_id=0))
+    a["codegen"] = _decoder(tf.CodeGenForCausalLM, tf.CodeGenConfig(
+        vocab_size=VOCAB, n_positions=MAX_POS, n_ctx=MAX_POS, n_embd=HIDDEN,
+        n_layer=3, n_head=HEADS, rotary_dim=4, initializer_range=INIT,
+        bos_token_id=0, eos_token_id=0))
+    a["xglm"] = _decoder(tf.XGLMForCausalLM, tf.XGLMConfig(
+        vocab_size=VOCAB, d_model=HIDDEN, num_layers=3, attention_heads=HEADS,
+        ffn_dim=2 * HIDDEN, max_position_embeddings=MAX_POS, init_std=INIT,
+        bos_token_id=0, eos_token_id=0, pad_token_id=1))
     a["bert"] = dict(cls=tf.BertModel, cfg=tf.BertConfig(**enc),
                      kind="encoder")
     a["roberta"] = dict(cls=tf.RobertaModel, cfg=tf.RobertaConfig(
@@ -161,11 +190,16 @@ def architectures():
 MODELS = {}
 for _arch in ["gpt2", "gptneox", "gptj", "opt", "bloom", "falcon-mqa",
               "falcon-mha", "llama", "mistral", "qwen2", "phi", "phi3",
-              "gemma", "gemma2", "bert", "roberta", "distilbert", "electra",
+              "gemma", "gemma2", "mixtral", "stablelm", "starcoder2", "olmo",
+              "cohere", "granite", "nemotron", "gpt-bigcode", "codegen",
+              "xglm", "bert", "roberta", "distilbert", "electra",
               "t5-encoder", "vit", "whisper-encoder"]:
-    MODELS[f"{_arch}"] = (_arch, "eager", "torchscript")
+    # Cohere's TorchScript export does not run in onnxruntime itself (its
+    # rotary table's Expand gets an invalid shape): dynamo only.
+    if _arch != "cohere":
+        MODELS[f"{_arch}"] = (_arch, "eager", "torchscript")
     MODELS[f"{_arch}-dynamo"] = (_arch, "eager", "dynamo")
-for _arch in ["gpt2", "llama", "opt", "bert", "qwen2"]:
+for _arch in ["gpt2", "llama", "opt", "bert", "qwen2", "gpt-bigcode"]:
     MODELS[f"{_arch}-sdpa"] = (_arch, "sdpa", "torchscript")
 
 
