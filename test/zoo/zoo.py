@@ -144,6 +144,8 @@ def architectures():
         vocab_size=VOCAB, n_positions=MAX_POS, n_embd=HIDDEN, n_layer=3,
         n_head=HEADS, multi_query=True, initializer_range=INIT,
         bos_token_id=0, eos_token_id=0))
+    # Its eager multi-query attention lays the scores out [B, S, H, T].
+    a["gpt-bigcode"]["query_dim"] = 1
     a["codegen"] = _decoder(tf.CodeGenForCausalLM, tf.CodeGenConfig(
         vocab_size=VOCAB, n_positions=MAX_POS, n_ctx=MAX_POS, n_embd=HIDDEN,
         n_layer=3, n_head=HEADS, rotary_dim=4, initializer_range=INIT,
@@ -255,11 +257,12 @@ def inputs(spec, batch, seq, seed):
 
 
 @contextlib.contextmanager
-def block_softmax(block, causal):
+def block_softmax(block, causal, query_dim=-2):
     """torch.nn.functional.softmax with a block span from the second
     attention softmax on: scores of pairs outside the query's block (and,
     when causal, after the query) are -inf before the softmax. Queries
-    align to the end of the keys."""
+    align to the end of the keys; they are dimension `query_dim` of the
+    scores (-2, or 1 for GPTBigCode's multi-query [B, S, H, T] scores)."""
     import torch
     import torch.nn.functional as F
 
@@ -271,12 +274,16 @@ def block_softmax(block, causal):
             layer = calls[0]
             calls[0] += 1
             if layer > 0:
-                q, k = x.shape[-2], x.shape[-1]
+                q, k = x.shape[query_dim], x.shape[-1]
                 pos = torch.arange(q)[:, None] + (k - q)
                 key = torch.arange(k)[None, :]
                 ok = (pos // block) == (key // block)
                 if causal:
                     ok &= key <= pos
+                if query_dim != -2:
+                    # [q, k] -> [q, 1, ..., 1, k] along the scores' axes.
+                    between = x.dim() - 1 - (query_dim % x.dim()) - 1
+                    ok = ok.reshape((q,) + (1,) * between + (k,))
                 x = x.masked_fill(~ok, float("-inf"))
         return orig(x, dim, *args, **kwargs)
 
@@ -287,14 +294,14 @@ def block_softmax(block, causal):
         F.softmax = orig
 
 
-def torch_run(model, feeds, block=None, causal=False):
+def torch_run(model, feeds, block=None, causal=False, query_dim=-2):
     import torch
 
     args = [torch.from_numpy(v) for v in feeds.values()]
     with torch.no_grad():
         if block is None:
             return model(*args).numpy()
-        with block_softmax(block, causal) as calls:
+        with block_softmax(block, causal, query_dim) as calls:
             out = model(*args).numpy()
         if calls[0] == 0:
             raise RuntimeError("no attention softmax was called")
@@ -458,7 +465,8 @@ def check(name, arch, attn, exporter, out):
 
     # 5. the rewrite against torch with the block span inside the model.
     spans = f"span=block:{BLOCK} full-layers=0"
-    want = torch_run(eager, runs[0], block=BLOCK, causal=causal)
+    want = torch_run(eager, runs[0], block=BLOCK, causal=causal,
+                     query_dim=spec.get("query_dim", -2))
     full = torch_run(model, runs[0])
     if rel_err(torch_run(eager, runs[0]), full) > TOL:
         row["export_rewrite"] = "eager and SDPA models differ"
