@@ -15,9 +15,10 @@ key/value head: "heads") from a span plan (docs/rewrite.md) instead of
 --span/--sink/--rewritten; per-head masks are [q_heads, q, kv], the heads
 read from the Softmax input's inferred shape.
 
-Layer i is the i-th Softmax of the graph (the fixtures' attention layers,
-in graph order, as --masformer-raise-attention numbers them); --layers
-asserts how many there are. With --check, EXPORTED runs in onnxruntime on
+Layer i is the i-th Softmax of the graph over scores (the fixtures'
+attention layers, in graph order, as --masformer-raise-attention numbers
+them; a Softmax whose input has rank 2, a mixture of experts' router, is
+not one); --layers asserts how many there are. With --check, EXPORTED runs in onnxruntime on
 the same inputs and must match the reference within 1e-4 + 1e-4 * |ref|.
 """
 
@@ -67,7 +68,13 @@ def main():
     values = {v.name: v.type.tensor_type
               for v in list(inferred.graph.value_info)
               + list(inferred.graph.input) + list(inferred.graph.output)}
-    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
+    def rank(name):
+        t = values.get(name)
+        return len(t.shape.dim) if t is not None and t.HasField("shape") \
+            else None
+
+    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"
+                 and rank(n.input[0]) in (None, 3, 4)]
     if len(softmaxes) != a.layers:
         sys.exit(f"span_reference: {len(softmaxes)} Softmax nodes, expected "
                  f"{a.layers} attention layers")
