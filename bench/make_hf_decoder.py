@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exports a GPT-2-small- or Llama-shaped causal LM from transformers
+"""Exports a GPT-2-small-, Llama- or Mixtral-shaped causal LM from transformers
 (random weights, fixed seed) twice, as generation benchmarks need it:
 
   OUT/model.onnx        input_ids, attention_mask -> logits, without a cache
@@ -12,6 +12,8 @@
   /work/venv-fixtures/bin/python bench/make_hf_decoder.py --kind gpt2 \\
       --out /tmp/masformer-gen/gpt2
   ... --kind llama ...   # 12 layers, 768 wide, 12 heads, 4 key/value heads
+  ... --kind mixtral ... # Llama's attention in 8 layers, each with a sparse
+                         # mixture of 8 experts (1536 wide), 2 per token
 
 Needs torch and transformers (the fixtures' venv,
 test/fixtures/make_fixtures.py); never run in CI. Both files hold the same
@@ -31,6 +33,15 @@ def build(kind, max_pos):
         cfg = tf.GPT2Config(n_positions=max_pos, n_embd=768, n_layer=12,
                             n_head=12, vocab_size=50257)
         return tf.GPT2LMHeadModel._from_config(cfg, attn_implementation="sdpa")
+    if kind == "mixtral":
+        cfg = tf.MixtralConfig(vocab_size=32000, hidden_size=768,
+                               intermediate_size=1536, num_hidden_layers=8,
+                               num_attention_heads=12, num_key_value_heads=4,
+                               num_local_experts=8, num_experts_per_tok=2,
+                               sliding_window=None,
+                               max_position_embeddings=max_pos)
+        return tf.MixtralForCausalLM._from_config(
+            cfg, attn_implementation="eager")
     cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=768,
                          intermediate_size=2048, num_hidden_layers=12,
                          num_attention_heads=12, num_key_value_heads=4,
@@ -70,7 +81,8 @@ class Cached(torch.nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", choices=["gpt2", "llama"], required=True)
+    ap.add_argument("--kind", choices=["gpt2", "llama", "mixtral"],
+                    required=True)
     ap.add_argument("--max-positions", type=int, default=8192 + 256)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -113,10 +125,13 @@ def main():
 
 
 def kind_desc(a):
-    return ("GPT-2 small: 12 layers, 768 wide, 12 heads, vocabulary 50257"
-            if a.kind == "gpt2" else
-            "Llama-shaped: 12 layers, 768 wide, 12 heads, 4 key/value heads, "
-            "vocabulary 32000")
+    return {"gpt2": "GPT-2 small: 12 layers, 768 wide, 12 heads, "
+                    "vocabulary 50257",
+            "llama": "Llama-shaped: 12 layers, 768 wide, 12 heads, 4 "
+                     "key/value heads, vocabulary 32000",
+            "mixtral": "Mixtral-shaped: 8 layers, 768 wide, 12 heads, 4 "
+                       "key/value heads, 8 experts of 1536, 2 per token, "
+                       "vocabulary 32000"}[a.kind]
 
 
 if __name__ == "__main__":

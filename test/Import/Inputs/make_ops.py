@@ -246,6 +246,44 @@ def moe(path):
     onnx.save(model, path)
 
 
+def bigcode_eager(path):
+    """GPTBigCode's eager multi-query attention: Q reshaped to
+    [B, S * H, D] against the one key head's K^T [B, D, T], the scores
+    viewed as [B, S, H, T] for the causal Where and the Softmax, then
+    [B, S * H, T] again against V. Not raised (an error naming the layout)."""
+    heads, dim = 4, 8
+    nodes = [
+        h.make_node("Reshape", ["q", "q_flat"], ["q3"]),
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        h.make_node("MatMul", ["q3", "kt"], ["s3"]),
+        h.make_node("Mul", ["s3", "scale"], ["s3s"]),
+        h.make_node("Reshape", ["s3s", "s_shape"], ["s4"]),
+        h.make_node("Where", ["causal", "s4", "neg"], ["s4m"]),
+        h.make_node("Softmax", ["s4m"], ["p4"], axis=-1),
+        h.make_node("Reshape", ["p4", "p_shape"], ["p3"]),
+        h.make_node("MatMul", ["p3", "v"], ["o3"]),
+        h.make_node("Reshape", ["o3", "o_shape"], ["out"]),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    seq = 6
+    causal = np.tril(np.ones((seq, seq), bool))[None, :, None, :]
+    graph = h.make_graph(
+        nodes, "bigcode",
+        [h.make_tensor_value_info("q", T.FLOAT, [2, seq, heads * dim]),
+         h.make_tensor_value_info("k", T.FLOAT, [2, seq, dim]),
+         h.make_tensor_value_info("v", T.FLOAT, [2, seq, dim])],
+        [h.make_tensor_value_info("out", T.FLOAT, [2, seq, heads * dim])],
+        [i64("q_flat", [2, seq * heads, dim]),
+         i64("s_shape", [2, seq, heads, seq]),
+         i64("p_shape", [2, seq * heads, seq]),
+         i64("o_shape", [2, seq, heads * dim]),
+         nh.from_array(causal, "causal"),
+         nh.from_array(np.array(dim ** -0.5, np.float32), "scale"),
+         nh.from_array(np.array(-3.4e38, np.float32), "neg")])
+    save(graph, path)
+
+
 def bad(out):
     """Models the importer must refuse, each with one error."""
     x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
@@ -329,6 +367,7 @@ def main():
     conv(os.path.join(out, "conv.onnx"))
     gathernd(os.path.join(out, "gathernd.onnx"))
     moe(os.path.join(out, "moe.onnx"))
+    bigcode_eager(os.path.join(out, "bigcode-eager.onnx"))
     bad(out)
 
 

@@ -433,9 +433,42 @@ static Value peelFlatTransposedK(Value kt) {
   return c.getSrc();
 }
 
+/// Whether the scores are laid out [B, S, H, T], split from [B, S * H, T]
+/// (GPTBigCode's eager multi-query attention: Q reshaped to [B, S * H, D]
+/// against the one key head), searched through the elementwise ops above
+/// the softmax.
+static bool hasQueryMajorHeads(Value scores) {
+  SmallVector<Value> work{scores};
+  llvm::SmallPtrSet<Value, 16> seen;
+  while (!work.empty() && seen.size() < 32) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto ex = v.getDefiningOp<tensor::ExpandShapeOp>()) {
+      if (ex.getSrcType().getRank() == 3 && ex.getResultType().getRank() == 4 &&
+          ex.getReassociationIndices() ==
+              SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}})
+        return true;
+      continue;
+    }
+    if (std::optional<Elementwise> e = matchElementwise(v))
+      for (auto [operand, identity] : llvm::zip(e->operands, e->isIdentity))
+        if (identity)
+          work.push_back(operand);
+  }
+  return false;
+}
+
 FailureOr<AttentionOp> AttentionRaiser::raise() {
-  if (failed(walkScores(scores)))
+  if (failed(walkScores(scores))) {
+    if (hasQueryMajorHeads(scores))
+      return fail("the scores are laid out [batch, queries, heads, keys], "
+                  "split from a product of [batch, queries * heads, "
+                  "head_dim] queries (GPTBigCode's eager multi-query "
+                  "attention), which is not supported: export the model "
+                  "with attn_implementation=\"sdpa\"");
     return failure();
+  }
 
   // Downwards: the probabilities feed exactly one P*V contraction, 4-D, or
   // with the heads flattened into the batch (OPT, BLOOM: [B * H, S, T] x
