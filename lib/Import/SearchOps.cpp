@@ -178,6 +178,8 @@ LogicalResult importTopK(ONNXImporterImpl &im) {
   SmallVector<AffineExpr> inDims = im.inputDims(0);
   SmallVector<AffineExpr> dims(inDims);
   dims[*axis] = im.cst(k);
+  if (ONNXImporterImpl::isBadDims(dims))
+    return im.error() << "result has too many elements";
 
   MLIRContext *ctx = im.getContext();
   OpBuilder &b = im.builder;
