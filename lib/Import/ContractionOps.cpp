@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <algorithm>
 #include <limits>
@@ -305,10 +306,15 @@ LogicalResult importSoftmax(ONNXImporterImpl &im) {
   return success();
 }
 
-/// Sums `x` over `reduced` dims (true = reduced) into a tensor without them.
-/// `xDims` are x's dimensions; the result's are those not reduced.
+/// How reduceDims combines the elements: ONNX's ReduceSum (and Mean),
+/// ReduceMax, ReduceMin, ReduceProd, ReduceL1 (sum of |x|) and
+/// ReduceSumSquare (sum of x^2; ReduceL2 is its square root).
+enum class ReduceKind { Sum, Max, Min, Prod, L1, SumSquare };
+
+/// x reduced over the dimensions marked in `reduced` (dropped), combined as
+/// `kind` says, in the element type.
 Value reduceDims(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims,
-                 ArrayRef<bool> reduced, bool isMax) {
+                 ArrayRef<bool> reduced, ReduceKind kind) {
   OpBuilder &b = im.builder;
   Location loc = im.loc;
   auto t = cast<RankedTensorType>(x.getType());
@@ -325,11 +331,19 @@ Value reduceDims(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims,
     }
   }
   auto outType = im.typeFor(dims, t.getElementType());
-  double initValue = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
-  if (isMax && !isa<FloatType>(t.getElementType()))
-    initValue = static_cast<double>(std::numeric_limits<int64_t>::min());
-  Value init = buildFilled(b, loc, outType, initValue, im.dynamicSizes(dims));
   bool isFloat = isa<FloatType>(t.getElementType());
+  double initValue = 0.0;
+  if (kind == ReduceKind::Prod)
+    initValue = 1.0;
+  if (kind == ReduceKind::Max)
+    initValue = isFloat
+                    ? -std::numeric_limits<double>::infinity()
+                    : static_cast<double>(std::numeric_limits<int64_t>::min());
+  if (kind == ReduceKind::Min)
+    initValue = isFloat
+                    ? std::numeric_limits<double>::infinity()
+                    : static_cast<double>(std::numeric_limits<int64_t>::max());
+  Value init = buildFilled(b, loc, outType, initValue, im.dynamicSizes(dims));
   return linalg::GenericOp::create(
              b, loc, outType, ValueRange{x}, ValueRange{init},
              ArrayRef<AffineMap>{
@@ -337,20 +351,54 @@ Value reduceDims(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims,
                  AffineMap::get(t.getRank(), 0, outExprs, ctx)},
              iters,
              [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value x = args[0], acc = args[1];
+               auto add = [&](Value a, Value c) -> Value {
+                 return isFloat
+                            ? arith::AddFOp::create(nb, nloc, a, c).getResult()
+                            : arith::AddIOp::create(nb, nloc, a, c).getResult();
+               };
+               auto mul = [&](Value a, Value c) -> Value {
+                 return isFloat
+                            ? arith::MulFOp::create(nb, nloc, a, c).getResult()
+                            : arith::MulIOp::create(nb, nloc, a, c).getResult();
+               };
                Value r;
-               if (isMax)
-                 r = isFloat ? arith::MaximumFOp::create(nb, nloc, args[0],
-                                                         args[1])
-                                   .getResult()
-                             : arith::MaxSIOp::create(nb, nloc, args[0],
-                                                      args[1])
-                                   .getResult();
-               else
+               switch (kind) {
+               case ReduceKind::Sum:
+                 r = add(acc, x);
+                 break;
+               case ReduceKind::Max:
                  r = isFloat
-                         ? arith::AddFOp::create(nb, nloc, args[0], args[1])
+                         ? arith::MaximumFOp::create(nb, nloc, x, acc)
                                .getResult()
-                         : arith::AddIOp::create(nb, nloc, args[0], args[1])
-                               .getResult();
+                         : arith::MaxSIOp::create(nb, nloc, x, acc).getResult();
+                 break;
+               case ReduceKind::Min:
+                 r = isFloat
+                         ? arith::MinimumFOp::create(nb, nloc, x, acc)
+                               .getResult()
+                         : arith::MinSIOp::create(nb, nloc, x, acc).getResult();
+                 break;
+               case ReduceKind::Prod:
+                 r = mul(acc, x);
+                 break;
+               case ReduceKind::L1: {
+                 Value a;
+                 if (isFloat) {
+                   a = math::AbsFOp::create(nb, nloc, x);
+                 } else {
+                   Value zero = arith::ConstantOp::create(
+                       nb, nloc, nb.getZeroAttr(x.getType()));
+                   a = arith::MaxSIOp::create(
+                       nb, nloc, x, arith::SubIOp::create(nb, nloc, zero, x));
+                 }
+                 r = add(acc, a);
+                 break;
+               }
+               case ReduceKind::SumSquare:
+                 r = add(acc, mul(x, x));
+                 break;
+               }
                linalg::YieldOp::create(nb, nloc, r);
              })
       .getResult(0);
@@ -621,8 +669,74 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
       return failure();
     reduced[*ax] = true;
   }
-  bool isMax = op == "ReduceMax";
-  Value r = reduceDims(im, im.input(0), inDims, reduced, isMax);
+  ReduceKind kind =
+      llvm::StringSwitch<ReduceKind>(op)
+          .Case("ReduceMax", ReduceKind::Max)
+          .Case("ReduceMin", ReduceKind::Min)
+          .Case("ReduceProd", ReduceKind::Prod)
+          .Case("ReduceL1", ReduceKind::L1)
+          .Cases("ReduceL2", "ReduceSumSquare", ReduceKind::SumSquare)
+          .Case("ReduceLogSumExp", ReduceKind::Sum)
+          .Default(ReduceKind::Sum);
+  Type et = t.getElementType();
+  if ((op == "ReduceL2" || op == "ReduceLogSumExp") && !isa<FloatType>(et))
+    return im.error() << "expects a float tensor, got " << t;
+  Value x = im.input(0);
+  if (op == "ReduceLogSumExp") {
+    // log(sum(exp(x - m))) + m with m the maximum over the same axes (so
+    // that exp cannot overflow), as onnxruntime computes it.
+    Value m = reduceDims(im, x, inDims, reduced, ReduceKind::Max);
+    SmallVector<AffineExpr> mDims;
+    for (int64_t d = 0; d < rank; ++d)
+      mDims.push_back(reduced[d] ? im.cst(1) : inDims[d]);
+    SmallVector<AffineExpr> rDims0;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d])
+        rDims0.push_back(inDims[d]);
+    Value mKept = buildReshapeDims(im, m, rDims0, mDims);
+    Value shifted = buildBroadcastGeneric(
+        im.builder, im.loc, {x, mKept}, t,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          // A row of -inf keeps its -inf (exp(-inf - -inf) would be NaN).
+          Value isInf = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OEQ, args[1],
+              arith::ConstantOp::create(
+                  b, loc,
+                  b.getFloatAttr(args[1].getType(),
+                                 -std::numeric_limits<double>::infinity())));
+          Value zero = arith::ConstantOp::create(
+              b, loc, b.getFloatAttr(args[1].getType(), 0.0));
+          Value shift = arith::SelectOp::create(b, loc, isInf, zero, args[1]);
+          return math::ExpOp::create(
+              b, loc, arith::SubFOp::create(b, loc, args[0], shift));
+        },
+        im.dynamicSizes(inDims));
+    Value sum = reduceDims(im, shifted, inDims, reduced, ReduceKind::Sum);
+    Value out = buildBroadcastGeneric(
+        im.builder, im.loc, {sum, m}, cast<RankedTensorType>(sum.getType()),
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Value isInf = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OEQ, args[1],
+              arith::ConstantOp::create(
+                  b, loc,
+                  b.getFloatAttr(args[1].getType(),
+                                 -std::numeric_limits<double>::infinity())));
+          Value zero = arith::ConstantOp::create(
+              b, loc, b.getFloatAttr(args[1].getType(), 0.0));
+          Value shift = arith::SelectOp::create(b, loc, isInf, zero, args[1]);
+          return arith::AddFOp::create(
+              b, loc, math::LogOp::create(b, loc, args[0]), shift);
+        },
+        im.dynamicSizes(rDims0));
+    if (keepDims) {
+      out = buildReshapeDims(im, out, rDims0, mDims);
+      im.setOutput(0, out, mDims);
+    } else {
+      im.setOutput(0, out, rDims0);
+    }
+    return success();
+  }
+  Value r = reduceDims(im, x, inDims, reduced, kind);
   auto rt = cast<RankedTensorType>(r.getType());
   SmallVector<AffineExpr> rDims, keptDims;
   AffineExpr count = im.cst(1);
@@ -633,6 +747,13 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
       count = count * inDims[d];
     keptDims.push_back(reduced[d] ? im.cst(1) : inDims[d]);
   }
+  if (op == "ReduceL2")
+    r = buildBroadcastGeneric(
+        im.builder, im.loc, {r}, rt,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          return math::SqrtOp::create(b, loc, args[0]);
+        },
+        im.dynamicSizes(rDims));
   if (op == "ReduceMean") {
     if (!isa<FloatType>(t.getElementType()))
       return im.error() << "expects a float tensor, got " << t;
@@ -715,7 +836,8 @@ LogicalResult importLayerNorm(ONNXImporterImpl &im) {
         rSizes);
   };
   Value mean = buildReshapeDims(
-      im, scaleBy(reduceDims(im, x, dims, reduced, false), 1.0 / count),
+      im,
+      scaleBy(reduceDims(im, x, dims, reduced, ReduceKind::Sum), 1.0 / count),
       rDims, keptDims);
   Value centered = buildBroadcastGeneric(
       b, loc, {x, mean}, t,
@@ -730,7 +852,8 @@ LogicalResult importLayerNorm(ONNXImporterImpl &im) {
       },
       sizes);
   Value var = buildReshapeDims(
-      im, scaleBy(reduceDims(im, sq, dims, reduced, false), 1.0 / count),
+      im,
+      scaleBy(reduceDims(im, sq, dims, reduced, ReduceKind::Sum), 1.0 / count),
       rDims, keptDims);
   SmallVector<Value> ins = {centered, var, im.input(1)};
   bool hasBias = im.hasInput(2);
@@ -909,6 +1032,9 @@ void mlir::masformer::registerContractionHandlers(
   handlers["Conv"] = importConv;
   handlers["ReduceSum"] = importReduce;
   handlers["ReduceMax"] = importReduce;
+  for (StringRef op : {"ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                       "ReduceSumSquare", "ReduceLogSumExp"})
+    handlers[op] = importReduce;
   handlers["LayerNormalization"] = importLayerNorm;
   handlers["Attention"] = importAttention;
 }

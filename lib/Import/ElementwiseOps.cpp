@@ -414,6 +414,18 @@ const UnaryOp kUnaryOps[] = {
     {"Abs", [](double x) { return std::fabs(x); }, mathUnary<math::AbsFOp>},
     {"Neg", [](double x) { return -x; }, mathUnary<arith::NegFOp>},
     {"Floor", [](double x) { return std::floor(x); }, mathUnary<math::FloorOp>},
+    // -1, 0 or 1; NaN stays NaN (the comparisons are false) and -0 stays -0.
+    {"Sign", [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); },
+     [](OpBuilder &b, Location loc, Value x) -> Value {
+       Value zero = constLike(b, loc, x, 0.0);
+       Value pos =
+           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, zero);
+       Value neg =
+           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+       return arith::SelectOp::create(
+           b, loc, pos, constLike(b, loc, x, 1.0),
+           arith::SelectOp::create(b, loc, neg, constLike(b, loc, x, -1.0), x));
+     }},
     {"Ceil", [](double x) { return std::ceil(x); }, mathUnary<math::CeilOp>},
     // Halves to even, as ONNX rounds (and nearbyint in the default mode).
     {"Round", [](double x) { return std::nearbyint(x); },
@@ -446,6 +458,39 @@ LogicalResult importUnary(ONNXImporterImpl &im) {
   RankedTensorType t = im.inputType(0);
   Type et = t.getElementType();
   SmallVector<AffineExpr> dims = im.inputDims(0);
+  if (name == "Sign" && et.isIntOrIndex()) {
+    auto sign = [](int64_t v) -> int64_t {
+      return v > 0 ? 1 : (v < 0 ? -1 : 0);
+    };
+    if (const HostTensor *h = im.hostInput(0); h && !h->isSymbolic()) {
+      HostTensor out = *h;
+      for (int64_t &v : out.ints)
+        v = sign(v);
+      im.setHostOutput(0, std::move(out));
+      return success();
+    }
+    im.setOutput(
+        0,
+        buildBroadcastGeneric(
+            im.builder, im.loc, {im.input(0)}, t,
+            [&](OpBuilder &b, Location loc, ValueRange args) {
+              auto c = [&](int64_t v) {
+                return arith::ConstantOp::create(b, loc,
+                                                 b.getIntegerAttr(et, v));
+              };
+              Value pos = arith::CmpIOp::create(
+                  b, loc, arith::CmpIPredicate::sgt, args[0], c(0));
+              Value neg = arith::CmpIOp::create(
+                  b, loc, arith::CmpIPredicate::slt, args[0], c(0));
+              return arith::SelectOp::create(
+                         b, loc, pos, c(1),
+                         arith::SelectOp::create(b, loc, neg, c(-1), c(0)))
+                  .getResult();
+            },
+            im.dynamicSizes(dims)),
+        dims);
+    return success();
+  }
   if ((name == "Neg" || name == "Abs") && et.isIntOrIndex()) {
     // Integers wrap as in numpy and onnxruntime: -INT64_MIN is INT64_MIN.
     bool abs = name == "Abs";

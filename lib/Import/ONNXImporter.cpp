@@ -109,29 +109,13 @@ LogicalResult ONNXImporterImpl::checkArity() {
                          "And", "Or", "Equal", "Less", "LessOrEqual",
                          "Greater", "GreaterOrEqual", "MatMul"})
       m[op] = {2, 2, 1};
-    for (StringRef op : {"Sqrt",
-                         "Exp",
-                         "Log",
-                         "Erf",
-                         "Tanh",
-                         "Cos",
-                         "Sin",
-                         "Abs",
-                         "Neg",
-                         "Floor",
-                         "Ceil",
-                         "Round",
-                         "Reciprocal",
-                         "Sigmoid",
-                         "Relu",
-                         "Not",
-                         "Cast",
-                         "Identity",
-                         "Shape",
-                         "Flatten",
-                         "Transpose",
-                         "Softmax",
-                         "ConstantOfShape"})
+    for (StringRef op :
+         {"Sqrt",    "Exp",        "Log",      "Erf",
+          "Tanh",    "Cos",        "Sin",      "Abs",
+          "Neg",     "Floor",      "Ceil",     "Round",
+          "Sign",    "Reciprocal", "Sigmoid",  "Relu",
+          "Not",     "Cast",       "Identity", "Shape",
+          "Flatten", "Transpose",  "Softmax",  "ConstantOfShape"})
       m[op] = {1, 1, 1};
     m["Where"] = {3, 3, 1};
     m["Clip"] = {1, 3, 1};
@@ -158,8 +142,12 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["ScatterElements"] = {3, 3, 1};
     m["Gemm"] = {2, 3, 1};
     m["Einsum"] = {1, 1 << 16, 1, /*variadic=*/true};
-    for (StringRef op : {"ReduceMean", "ReduceSum", "ReduceMax"})
+    for (StringRef op :
+         {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"})
       m[op] = {1, 2, 1};
+    for (StringRef op : {"ArgMax", "ArgMin"})
+      m[op] = {1, 1, 1};
     m["LayerNormalization"] = {2, 3, 3};
     m["Attention"] = {3, 7, 4};
     return m;

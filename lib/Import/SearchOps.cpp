@@ -16,6 +16,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::masformer;
 
@@ -375,6 +377,118 @@ LogicalResult importOneHot(ONNXImporterImpl &im) {
   return success();
 }
 
+/// ArgMax / ArgMin: the position of the largest (smallest) element along
+/// an axis, the first one of equal elements (the last with
+/// select_last_index); NaN counts as larger than every number for ArgMax
+/// and smaller for ArgMin, so that it is picked as numpy and torch pick it.
+/// One reduction generic carrying the best value and its position.
+LogicalResult importArgMax(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis", "keepdims", "select_last_index"})))
+    return failure();
+  bool isMax = im.node->op_type() == "ArgMax";
+  RankedTensorType t = im.inputType(0);
+  int64_t rank = t.getRank();
+  Type et = t.getElementType();
+  if (rank == 0)
+    return im.error() << "expects a tensor of rank 1 or more, got " << t;
+  if (!isa<FloatType>(et) && !et.isInteger(32) && !et.isInteger(64))
+    return im.error() << "expects a float, int32 or int64 tensor, got " << t;
+  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  bool keepDims = im.attrInt("keepdims", 1) != 0;
+  bool last = im.attrInt("select_last_index", 0) != 0;
+  SmallVector<AffineExpr> inDims = im.inputDims(0), dims, keptDims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != *axis)
+      dims.push_back(inDims[d]);
+    keptDims.push_back(d == *axis ? im.cst(1) : inDims[d]);
+  }
+  MLIRContext *ctx = im.getContext();
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  bool isFloat = isa<FloatType>(et);
+  Type i64 = b.getI64Type();
+  // The best value so far starts at the far end of the order (any element
+  // replaces it, the first one included), its position at 0.
+  double start;
+  if (isFloat)
+    start = isMax ? -std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::infinity();
+  else
+    start = static_cast<double>(isMax ? std::numeric_limits<int64_t>::min()
+                                      : std::numeric_limits<int64_t>::max());
+  if (!isFloat && et.isInteger(32))
+    start = isMax ? std::numeric_limits<int32_t>::min()
+                  : std::numeric_limits<int32_t>::max();
+  Value bestInit =
+      buildFilled(b, loc, im.typeFor(dims, et), start, im.dynamicSizes(dims));
+  Value posInit =
+      buildFilled(b, loc, im.typeFor(dims, i64), 0.0, im.dynamicSizes(dims));
+  // The first position is taken whatever it holds: `seen` is false until
+  // then (a row of -inf, or of NaN for ArgMin, must give its first index).
+  Value seenInit = buildFilled(b, loc, im.typeFor(dims, b.getI1Type()), 0.0,
+                               im.dynamicSizes(dims));
+  SmallVector<AffineExpr> outExprs;
+  SmallVector<IteratorType> iters;
+  for (int64_t d = 0; d < rank; ++d) {
+    iters.push_back(d == *axis ? IteratorType::reduction
+                               : IteratorType::parallel);
+    if (d != *axis)
+      outExprs.push_back(getAffineDimExpr(d, ctx));
+  }
+  AffineMap outMap = AffineMap::get(rank, 0, outExprs, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc,
+      TypeRange{bestInit.getType(), posInit.getType(), seenInit.getType()},
+      ValueRange{im.input(0)}, ValueRange{bestInit, posInit, seenInit},
+      ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(rank, ctx), outMap,
+                          outMap, outMap},
+      iters, [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value x = args[0], best = args[1], pos = args[2], seen = args[3];
+        Value better, same;
+        if (isFloat) {
+          using P = arith::CmpFPredicate;
+          Value nanX = arith::CmpFOp::create(nb, nl, P::UNO, x, x);
+          Value nanBest = arith::CmpFOp::create(nb, nl, P::UNO, best, best);
+          Value notNanBest = arith::XOrIOp::create(
+              nb, nl, nanBest, arith::ConstantIntOp::create(nb, nl, 1, 1));
+          better = arith::OrIOp::create(
+              nb, nl,
+              arith::CmpFOp::create(nb, nl, isMax ? P::OGT : P::OLT, x, best),
+              arith::AndIOp::create(nb, nl, nanX, notNanBest));
+          same = arith::OrIOp::create(
+              nb, nl, arith::CmpFOp::create(nb, nl, P::OEQ, x, best),
+              arith::AndIOp::create(nb, nl, nanX, nanBest));
+        } else {
+          using P = arith::CmpIPredicate;
+          better =
+              arith::CmpIOp::create(nb, nl, isMax ? P::sgt : P::slt, x, best);
+          same = arith::CmpIOp::create(nb, nl, P::eq, x, best);
+        }
+        Value take = better;
+        if (last)
+          take = arith::OrIOp::create(nb, nl, take, same);
+        Value notSeen = arith::XOrIOp::create(
+            nb, nl, seen, arith::ConstantIntOp::create(nb, nl, 1, 1));
+        take = arith::OrIOp::create(nb, nl, take, notSeen);
+        Value here = arith::IndexCastOp::create(
+            nb, nl, nb.getI64Type(), linalg::IndexOp::create(nb, nl, *axis));
+        linalg::YieldOp::create(
+            nb, nl,
+            ValueRange{arith::SelectOp::create(nb, nl, take, x, best),
+                       arith::SelectOp::create(nb, nl, take, here, pos),
+                       arith::ConstantIntOp::create(nb, nl, 1, 1)});
+      });
+  Value out = generic.getResult(1);
+  if (keepDims) {
+    im.setOutput(0, buildReshapeDims(im, out, dims, keptDims), keptDims);
+    return success();
+  }
+  im.setOutput(0, out, dims);
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerSearchHandlers(
@@ -382,4 +496,6 @@ void mlir::masformer::registerSearchHandlers(
   handlers["NonZero"] = importNonZero;
   handlers["TopK"] = importTopK;
   handlers["OneHot"] = importOneHot;
+  handlers["ArgMax"] = importArgMax;
+  handlers["ArgMin"] = importArgMax;
 }

@@ -861,7 +861,10 @@ def sym_name(op):
 
 
 def scalar_constant(op):
-    lit = re.match(r'([^:]+) : ', attr(op, 'value')).group(1).strip()
+    value = attr(op, 'value')
+    if value in ('true', 'false'):  # i1 constants print without a type
+        return value == 'true'
+    lit = re.match(r'([^:]+) : ', value).group(1).strip()
     if lit in ('true', 'false'):
         return lit == 'true'
     if re.match(r'^-?\d+$', lit):

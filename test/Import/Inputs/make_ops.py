@@ -284,6 +284,60 @@ def bigcode_eager(path):
     save(graph, path)
 
 
+def reductions(path):
+    """The other reductions (DBRX's router normalizes by ReduceL1), ArgMax
+    and ArgMin (PhiMoE's router) with ties and select_last_index, and Sign
+    (GraniteMoE's dynamo export), on floats and integers; opset 18 (axes
+    as inputs)."""
+    f = lambda name, dims: h.make_tensor_value_info(name, T.FLOAT, dims)
+    i = lambda name, dims: h.make_tensor_value_info(name, T.INT64, dims)
+    nodes = [
+        h.make_node("ReduceMin", ["x", "last"], ["min"], keepdims=0),
+        h.make_node("ReduceProd", ["x", "last"], ["prod"]),
+        h.make_node("ReduceL1", ["x", "last"], ["l1"]),
+        h.make_node("ReduceL2", ["x", "seq"], ["l2"], keepdims=0),
+        h.make_node("ReduceSumSquare", ["x", "last"], ["sumsq"]),
+        h.make_node("ReduceLogSumExp", ["x", "last"], ["lse"], keepdims=0),
+        h.make_node("ReduceLogSumExp", ["x", "seq"], ["lse_seq"]),
+        # Ties: steps of 0.5.
+        h.make_node("Mul", ["x", "two"], ["x2"]),
+        h.make_node("Floor", ["x2"], ["stepped"]),
+        h.make_node("ArgMax", ["stepped"], ["amax"], axis=-1),
+        h.make_node("ArgMax", ["stepped"], ["amax_last"], axis=-1,
+                    keepdims=0, select_last_index=1),
+        h.make_node("ArgMin", ["stepped"], ["amin"], axis=1, keepdims=0),
+        h.make_node("ArgMin", ["stepped"], ["amin_last"], axis=2,
+                    select_last_index=1),
+        h.make_node("Sign", ["stepped"], ["sign"]),
+        h.make_node("Cast", ["stepped"], ["ints"], to=T.INT64),
+        h.make_node("Sign", ["ints"], ["isign"]),
+        h.make_node("ReduceL1", ["ints", "last"], ["il1"], keepdims=0),
+        h.make_node("ReduceMin", ["ints", "seq"], ["imin"]),
+        h.make_node("ReduceProd", ["ints", "last"], ["iprod"], keepdims=0),
+        h.make_node("ArgMax", ["ints"], ["iamax"], axis=1),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    graph = h.make_graph(
+        nodes, "reductions", [f("x", ["batch", "sequence", 8])],
+        [f("min", ["batch", "sequence"]), f("prod", ["batch", "sequence", 1]),
+         f("l1", ["batch", "sequence", 1]), f("l2", ["batch", 8]),
+         f("sumsq", ["batch", "sequence", 1]), f("lse", ["batch", "sequence"]),
+         f("lse_seq", ["batch", 1, 8]), i("amax", ["batch", "sequence", 1]),
+         i("amax_last", ["batch", "sequence"]), i("amin", ["batch", 8]),
+         i("amin_last", ["batch", "sequence", 1]),
+         f("sign", ["batch", "sequence", 8]),
+         i("isign", ["batch", "sequence", 8]), i("il1", ["batch", "sequence"]),
+         i("imin", ["batch", 1, 8]), i("iprod", ["batch", "sequence"]),
+         i("iamax", ["batch", 1, 8])],
+        [i64("last", [-1]), i64("seq", [1]),
+         nh.from_array(np.array(2, np.float32), "two")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+
+
 def bad(out):
     """Models the importer must refuse, each with one error."""
     x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
@@ -368,6 +422,7 @@ def main():
     gathernd(os.path.join(out, "gathernd.onnx"))
     moe(os.path.join(out, "moe.onnx"))
     bigcode_eager(os.path.join(out, "bigcode-eager.onnx"))
+    reductions(os.path.join(out, "reductions.onnx"))
     bad(out)
 
 
