@@ -128,6 +128,12 @@ def architectures():
     a["mixtral"] = _decoder(tf.MixtralForCausalLM, tf.MixtralConfig(
         **llama_like, num_local_experts=4, num_experts_per_tok=2,
         sliding_window=None))
+    a["qwen2-moe"] = _decoder(tf.Qwen2MoeForCausalLM, tf.Qwen2MoeConfig(
+        **llama_like, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=HIDDEN, shared_expert_intermediate_size=HIDDEN,
+        use_sliding_window=False))
+    a["olmoe"] = _decoder(tf.OlmoeForCausalLM, tf.OlmoeConfig(
+        **llama_like, num_experts=4, num_experts_per_tok=2))
     a["stablelm"] = _decoder(tf.StableLmForCausalLM, tf.StableLmConfig(
         **llama_like, partial_rotary_factor=0.25))
     a["starcoder2"] = _decoder(tf.Starcoder2ForCausalLM, tf.Starcoder2Config(
@@ -192,7 +198,8 @@ def architectures():
 MODELS = {}
 for _arch in ["gpt2", "gptneox", "gptj", "opt", "bloom", "falcon-mqa",
               "falcon-mha", "llama", "mistral", "qwen2", "phi", "phi3",
-              "gemma", "gemma2", "mixtral", "stablelm", "starcoder2", "olmo",
+              "gemma", "gemma2", "mixtral", "qwen2-moe", "olmoe", "stablelm",
+              "starcoder2", "olmo",
               "cohere", "granite", "nemotron", "gpt-bigcode", "codegen",
               "xglm", "bert", "roberta", "distilbert", "electra",
               "t5-encoder", "vit", "whisper-encoder"]:
