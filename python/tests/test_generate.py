@@ -228,14 +228,15 @@ def test_prefill_and_steps_equal_the_with_cache_export(tmp_path):
 
 @pytest.mark.parametrize("fixture,span", [
     ("gpt2.onnx", None), ("llama.onnx", "block:4"), ("gemma2.onnx", None),
-    ("gptneox-dynamo.onnx", None)])
+    ("gptneox-dynamo.onnx", None), ("mixtral-dynamo.onnx", None)])
 def test_prefill_logits_rows(fixture, span, tmp_path):
     """prefill(ids, logits_rows=k) returns the logits of the last k
     positions only, those of onnxruntime on the whole prompt (the decode
     entry computes the last ops, from the final norm on, on those rows), and
     leaves the same cache: the steps after it equal those after a prefill
     of every row. Gemma 2 softcaps its logits after the head; GPT-NeoX's
-    layers add attention and MLP in parallel."""
+    layers add attention and MLP in parallel; Mixtral's experts take the
+    tokens NonZero counts at run time."""
     model = ROOT / "test" / "fixtures" / fixture
     lib = tmp_path / "m.so"
     if span:
