@@ -217,6 +217,12 @@ def moe(path):
                     ["el_add"], axis=0, reduction="add"),
         h.make_node("ScatterElements", ["r", "tok2_cols", "upd2"],
                     ["el_min"], axis=0, reduction="min"),
+        # Index tuples as long as the data's rank: single elements, each
+        # (slot, token) pair of the picks added to itself.
+        h.make_node("Transpose", ["top_v"], ["top_vt"], perm=[1, 0]),
+        h.make_node("GatherND", ["top_vt", "pairs"], ["pair_v"]),
+        h.make_node("ScatterND", ["top_vt", "pairs", "pair_v"], ["nd_pairs"],
+                    reduction="add"),
         # NonZero of a 3-D float compare.
         h.make_node("Greater", ["x", "half"], ["big"]),
         h.make_node("NonZero", ["big"], ["big_at"]),
@@ -233,7 +239,8 @@ def moe(path):
          f("nd_add", ["tokens", 8]), f("nd_mul", ["tokens", 8]),
          f("nd_max", ["tokens", 8]), f("nd_none", ["tokens", 8]),
          f("el_none", ["tokens", 8]), f("el_add", ["tokens", 8]),
-         f("el_min", ["tokens", 8]), i("big_at", [3, "count"])],
+         f("el_min", ["tokens", 8]), i("big_at", [3, "count"]),
+         f("nd_pairs", [2, "tokens"])],
         [i64("rows_shape", [-1, 8]), i64("two", [2]), i64("three", [3]),
          i64("one", [1]), i64("eight", 8), i64("three_s", 3),
          i64("one_1d", [1]), i64("two_1d", [2]),
