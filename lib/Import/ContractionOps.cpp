@@ -675,7 +675,7 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
           .Case("ReduceMin", ReduceKind::Min)
           .Case("ReduceProd", ReduceKind::Prod)
           .Case("ReduceL1", ReduceKind::L1)
-          .Cases("ReduceL2", "ReduceSumSquare", ReduceKind::SumSquare)
+          .Cases({"ReduceL2", "ReduceSumSquare"}, ReduceKind::SumSquare)
           .Case("ReduceLogSumExp", ReduceKind::Sum)
           .Default(ReduceKind::Sum);
   Type et = t.getElementType();
@@ -694,38 +694,34 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
       if (!reduced[d])
         rDims0.push_back(inDims[d]);
     Value mKept = buildReshapeDims(im, m, rDims0, mDims);
+    // The maximum to shift by; 0 for a row of -inf, which keeps its -inf
+    // (exp(-inf - -inf) would be NaN).
+    auto shiftOf = [](OpBuilder &b, Location loc, Value m) -> Value {
+      Value ninf = arith::ConstantOp::create(
+          b, loc,
+          b.getFloatAttr(m.getType(),
+                         -std::numeric_limits<double>::infinity()));
+      Value zero =
+          arith::ConstantOp::create(b, loc, b.getFloatAttr(m.getType(), 0.0));
+      Value isInf =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, ninf);
+      return arith::SelectOp::create(b, loc, isInf, zero, m);
+    };
     Value shifted = buildBroadcastGeneric(
         im.builder, im.loc, {x, mKept}, t,
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
-          // A row of -inf keeps its -inf (exp(-inf - -inf) would be NaN).
-          Value isInf = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OEQ, args[1],
-              arith::ConstantOp::create(
-                  b, loc,
-                  b.getFloatAttr(args[1].getType(),
-                                 -std::numeric_limits<double>::infinity())));
-          Value zero = arith::ConstantOp::create(
-              b, loc, b.getFloatAttr(args[1].getType(), 0.0));
-          Value shift = arith::SelectOp::create(b, loc, isInf, zero, args[1]);
           return math::ExpOp::create(
-              b, loc, arith::SubFOp::create(b, loc, args[0], shift));
+              b, loc,
+              arith::SubFOp::create(b, loc, args[0], shiftOf(b, loc, args[1])));
         },
         im.dynamicSizes(inDims));
     Value sum = reduceDims(im, shifted, inDims, reduced, ReduceKind::Sum);
     Value out = buildBroadcastGeneric(
         im.builder, im.loc, {sum, m}, cast<RankedTensorType>(sum.getType()),
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
-          Value isInf = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OEQ, args[1],
-              arith::ConstantOp::create(
-                  b, loc,
-                  b.getFloatAttr(args[1].getType(),
-                                 -std::numeric_limits<double>::infinity())));
-          Value zero = arith::ConstantOp::create(
-              b, loc, b.getFloatAttr(args[1].getType(), 0.0));
-          Value shift = arith::SelectOp::create(b, loc, isInf, zero, args[1]);
-          return arith::AddFOp::create(
-              b, loc, math::LogOp::create(b, loc, args[0]), shift);
+          return arith::AddFOp::create(b, loc,
+                                       math::LogOp::create(b, loc, args[0]),
+                                       shiftOf(b, loc, args[1]));
         },
         im.dynamicSizes(rDims0));
     if (keepDims) {

@@ -340,6 +340,11 @@ Value buildReshapeDims(ONNXImporterImpl &im, Value input,
 /// Bytes per element of raw_data for a supported ONNX element type.
 int64_t rawElementSize(int32_t onnxType);
 
+/// The row-major coordinates of position `linear` in a tensor of `sizes`
+/// (index values).
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<Value> sizes);
+
 /// Converts a scalar between element types as ONNX Cast does.
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);
 

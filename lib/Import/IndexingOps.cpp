@@ -525,6 +525,27 @@ LogicalResult importGatherND(ONNXImporterImpl &im) {
   return success();
 }
 
+/// The indices (input 1) of GatherElements and ScatterElements against the
+/// data (input 0): the data's rank, int32 or int64, no dimension other than
+/// `axis` larger than the data's, and in range where known at import.
+LogicalResult checkElementsIndices(ONNXImporterImpl &im, int64_t axis) {
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1);
+  int64_t rank = dt.getRank();
+  if (it.getRank() != rank)
+    return im.error() << "indices must have the data's rank (" << rank
+                      << "), got " << it;
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return im.error() << "indices must be int32 or int64, got " << it;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && ShapedType::isStatic(dt.getDimSize(d)) &&
+        ShapedType::isStatic(it.getDimSize(d)) &&
+        it.getDimSize(d) > dt.getDimSize(d))
+      return im.error() << "indices dimension " << d << " (" << it.getDimSize(d)
+                        << ") is larger than the data's (" << dt.getDimSize(d)
+                        << ")";
+  return checkKnownIndices(im, axis, dt.getDimSize(axis));
+}
+
 /// GatherElements: out[i] = data[i with i[axis] = indices[i]], with the
 /// indices' shape. Indices outside [-n, n) are clamped at run time (errors
 /// when known at import), and so are positions past the data's other
@@ -537,23 +558,11 @@ LogicalResult importGatherElements(ONNXImporterImpl &im) {
   FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), rank);
   if (failed(axis))
     return failure();
-  if (it.getRank() != rank)
-    return im.error() << "indices must have the data's rank (" << rank
-                      << "), got " << it;
-  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
-    return im.error() << "indices must be int32 or int64, got " << it;
+  if (failed(checkElementsIndices(im, *axis)))
+    return failure();
   SmallVector<AffineExpr> dDims = im.inputDims(0), dims = im.inputDims(1);
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis && ShapedType::isStatic(dt.getDimSize(d)) &&
-        ShapedType::isStatic(it.getDimSize(d)) &&
-        it.getDimSize(d) > dt.getDimSize(d))
-      return im.error() << "indices dimension " << d << " (" << it.getDimSize(d)
-                        << ") is larger than the data's (" << dt.getDimSize(d)
-                        << ")";
   SmallVector<int64_t> shape = ONNXImporterImpl::staticShape(dims);
   int64_t n = dt.getDimSize(*axis);
-  if (failed(checkKnownIndices(im, *axis, n)))
-    return failure();
   if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
       !im.isDynamic(dims)) {
     const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);
@@ -1002,11 +1011,8 @@ LogicalResult importScatterElements(ONNXImporterImpl &im) {
   FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), rank);
   if (failed(axis))
     return failure();
-  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
-    return im.error() << "indices must be int32 or int64, got " << it;
-  if (it.getRank() != rank)
-    return im.error() << "indices must have the data's rank (" << rank
-                      << "), got " << it;
+  if (failed(checkElementsIndices(im, *axis)))
+    return failure();
   if (ut.getElementType() != dt.getElementType())
     return im.error() << "updates " << ut << " and data " << dt
                       << " differ in element type";
@@ -1015,16 +1021,7 @@ LogicalResult importScatterElements(ONNXImporterImpl &im) {
   if (uDims != iDims)
     return im.error() << "updates " << im.dimsString(uDims) << " and indices "
                       << im.dimsString(iDims) << " differ in shape";
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis && ShapedType::isStatic(dt.getDimSize(d)) &&
-        ShapedType::isStatic(it.getDimSize(d)) &&
-        it.getDimSize(d) > dt.getDimSize(d))
-      return im.error() << "indices dimension " << d << " (" << it.getDimSize(d)
-                        << ") is larger than the data's (" << dt.getDimSize(d)
-                        << ")";
   int64_t n = dt.getDimSize(*axis);
-  if (failed(checkKnownIndices(im, *axis, n)))
-    return failure();
   if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
       !im.hostInput(0)->isSymbolic() && !im.hostInput(2)->isSymbolic() &&
       dt.hasStaticShape()) {
@@ -1071,16 +1068,7 @@ LogicalResult importScatterElements(ONNXImporterImpl &im) {
   auto loop = scf::ForOp::create(
       b, loc, c0, total, c1, ValueRange{im.input(0)},
       [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
-        SmallVector<Value> at(rank);
-        Value rest = e;
-        for (int64_t d = rank - 1; d >= 0; --d) {
-          at[d] =
-              d == 0
-                  ? rest
-                  : arith::RemUIOp::create(lb, ll, rest, iSizes[d]).getResult();
-          if (d > 0)
-            rest = arith::DivUIOp::create(lb, ll, rest, iSizes[d]);
-        }
+        SmallVector<Value> at = delinearize(lb, ll, e, iSizes);
         SmallVector<Value> dst(at);
         for (int64_t d = 0; d < rank; ++d) {
           if (d == *axis) {
@@ -1106,6 +1094,19 @@ LogicalResult importScatterElements(ONNXImporterImpl &im) {
 }
 
 } // namespace
+
+SmallVector<Value> mlir::masformer::delinearize(OpBuilder &b, Location loc,
+                                                Value linear,
+                                                ArrayRef<Value> sizes) {
+  SmallVector<Value> coords(sizes.size());
+  for (int64_t d = sizes.size() - 1; d > 0; --d) {
+    coords[d] = arith::RemUIOp::create(b, loc, linear, sizes[d]);
+    linear = arith::DivUIOp::create(b, loc, linear, sizes[d]);
+  }
+  if (!sizes.empty())
+    coords[0] = linear;
+  return coords;
+}
 
 void mlir::masformer::registerIndexingHandlers(
     llvm::StringMap<NodeHandler> &handlers) {

@@ -40,6 +40,46 @@ Value isNonZero(OpBuilder &b, Location loc, Value x) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, zero);
 }
 
+/// Whether x comes strictly before y in a search's order of values, and
+/// whether they are level: descending when `greater`, ascending otherwise;
+/// NaN (equal to NaN) first when `nanFirst`, last otherwise.
+std::pair<Value, Value> compareValues(OpBuilder &b, Location loc, Value x,
+                                      Value y, bool greater, bool nanFirst) {
+  if (!isa<FloatType>(x.getType())) {
+    using P = arith::CmpIPredicate;
+    return {arith::CmpIOp::create(b, loc, greater ? P::sgt : P::slt, x, y),
+            arith::CmpIOp::create(b, loc, P::eq, x, y)};
+  }
+  using P = arith::CmpFPredicate;
+  Value nanX = arith::CmpFOp::create(b, loc, P::UNO, x, x);
+  Value nanY = arith::CmpFOp::create(b, loc, P::UNO, y, y);
+  Value yes = arith::ConstantIntOp::create(b, loc, 1, 1);
+  // x NaN and y a number (nanFirst), or the other way round.
+  Value nanAhead =
+      nanFirst ? arith::AndIOp::create(b, loc, nanX,
+                                       arith::XOrIOp::create(b, loc, nanY, yes))
+               : arith::AndIOp::create(
+                     b, loc, arith::XOrIOp::create(b, loc, nanX, yes), nanY);
+  Value ahead = arith::OrIOp::create(
+      b, loc, arith::CmpFOp::create(b, loc, greater ? P::OGT : P::OLT, x, y),
+      nanAhead);
+  Value level =
+      arith::OrIOp::create(b, loc, arith::CmpFOp::create(b, loc, P::OEQ, x, y),
+                           arith::AndIOp::create(b, loc, nanX, nanY));
+  return {ahead, level};
+}
+
+/// TopK's and ArgMax's input: rank 1 or more, float or int32/int64.
+LogicalResult checkSearchInput(ONNXImporterImpl &im) {
+  RankedTensorType t = im.inputType(0);
+  Type et = t.getElementType();
+  if (t.getRank() == 0)
+    return im.error() << "expects a tensor of rank 1 or more, got " << t;
+  if (!isa<FloatType>(et) && !et.isInteger(32) && !et.isInteger(64))
+    return im.error() << "expects a float, int32 or int64 tensor, got " << t;
+  return success();
+}
+
 /// NonZero: the coordinates of the non-zero elements, [rank, count], in
 /// row-major order. On the host when the input is known there; otherwise a
 /// reduction counts them (the result's size, a new symbol) and one loop over
@@ -109,16 +149,7 @@ LogicalResult importNonZero(ONNXImporterImpl &im) {
   auto loop = scf::ForOp::create(
       b, loc, c0, total, c1, ValueRange{out, c0},
       [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
-        SmallVector<Value> coords(rank);
-        Value rest = e;
-        for (int64_t d = rank - 1; d >= 0; --d) {
-          coords[d] =
-              d == 0
-                  ? rest
-                  : arith::RemUIOp::create(lb, ll, rest, sizes[d]).getResult();
-          if (d > 0)
-            rest = arith::DivUIOp::create(lb, ll, rest, sizes[d]);
-        }
+        SmallVector<Value> coords = delinearize(lb, ll, e, sizes);
         Value v = tensor::ExtractOp::create(lb, ll, x, coords);
         auto branch = scf::IfOp::create(
             lb, ll, isNonZero(lb, ll, v),
@@ -155,13 +186,11 @@ LogicalResult importNonZero(ONNXImporterImpl &im) {
 LogicalResult importTopK(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"axis", "largest", "sorted"})))
     return failure();
+  if (failed(checkSearchInput(im)))
+    return failure();
   RankedTensorType t = im.inputType(0);
   int64_t rank = t.getRank();
   Type et = t.getElementType();
-  if (rank == 0)
-    return im.error() << "expects a tensor of rank 1 or more, got " << t;
-  if (!isa<FloatType>(et) && !et.isInteger(32) && !et.isInteger(64))
-    return im.error() << "expects a float, int32 or int64 tensor, got " << t;
   FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", -1), rank);
   if (failed(axis))
     return failure();
@@ -192,38 +221,16 @@ LogicalResult importTopK(ONNXImporterImpl &im) {
   Value valuesInit = im.emptyTensor(dims, et);
   Value indicesInit = im.emptyTensor(dims, i64);
   AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  bool isFloat = isa<FloatType>(et);
 
-  // Whether (va, ia) comes strictly before (vb, ib) in the output's order.
+  // Whether (va, ia) comes strictly before (vb, ib) in the output's order:
+  // NaN is the largest, first when largest, last otherwise.
   auto before = [&](OpBuilder &nb, Location nl, Value va, Value ia, Value vb,
                     Value ib) -> Value {
+    auto [ahead, level] = compareValues(nb, nl, va, vb, largest, largest);
     Value firstIndex =
         arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ult, ia, ib);
-    Value ahead, same;
-    if (isFloat) {
-      using P = arith::CmpFPredicate;
-      Value nanA = arith::CmpFOp::create(nb, nl, P::UNO, va, va);
-      Value nanB = arith::CmpFOp::create(nb, nl, P::UNO, vb, vb);
-      Value notNanA = arith::XOrIOp::create(
-          nb, nl, nanA, arith::ConstantIntOp::create(nb, nl, 1, 1));
-      Value notNanB = arith::XOrIOp::create(
-          nb, nl, nanB, arith::ConstantIntOp::create(nb, nl, 1, 1));
-      // NaN is the largest: first when largest, last otherwise.
-      Value cmp =
-          arith::CmpFOp::create(nb, nl, largest ? P::OGT : P::OLT, va, vb);
-      Value nanFirst = largest ? arith::AndIOp::create(nb, nl, nanA, notNanB)
-                               : arith::AndIOp::create(nb, nl, notNanA, nanB);
-      ahead = arith::OrIOp::create(nb, nl, cmp, nanFirst);
-      same = arith::OrIOp::create(nb, nl,
-                                  arith::CmpFOp::create(nb, nl, P::OEQ, va, vb),
-                                  arith::AndIOp::create(nb, nl, nanA, nanB));
-    } else {
-      using P = arith::CmpIPredicate;
-      ahead = arith::CmpIOp::create(nb, nl, largest ? P::sgt : P::slt, va, vb);
-      same = arith::CmpIOp::create(nb, nl, P::eq, va, vb);
-    }
     return arith::OrIOp::create(
-        nb, nl, ahead, arith::AndIOp::create(nb, nl, same, firstIndex));
+        nb, nl, ahead, arith::AndIOp::create(nb, nl, level, firstIndex));
   };
 
   auto generic = linalg::GenericOp::create(
@@ -385,14 +392,12 @@ LogicalResult importOneHot(ONNXImporterImpl &im) {
 LogicalResult importArgMax(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"axis", "keepdims", "select_last_index"})))
     return failure();
+  if (failed(checkSearchInput(im)))
+    return failure();
   bool isMax = im.node->op_type() == "ArgMax";
   RankedTensorType t = im.inputType(0);
   int64_t rank = t.getRank();
   Type et = t.getElementType();
-  if (rank == 0)
-    return im.error() << "expects a tensor of rank 1 or more, got " << t;
-  if (!isa<FloatType>(et) && !et.isInteger(32) && !et.isInteger(64))
-    return im.error() << "expects a float, int32 or int64 tensor, got " << t;
   FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", 0), rank);
   if (failed(axis))
     return failure();
@@ -446,26 +451,9 @@ LogicalResult importArgMax(ONNXImporterImpl &im) {
                           outMap, outMap},
       iters, [&](OpBuilder &nb, Location nl, ValueRange args) {
         Value x = args[0], best = args[1], pos = args[2], seen = args[3];
-        Value better, same;
-        if (isFloat) {
-          using P = arith::CmpFPredicate;
-          Value nanX = arith::CmpFOp::create(nb, nl, P::UNO, x, x);
-          Value nanBest = arith::CmpFOp::create(nb, nl, P::UNO, best, best);
-          Value notNanBest = arith::XOrIOp::create(
-              nb, nl, nanBest, arith::ConstantIntOp::create(nb, nl, 1, 1));
-          better = arith::OrIOp::create(
-              nb, nl,
-              arith::CmpFOp::create(nb, nl, isMax ? P::OGT : P::OLT, x, best),
-              arith::AndIOp::create(nb, nl, nanX, notNanBest));
-          same = arith::OrIOp::create(
-              nb, nl, arith::CmpFOp::create(nb, nl, P::OEQ, x, best),
-              arith::AndIOp::create(nb, nl, nanX, nanBest));
-        } else {
-          using P = arith::CmpIPredicate;
-          better =
-              arith::CmpIOp::create(nb, nl, isMax ? P::sgt : P::slt, x, best);
-          same = arith::CmpIOp::create(nb, nl, P::eq, x, best);
-        }
+        // NaN is picked by both (numpy's and torch's argmax and argmin).
+        auto [better, same] =
+            compareValues(nb, nl, x, best, isMax, /*nanFirst=*/true);
         Value take = better;
         if (last)
           take = arith::OrIOp::create(nb, nl, take, same);
