@@ -391,6 +391,33 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   int64_t ir = it.getRank();
   // The size of the gathered axis; kDynamic where it is a dynamic size.
   int64_t n = dt.getDimSize(*axis);
+  // Elements of a Range over sizes, picked by constant indices (PhiMoE's
+  // rotary length: the last position + 1): start + i * delta, as sizes.
+  if (const onnx::NodeProto *range = im.producerOf(im.node->input(0));
+      range && range->op_type() == "Range" && dt.getRank() == 1 &&
+      !isa<FloatType>(dt.getElementType()) && range->input_size() == 3) {
+    const HostTensor *start = im.hostValueOf(range->input(0));
+    const HostTensor *limit = im.hostValueOf(range->input(1));
+    const HostTensor *delta = im.hostValueOf(range->input(2));
+    const HostTensor *ind = im.hostInput(1);
+    if (start && limit && delta && ind && !ind->isSymbolic() &&
+        !delta->isSymbolic() && delta->getInt(0) > 0 &&
+        (start->isSymbolic() || limit->isSymbolic())) {
+      MLIRContext *ctx = im.getContext();
+      AffineExpr s0 = start->getExpr(0, ctx), d0 = im.cst(delta->getInt(0));
+      AffineExpr count = (limit->getExpr(0, ctx) - s0).ceilDiv(d0);
+      HostTensor out;
+      out.shape.assign(ind->shape.begin(), ind->shape.end());
+      out.elemType = dt.getElementType();
+      out.resize(ind->numElements());
+      for (int64_t e = 0; e < ind->numElements(); ++e) {
+        int64_t v = ind->getInt(e);
+        out.setExpr(e, s0 + (v < 0 ? count + v : im.cst(v)) * d0);
+      }
+      im.setHostOutput(0, std::move(out));
+      return success();
+    }
+  }
   if (im.allInputsOnHost() && !im.hostInput(1)->isSymbolic() &&
       !im.isDynamic(dims)) {
     const HostTensor &data = *im.hostInput(0), &ind = *im.hostInput(1);

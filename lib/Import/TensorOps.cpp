@@ -226,8 +226,22 @@ LogicalResult importConstantOfShape(ONNXImporterImpl &im) {
   return success();
 }
 
+/// A size cast to float (PhiMoE's rotary table: arange(float(last
+/// position + 1))): the symbolic integer behind input `i`'s Cast, or null.
+const HostTensor *sizeBehindCast(ONNXImporterImpl &im, unsigned i) {
+  const onnx::NodeProto *cast = im.producerOf(im.node->input(i));
+  if (!cast || cast->op_type() != "Cast" || cast->input_size() != 1)
+    return nullptr;
+  const HostTensor *h = im.hostValueOf(cast->input(0));
+  return h && h->isSymbolic() && h->numElements() == 1 ? h : nullptr;
+}
+
 LogicalResult importRange(ONNXImporterImpl &im) {
-  for (unsigned i = 0; i < 3; ++i)
+  // Start and limit may be sizes cast to float.
+  const HostTensor *viaCast[2] = {nullptr, nullptr};
+  for (unsigned i = 0; i < 3; ++i) {
+    if (i < 2 && !im.hostInput(i) && (viaCast[i] = sizeBehindCast(im, i)))
+      continue;
     if (failed(im.requireHostScalar(i,
                                     i == 0   ? "start"
                                     : i == 1 ? "limit"
@@ -235,20 +249,29 @@ LogicalResult importRange(ONNXImporterImpl &im) {
                                     /*allowSymbolic=*/i < 2,
                                     /*integer=*/false)))
       return failure();
-  const HostTensor &start = *im.hostInput(0), &limit = *im.hostInput(1),
+  }
+  const HostTensor &start = viaCast[0] ? *viaCast[0] : *im.hostInput(0),
+                   &limit = viaCast[1] ? *viaCast[1] : *im.hostInput(1),
                    &delta = *im.hostInput(2);
   if (start.isSymbolic() || limit.isSymbolic()) {
     // A range over a dynamic size (positions, causal masks): computed at
     // run time, start + i * delta.
     int64_t d = delta.getInt(0);
-    if (d <= 0)
+    if (d <= 0 || static_cast<double>(d) != delta.getDouble(0))
       return im.error() << "a range over dynamic sizes needs a positive "
-                           "constant delta, got "
-                        << d;
+                           "integer constant delta, got "
+                        << delta.getDouble(0);
     MLIRContext *ctx = im.getContext();
+    // A float start that is not a size must be a whole number.
+    if (!start.isSymbolic() &&
+        static_cast<double>(start.getInt(0)) != start.getDouble(0))
+      return im.error() << "a range over dynamic sizes needs a whole start, "
+                           "got "
+                        << start.getDouble(0);
     AffineExpr s0 = start.getExpr(0, ctx), l0 = limit.getExpr(0, ctx);
     AffineExpr count = (l0 - s0).ceilDiv(d);
-    Type et = start.elemType;
+    // The element type is the op's (a float start makes a float range).
+    Type et = im.inputType(0).getElementType();
     auto type = im.typeFor({count}, et);
     Value init = im.emptyTensor({count}, et);
     Value first = im.dimValue(s0);

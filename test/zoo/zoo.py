@@ -134,6 +134,9 @@ def architectures():
         use_sliding_window=False))
     a["olmoe"] = _decoder(tf.OlmoeForCausalLM, tf.OlmoeConfig(
         **llama_like, num_experts=4, num_experts_per_tok=2))
+    a["phimoe"] = _decoder(tf.PhimoeForCausalLM, tf.PhimoeConfig(
+        **llama_like, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=None))
     a["stablelm"] = _decoder(tf.StableLmForCausalLM, tf.StableLmConfig(
         **llama_like, partial_rotary_factor=0.25))
     a["starcoder2"] = _decoder(tf.Starcoder2ForCausalLM, tf.Starcoder2Config(
@@ -198,16 +201,18 @@ def architectures():
 MODELS = {}
 for _arch in ["gpt2", "gptneox", "gptj", "opt", "bloom", "falcon-mqa",
               "falcon-mha", "llama", "mistral", "qwen2", "phi", "phi3",
-              "gemma", "gemma2", "mixtral", "qwen2-moe", "olmoe", "stablelm",
-              "starcoder2", "olmo",
+              "gemma", "gemma2", "mixtral", "qwen2-moe", "olmoe", "phimoe",
+              "stablelm", "starcoder2", "olmo",
               "cohere", "granite", "nemotron", "gpt-bigcode", "codegen",
               "xglm", "bert", "roberta", "distilbert", "electra",
               "t5-encoder", "vit", "whisper-encoder"]:
     # Cohere's TorchScript export does not run in onnxruntime itself (its
-    # rotary table's Expand gets an invalid shape): dynamo only.
+    # rotary table's Expand gets an invalid shape): dynamo only. PhiMoE's
+    # router does not pass torch.export: TorchScript only.
     if _arch != "cohere":
         MODELS[f"{_arch}"] = (_arch, "eager", "torchscript")
-    MODELS[f"{_arch}-dynamo"] = (_arch, "eager", "dynamo")
+    if _arch != "phimoe":
+        MODELS[f"{_arch}-dynamo"] = (_arch, "eager", "dynamo")
 for _arch in ["gpt2", "llama", "opt", "bert", "qwen2", "gpt-bigcode"]:
     MODELS[f"{_arch}-sdpa"] = (_arch, "sdpa", "torchscript")
 

@@ -345,6 +345,40 @@ def reductions(path):
     onnx.save(model, path)
 
 
+def rotary_length(path):
+    """PhiMoE's rotary table length, as its TorchScript export computes it:
+    the last of Range(0, sequence) + 1, cast to float, as the limit of a
+    float Range (a size the importer follows through the Gather and the
+    Cast), and a bad float start."""
+    nodes = [
+        h.make_node("Shape", ["input_ids"], ["shape"]),
+        h.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+        h.make_node("Range", ["zero", "seq", "one"], ["positions"]),
+        h.make_node("Gather", ["positions", "minus_one"], ["last"], axis=0),
+        h.make_node("Add", ["last", "one"], ["length"]),
+        h.make_node("Cast", ["length"], ["length_f"], to=T.FLOAT),
+        h.make_node("Range", ["zero_f", "length_f", "one_f"], ["t"]),
+        h.make_node("Mul", ["t", "freq"], ["angles"]),
+        h.make_node("Cos", ["angles"], ["cos"]),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    graph = h.make_graph(
+        nodes, "rotary_length",
+        [h.make_tensor_value_info("input_ids", T.INT64,
+                                  ["batch", "sequence"])],
+        [h.make_tensor_value_info("cos", T.FLOAT, ["sequence"])],
+        [i64("zero", 0), i64("one", 1), i64("minus_one", -1),
+         nh.from_array(np.array(0, np.float32), "zero_f"),
+         nh.from_array(np.array(1, np.float32), "one_f"),
+         nh.from_array(np.array(0.25, np.float32), "freq")])
+    save(graph, path)
+    graph.node[6].input[0] = "half_f"
+    graph.initializer.append(nh.from_array(np.array(0.5, np.float32),
+                                           "half_f"))
+    save(graph, path.replace(".onnx", "-bad-start.onnx"))
+
+
 def bad(out):
     """Models the importer must refuse, each with one error."""
     x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
@@ -430,6 +464,7 @@ def main():
     moe(os.path.join(out, "moe.onnx"))
     bigcode_eager(os.path.join(out, "bigcode-eager.onnx"))
     reductions(os.path.join(out, "reductions.onnx"))
+    rotary_length(os.path.join(out, "rotary-length.onnx"))
     bad(out)
 
 
