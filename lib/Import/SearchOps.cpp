@@ -1,11 +1,11 @@
-//===- SearchOps.cpp - ONNX TopK, NonZero and OneHot -------------*- C++
-//-*-===//
+//===- SearchOps.cpp - ONNX TopK, ArgMax, NonZero, OneHot -------*- C++ -*-===//
 //
 // Ops between values and positions, which a mixture of experts' router
-// uses: TopK picks each token's experts, OneHot and NonZero turn the picks
-// into the tokens each expert takes. NonZero's result has a size known
-// only at run time: a fresh dimension symbol, which the ops that follow
-// (the gathers, the experts' products, the scatters) carry.
+// uses: TopK (ArgMax in PhiMoE) picks each token's experts, OneHot and
+// NonZero turn the picks into the tokens each expert takes. NonZero's
+// result has a size known only at run time: a fresh dimension symbol,
+// which the ops that follow (the gathers, the experts' products, the
+// scatters) carry.
 //
 //===----------------------------------------------------------------------===//
 
