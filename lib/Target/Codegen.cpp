@@ -439,32 +439,54 @@ std::string writeAtomically(StringRef path, ArrayRef<char> bytes) {
 /// Parses and optimizes one part in a context of its own; then either its
 /// object (`object` set) or its optimized bitcode. Returns an error
 /// message, or "" (this runs on a worker thread: no MLIR diagnostics).
+///
+/// LLVM is built without exceptions: when its allocation handler throws
+/// std::bad_alloc (the Python module installs one that does, so that a
+/// compile out of memory is a masformer.Error), the IR a pass was changing
+/// is left half-made, and destroying it then crashes (a segmentation fault
+/// in Module's destructor, under an address-space limit:
+/// python/tests/test_hostile.py). On that path the context, the module, the
+/// target machine and the pass manager are leaked, not destroyed; the
+/// exception goes on to runParallel.
 std::string optimizeAndEmit(const ModulePart &part, const HostTarget &host,
                             SmallVectorImpl<char> *object,
                             SmallVectorImpl<char> *bitcode) {
-  llvm::LLVMContext context;
-  llvm::Expected<std::unique_ptr<llvm::Module>> module = llvm::parseBitcodeFile(
-      llvm::MemoryBufferRef(StringRef(part.bitcode.data(), part.bitcode.size()),
-                            "masformer-part"),
-      context);
-  if (!module)
-    return "internal error: a part's bitcode does not parse: " +
-           llvm::toString(module.takeError());
-  std::unique_ptr<llvm::TargetMachine> machine = host.createMachine();
-  optimizeModule(**module, *machine);
-  if (bitcode) {
-    llvm::raw_svector_ostream os(*bitcode);
-    llvm::WriteBitcodeToFile(**module, os);
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module;
+  std::unique_ptr<llvm::TargetMachine> machine;
+  auto codegen = std::make_unique<llvm::legacy::PassManager>();
+  try {
+    llvm::Expected<std::unique_ptr<llvm::Module>> parsed =
+        llvm::parseBitcodeFile(
+            llvm::MemoryBufferRef(
+                StringRef(part.bitcode.data(), part.bitcode.size()),
+                "masformer-part"),
+            *context);
+    if (!parsed)
+      return "internal error: a part's bitcode does not parse: " +
+             llvm::toString(parsed.takeError());
+    module = std::move(*parsed);
+    machine = host.createMachine();
+    optimizeModule(*module, *machine);
+    if (bitcode) {
+      llvm::raw_svector_ostream os(*bitcode);
+      llvm::WriteBitcodeToFile(*module, os);
+      return "";
+    }
+    llvm::raw_svector_ostream os(*object);
+    if (machine->addPassesToEmitFile(*codegen, os, nullptr,
+                                     llvm::CodeGenFileType::ObjectFile))
+      return "LLVM cannot emit an object file for " +
+             machine->getTargetTriple().str();
+    codegen->run(*module);
     return "";
+  } catch (...) {
+    (void)codegen.release();
+    (void)machine.release();
+    (void)module.release();
+    (void)context.release();
+    throw;
   }
-  llvm::raw_svector_ostream os(*object);
-  llvm::legacy::PassManager codegen;
-  if (machine->addPassesToEmitFile(codegen, os, nullptr,
-                                   llvm::CodeGenFileType::ObjectFile))
-    return "LLVM cannot emit an object file for " +
-           machine->getTargetTriple().str();
-  codegen.run(**module);
-  return "";
 }
 
 unsigned threadsFor(unsigned jobs, size_t work) {
