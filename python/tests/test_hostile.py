@@ -80,7 +80,7 @@ def test_memory_limits_give_masformer_errors(fixtures, tmp_path):
     # place depends on the process (the CI machine found one at the weight's
     # size: out of memory, and an abort before allocateThreadLocalStorage).
     mib = 2**20
-    for head in [72 * mib] + [128 * mib + k * 4096 for k in range(-8, 24, 2)] \
+    for head in [88 * mib] + [128 * mib + k * 4096 for k in range(-8, 24, 2)] \
             + [176 * mib]:
         p = subprocess.run(
             [sys.executable, "-c", _UNDER_LIMIT, str(model),
@@ -127,7 +127,11 @@ def test_small_memory_limits_give_masformer_errors(fixtures, tmp_path, job):
     and 11 MiB; at 64-128 MiB a compile whose machine code is not cached
     ran out in the threads that make it, and a std::bad_alloc thrown there
     ended the process (each call here has an empty object cache of its
-    own, so that the machine code is made under the limit)."""
+    own, so that the machine code is made under the limit); at 112 MiB,
+    about once in 15 runs, the unwinding destroyed IR an LLVM pass had left
+    half-made (a segmentation fault); at 64 MiB, about once in 12, a
+    std::bad_alloc was thrown where no exception may pass (an abort), and
+    the minimum rose to 80 MiB."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(sys.path)
     out = tmp_path / ("out.onnx" if job == "rewrite" else "out.so")
@@ -143,11 +147,11 @@ def test_small_memory_limits_give_masformer_errors(fixtures, tmp_path, job):
         assert p.returncode == 0, (head_kib, p.stdout, p.stderr[-2000:])
         assert p.stdout.startswith("ended: "), (head_kib, p.stdout)
         endings[head_kib] = p.stdout.strip()
-    # Below 64 MiB the call is refused before the compiler starts, naming
+    # Below 80 MiB the call is refused before the compiler starts, naming
     # the limit; well above it the small fixture goes through.
     for head_kib, ending in endings.items():
-        if head_kib <= 49152:
-            assert ("needs at least 64 MiB of memory to start, more than the "
+        if head_kib <= 65536:
+            assert ("needs at least 80 MiB of memory to start, more than the "
                     "memory left under this process's address-space limit"
                     in ending), (head_kib, ending)
     assert endings[262144] == "ended: ok", endings
