@@ -340,6 +340,10 @@ Value buildReshapeDims(ONNXImporterImpl &im, Value input,
 /// Bytes per element of raw_data for a supported ONNX element type.
 int64_t rawElementSize(int32_t onnxType);
 
+/// An index size as a value for use inside a region: `e` materialized once,
+/// at the importer's insertion point.
+Value sizeValue(ONNXImporterImpl &im, AffineExpr e);
+
 /// The row-major coordinates of position `linear` in a tensor of `sizes`
 /// (index values).
 SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,

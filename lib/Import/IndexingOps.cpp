@@ -365,13 +365,6 @@ Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size) {
                                 arith::SubIOp::create(b, loc, size, one));
 }
 
-/// An index size as a value inside a region: `e` materialized once outside.
-Value sizeValue(ONNXImporterImpl &im, AffineExpr e) {
-  if (auto c = dyn_cast<AffineConstantExpr>(e))
-    return arith::ConstantIndexOp::create(im.builder, im.loc, c.getValue());
-  return im.dimValue(e);
-}
-
 LogicalResult importGather(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"axis"})))
     return failure();
@@ -1121,6 +1114,12 @@ LogicalResult importScatterElements(ONNXImporterImpl &im) {
 }
 
 } // namespace
+
+Value mlir::masformer::sizeValue(ONNXImporterImpl &im, AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return arith::ConstantIndexOp::create(im.builder, im.loc, c.getValue());
+  return im.dimValue(e);
+}
 
 SmallVector<Value> mlir::masformer::delinearize(OpBuilder &b, Location loc,
                                                 Value linear,

@@ -25,13 +25,6 @@ namespace {
 
 using utils::IteratorType;
 
-/// An index size as a value: `e` materialized once, outside any region.
-Value indexOf(ONNXImporterImpl &im, AffineExpr e) {
-  if (auto c = dyn_cast<AffineConstantExpr>(e))
-    return arith::ConstantIndexOp::create(im.builder, im.loc, c.getValue());
-  return im.dimValue(e);
-}
-
 /// Whether `x` is not zero (NaN is not zero, as ONNX and numpy count it).
 Value isNonZero(OpBuilder &b, Location loc, Value x) {
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(x.getType()));
@@ -119,7 +112,7 @@ LogicalResult importNonZero(ONNXImporterImpl &im) {
   SmallVector<AffineExpr> dims = im.inputDims(0);
   SmallVector<Value> sizes;
   for (AffineExpr e : dims)
-    sizes.push_back(indexOf(im, e));
+    sizes.push_back(sizeValue(im, e));
 
   // count = sum over every element of (x != 0).
   Value zero0d = buildFilled(b, loc, RankedTensorType::get({}, i64), 0.0);
@@ -216,7 +209,7 @@ LogicalResult importTopK(ONNXImporterImpl &im) {
   OpBuilder &b = im.builder;
   Location loc = im.loc;
   Value x = im.input(0);
-  Value size = indexOf(im, inDims[*axis]);
+  Value size = sizeValue(im, inDims[*axis]);
   Type i64 = b.getI64Type();
   Value valuesInit = im.emptyTensor(dims, et);
   Value indicesInit = im.emptyTensor(dims, i64);
