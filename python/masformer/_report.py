@@ -49,6 +49,10 @@ class LayerCost:
     # The model's nodes the layer was raised from (scores MatMul, Softmax,
     # output MatMul; or one Attention node), where known.
     nodes: tuple = ()
+    # Cross-attention (an encoder-decoder's decoder reading the encoder):
+    # its keys come from another sequence, so it always keeps full
+    # attention; costed as seq_len queries by seq_len keys.
+    cross: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "head_spans",
@@ -127,7 +131,8 @@ class SpanReport:
                  f"{'layer':>5}  {'span':<20} {'causal':>6} {'heads':>6} "
                  f"{'head_dim':>9} {'attn GFLOP':>14} {'of full':>9}"]
         for c in self.layers:
-            lines.append(f"{c.layer:>5}  {c.span_text:<20} "
+            span = c.span_text + (" (cross)" if c.cross else "")
+            lines.append(f"{c.layer:>5}  {span:<20} "
                          f"{'yes' if c.causal else 'no':>6} {c.heads:>6} "
                          f"{c.head_dim:>9} {c.flops / 1e9:>14.3f} "
                          f"{c.fraction_of_full:>9.3f}")

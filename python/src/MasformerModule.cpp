@@ -75,6 +75,7 @@ nb::dict toDict(const SpanReport &r) {
     d["span_size"] = c.spanSize;
     d["sink"] = c.sink;
     d["causal"] = c.causal;
+    d["cross"] = c.cross;
     d["heads"] = c.heads;
     d["kv_heads"] = c.kvHeads;
     d["head_dim"] = c.headDim;

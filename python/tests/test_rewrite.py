@@ -69,6 +69,30 @@ def test_policies_and_window(fixtures, tmp_path):
     assert r.full_layers == [0]
 
 
+def test_cross_attention_stays_full(fixtures, tmp_path):
+    """An encoder-decoder (BART): the decoder's cross-attention layers are
+    reported as such and keep full attention; the rewritten model runs in
+    onnxruntime with an encoder and a decoder of different lengths."""
+    out = tmp_path / "bart-b4.onnx"
+    r = masformer.rewrite(fixtures / "bart.onnx", out, span="block:4",
+                          policy="top", num_full=1, seq_len=16)
+    assert [c.cross for c in r.layers] == [False, False, False, True, False,
+                                           True]
+    assert [c.span_text for c in r.layers] == ["block 4"] * 3 + ["full"] * 3
+    assert r.full_layers == [3, 4, 5]
+    assert "full (cross)" in str(r)
+    assert r.to_dict()["layers"][3]["cross"] is True
+    rng = np.random.default_rng(0)
+    feeds = {"input_ids": rng.integers(1, 100, (2, 11)).astype(np.int64),
+             "attention_mask": np.ones((2, 11), np.int64),
+             "decoder_input_ids": rng.integers(1, 100, (2, 6)).astype(
+                 np.int64)}
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    got = ort.InferenceSession(str(out), opts).run(None, feeds)[0]
+    assert got.shape == (2, 6, 128) and np.isfinite(got).all()
+
+
 def test_span_report_of_the_original(fixtures):
     r = masformer.span_report(fixtures / "gpt2-sdpa.onnx", seq_len=1024)
     assert len(r.layers) == 3 and r.fraction_of_full == 1.0

@@ -47,7 +47,8 @@ def main():
                     help="how many attention layers the model has")
     ap.add_argument("--input-shape", action="append", default=[])
     ap.add_argument("--seq", type=int, required=True,
-                    help="the sequence length of the inputs")
+                    help="the sequence length of the inputs (a layer whose "
+                    "scores' lengths shape inference knows uses those)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--check")
     a = ap.parse_args()
@@ -101,15 +102,20 @@ def main():
         et = tt.elem_type if tt else onnx.TensorProto.FLOAT
         dtype = helper.tensor_dtype_to_np_dtype(et)
         heads = 1
+        dims = [d.dim_value for d in tt.shape.dim] if tt else []
+        # The layer's own query and key lengths where inference knows them
+        # (an encoder-decoder's encoder and decoder differ), else --seq.
+        q_seq = kv_seq = a.seq
+        if len(dims) >= 2 and dims[-2] > 0 and dims[-1] > 0:
+            q_seq, kv_seq = dims[-2], dims[-1]
         if isinstance(span, list):
-            dims = [d.dim_value for d in tt.shape.dim] if tt else []
             if len(dims) != 4 or dims[1] <= 0:
                 sys.exit(f"span_reference: layer {layer}: per-head spans "
                          f"need scores [batch, heads, q, kv], got {dims}")
             heads = dims[1]
-        allowed = ref.heads_allowed(a.seq, a.seq, span, a.causal, heads)
+        allowed = ref.heads_allowed(q_seq, kv_seq, span, a.causal, heads)
         kept += allowed.sum() * (1 if allowed.ndim == 3 else heads)
-        total += a.seq * a.seq * heads
+        total += q_seq * kv_seq * heads
         mask = np.where(allowed, 0.0, -np.inf).astype(dtype)
         name = f"span_reference_mask_{layer}"
         model.graph.initializer.append(numpy_helper.from_array(mask, name))

@@ -338,3 +338,53 @@ func.func @head_spans_more_queries_than_keys(%q: tensor<1x2x8x4xf32>, %kv: tenso
   %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x2x8x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x8x4xf32>
   return %0 : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// Cross-attention's keys are positions of another sequence: no block or
+// window span pairs them with the queries.
+func.func @cross_block(%q: tensor<1x2x8x4xf32>, %kv: tensor<1x2x12x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{is cross-attention ('masformer.cross_attention'): its keys come from another sequence than its queries, so it takes the full span only, not a block or window span}}
+  %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<block 4>, masformer.cross_attention} : tensor<1x2x8x4xf32>, tensor<1x2x12x4xf32>, tensor<1x2x12x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+func.func @cross_head_spans(%q: tensor<1x2x8x4xf32>, %kv: tensor<1x2x12x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{so it takes the full span only, not head_spans}}
+  %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>], masformer.cross_attention} : tensor<1x2x8x4xf32>, tensor<1x2x12x4xf32>, tensor<1x2x12x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+func.func @cross_causal(%q: tensor<1x2x8x4xf32>, %kv: tensor<1x2x12x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{is cross-attention ('masformer.cross_attention') and cannot be causal}}
+  %0 = masformer.attention %q, %kv, %kv {span = #masformer.span<full>, causal = true, masformer.cross_attention} : tensor<1x2x8x4xf32>, tensor<1x2x12x4xf32>, tensor<1x2x12x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+func.func @cross_not_unit(%q: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{'masformer.cross_attention' must be a unit attribute}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, masformer.cross_attention = 1 : i64} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+func.func @cross_elsewhere(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'masformer.cross_attention' is only valid on masformer.attention}}
+  %0 = arith.addf %x, %x {masformer.cross_attention} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @model_span_not_span(%q: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  // expected-error @+1 {{'masformer.model_span' must be a span}}
+  %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, masformer.model_span = 4 : i64} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  return %0 : tensor<1x2x8x4xf32>
+}

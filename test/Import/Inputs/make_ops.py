@@ -11,6 +11,9 @@ model families beyond the fixtures (issue 18), into DIR:
                 only at run time in a dynamic import), Tile by constants, and
                 GatherElements of the table at the positions; T5's relative
                 positions: Abs of an int64 difference of Ranges;
+  cross.onnx    an encoder-decoder's decoder: self-attention after a cache,
+                cross-attention to the encoder's states and to cached
+                encoder keys and values;
   and models with a bad Tile, GatherElements or CumSum, each an error.
 
     make_ops.py DIR
@@ -454,6 +457,66 @@ def bad(out):
         onnx.save(model, os.path.join(out, name))
 
 
+def cross(path):
+    """Self- and cross-attention as an encoder-decoder's decoder has them
+    (4 heads of 8, no masks): layer 0 attends to its own states after a
+    cache (Concat of past_k and the new keys), layer 1 to the encoder's
+    states `enc` (keys and values projected from them), layer 2 to cached
+    encoder keys and values given as inputs (cache_k, cache_v). Layers 1
+    and 2 are cross-attention: raised with masformer.cross_attention."""
+    rng = np.random.default_rng(5)
+    heads, dim, hidden = 4, 8, 32
+    nodes, inits = [], [i64("split", [0, 0, heads, dim]),
+                        i64("merge", [0, 0, hidden]),
+                        nh.from_array(np.array(dim ** -0.5, np.float32),
+                                      "scale")]
+
+    def node(op, ins, out, **attrs):
+        nodes.append(h.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def proj(x, tag):
+        w = f"w_{tag}"
+        inits.append(nh.from_array(
+            rng.normal(0, 0.3, (hidden, hidden)).astype(np.float32), w))
+        y = node("MatMul", [x, w], f"{tag}_mm")
+        y = node("Reshape", [y, "split"], f"{tag}_4d")
+        return node("Transpose", [y], f"{tag}_t", perm=[0, 2, 1, 3])
+
+    def attend(q, k, v, x, tag):
+        kt = node("Transpose", [k], f"{tag}_kt", perm=[0, 1, 3, 2])
+        s = node("MatMul", [q, kt], f"{tag}_qk")
+        s = node("Mul", [s, "scale"], f"{tag}_scaled")
+        p = node("Softmax", [s], f"{tag}_softmax", axis=-1)
+        o = node("MatMul", [p, v], f"{tag}_pv")
+        o = node("Transpose", [o], f"{tag}_o", perm=[0, 2, 1, 3])
+        o = node("Reshape", [o, "merge"], f"{tag}_merged")
+        return node("Add", [x, o], f"{tag}_out")
+
+    k0 = node("Concat", ["past_k", proj("x", "k0")], "k0_all", axis=2)
+    v0 = node("Concat", ["past_v", proj("x", "v0")], "v0_all", axis=2)
+    h0 = attend(proj("x", "q0"), k0, v0, "x", "self")
+    h1 = attend(proj(h0, "q1"), proj("enc", "k1"), proj("enc", "v1"), h0,
+                "cross")
+    h2 = attend(proj(h1, "q2"), "cache_k", "cache_v", h1, "cached")
+    node("Identity", [h2], "out")
+    f = T.FLOAT
+    graph = h.make_graph(
+        nodes, "cross",
+        [h.make_tensor_value_info("x", f, ["batch", "sequence", hidden]),
+         h.make_tensor_value_info("enc", f, ["batch", "enc_sequence",
+                                             hidden]),
+         h.make_tensor_value_info("past_k", f, ["batch", heads, "past", dim]),
+         h.make_tensor_value_info("past_v", f, ["batch", heads, "past", dim]),
+         h.make_tensor_value_info("cache_k", f, ["batch", heads, "cached",
+                                                 dim]),
+         h.make_tensor_value_info("cache_v", f, ["batch", heads, "cached",
+                                                 dim])],
+        [h.make_tensor_value_info("out", f, ["batch", "sequence", hidden])],
+        inits)
+    save(graph, path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -465,6 +528,7 @@ def main():
     bigcode_eager(os.path.join(out, "bigcode-eager.onnx"))
     reductions(os.path.join(out, "reductions.onnx"))
     rotary_length(os.path.join(out, "rotary-length.onnx"))
+    cross(os.path.join(out, "cross.onnx"))
     bad(out)
 
 

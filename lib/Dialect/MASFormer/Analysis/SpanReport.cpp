@@ -53,6 +53,7 @@ FailureOr<SpanReport> mlir::masformer::computeSpanReport(ModuleOp module,
       for (Attribute a : *hs)
         c.headSpans.push_back(spec(cast<SpanAttr>(a)));
     c.causal = op.getCausal();
+    c.cross = isCrossAttention(op);
     c.heads = heads;
     c.kvHeads = kvHeads;
     c.headDim = dim;
@@ -85,7 +86,7 @@ void mlir::masformer::printSpanReport(const SpanReport &r,
                      "causal", "heads", "head_dim", "attn GFLOP", "of full");
   for (const LayerCost &c : r.layers) {
     double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
-    std::string span = c.spanText();
+    std::string span = c.spanText() + (c.cross ? " (cross)" : "");
     os << llvm::format("%5lld  %-20s %6s %6lld %9lld %14.3f %9.3f\n",
                        (long long)c.layer, span.c_str(),
                        c.causal ? "yes" : "no", (long long)c.heads,

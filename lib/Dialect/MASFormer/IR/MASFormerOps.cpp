@@ -254,6 +254,10 @@ SpanAttr mlir::masformer::getModelSpan(AttentionOp op) {
   return SpanAttr::get(op.getContext(), SpanKind::Full);
 }
 
+bool mlir::masformer::isCrossAttention(AttentionOp op) {
+  return op->hasAttr(kCrossAttentionAttrName);
+}
+
 float AttentionOp::getDefaultScale(int64_t headDim) {
   return 1.0f / std::sqrt(static_cast<float>(headDim));
 }

@@ -21,6 +21,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <cmath>
 #include <limits>
@@ -459,6 +460,93 @@ static bool hasQueryMajorHeads(Value scores) {
   return false;
 }
 
+//===----------------------------------------------------------------------===//
+// Self- or cross-attention
+//===----------------------------------------------------------------------===//
+
+/// Whether `v` is computed from constants alone within `depth` ops (a
+/// weight, possibly transposed, cast or dequantized).
+static bool isConstantDerived(Value v, int depth = 8) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  if (def->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(def))
+    return true;
+  if (depth == 0)
+    return false;
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(def))
+    return llvm::all_of(linalgOp.getDpsInputs(), [&](Value in) {
+      return isConstantDerived(in, depth - 1);
+    });
+  if (def->getNumRegions() != 0)
+    return false;
+  return llvm::all_of(def->getOperands(), [&](Value o) {
+    return !isa<RankedTensorType>(o.getType()) ||
+           isConstantDerived(o, depth - 1);
+  });
+}
+
+/// The hidden states `v` is a projection of, at the first product by a
+/// weight on each path up from `v` (Q = X Wq: X, with reshapes and float
+/// casts peeled so that two views of one X are one source). Values with no
+/// such product above them (a function argument, a cached K) add nothing.
+static llvm::SmallSetVector<Value, 4> projectionSources(Value v) {
+  llvm::SmallSetVector<Value, 4> sources;
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  // The walk stops at the first product on each path; the paths that have
+  // none (rotary tables, positions) end at the function's arguments. The
+  // bound keeps a model without projections cheap.
+  while (!work.empty() && seen.size() < 4096) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    Operation *def = x.getDefiningOp();
+    if (!def)
+      continue;
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(def);
+    if (linalgOp && linalgOp.getNumReductionLoops() > 0 &&
+        linalgOp.getNumDpsInputs() == 2) {
+      Value a = linalgOp.getDpsInputs()[0], b = linalgOp.getDpsInputs()[1];
+      bool constA = isConstantDerived(a), constB = isConstantDerived(b);
+      if (constA != constB) {
+        Value src = constA ? b : a;
+        while (true) {
+          src = peelCast(src);
+          if (auto c = src.getDefiningOp<tensor::CollapseShapeOp>())
+            src = c.getSrc();
+          else if (auto e = src.getDefiningOp<tensor::ExpandShapeOp>())
+            src = e.getSrc();
+          else if (auto c = src.getDefiningOp<tensor::CastOp>())
+            src = c.getSource();
+          else
+            break;
+        }
+        sources.insert(src);
+        continue;
+      }
+    }
+    for (Value o : def->getOperands())
+      if (isa<RankedTensorType>(o.getType()))
+        work.push_back(o);
+  }
+  return sources;
+}
+
+/// Cross-attention: the queries are a projection of some hidden states and
+/// the keys are not a projection of those (an encoder-decoder's decoder
+/// attending to the encoder's output, or to its cached keys). Keys from
+/// the queries' own states, with or without a cache before them, are
+/// self-attention; so is a layer whose queries are no projection at all
+/// (nothing to compare).
+static bool isCrossAttention(Value q, Value k) {
+  llvm::SmallSetVector<Value, 4> qSources = projectionSources(q);
+  if (qSources.empty())
+    return false;
+  llvm::SmallSetVector<Value, 4> kSources = projectionSources(k);
+  return llvm::none_of(kSources, [&](Value s) { return qSources.contains(s); });
+}
+
 FailureOr<AttentionOp> AttentionRaiser::raise() {
   if (failed(walkScores(scores))) {
     if (hasQueryMajorHeads(scores))
@@ -596,6 +684,11 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   }
   if (!span.isFull())
     op->setAttr(kModelSpanAttrName, span);
+  // Keys from another sequence: a block or window span cannot apply
+  // (RewriteSpans keeps the layer full). A causal mask would pair the
+  // sequences' positions, so such a layer stays self-attention.
+  if (!causal && span.isFull() && isCrossAttention(q, k))
+    op->setAttr(kCrossAttentionAttrName, b.getUnitAttr());
   pv->op.getResult(0).replaceAllUsesWith(result);
   return op;
 }

@@ -166,7 +166,8 @@ LogicalResult checkNumbering(ArrayRef<AttentionOp> layers) {
   return success();
 }
 
-/// The layers that keep full attention under `policy`.
+/// The positions, among `layers` candidates, that keep full attention under
+/// `policy`.
 SmallVector<int64_t> chooseFull(StringRef policy, int64_t layers,
                                 int64_t numFull) {
   SmallVector<int64_t> full;
@@ -261,6 +262,18 @@ struct RewriteSpansPass final
     if (failed(checkNumbering(*layers)))
       return failure();
 
+    // Cross-attention layers keep the full span (their keys are positions
+    // of another sequence); the policies choose among the others.
+    SmallVector<int64_t> selfLayers;
+    for (auto [i, op] : llvm::enumerate(*layers))
+      if (!isCrossAttention(op))
+        selfLayers.push_back(static_cast<int64_t>(i));
+    int64_t numSelf = selfLayers.size();
+    if (numSelf == 0)
+      return emitError(loc)
+             << "--masformer-rewrite-spans: the module's " << count
+             << " attention layers are all cross-attention, "
+                "which keeps the full span: nothing to rewrite";
     SmallVector<int64_t> full;
     if (!fullLayers.empty()) {
       for (int64_t l : fullLayers) {
@@ -273,15 +286,24 @@ struct RewriteSpansPass final
       }
     } else {
       int64_t n = numFull >= 0 ? static_cast<int64_t>(numFull)
-                               : llvm::divideCeil(count, 6);
-      if (n > count)
-        return emitError(loc) << "--masformer-rewrite-spans: num-full=" << n
-                              << " is larger than the number of attention "
-                                 "layers ("
-                              << count << ")";
-      full = chooseFull(policy, count, n);
+                               : llvm::divideCeil(numSelf, 6);
+      if (n > numSelf) {
+        InFlightDiagnostic diag = emitError(loc)
+                                  << "--masformer-rewrite-spans: num-full=" << n
+                                  << " is larger than the number of attention "
+                                     "layers ("
+                                  << numSelf;
+        if (numSelf != count)
+          diag << " self-attention; the " << count - numSelf
+               << " cross-attention layers stay full";
+        return diag << ")";
+      }
+      for (int64_t pos : chooseFull(policy, numSelf, n))
+        full.push_back(selfLayers[pos]);
     }
     for (auto [i, op] : llvm::enumerate(*layers)) {
+      if (isCrossAttention(op))
+        continue;
       bool keep = llvm::is_contained(full, static_cast<int64_t>(i));
       // A layer kept whole keeps the model's own span (a window built
       // into its mask); a rewritten one gets the new span, and its mask
@@ -312,6 +334,13 @@ struct RewriteSpansPass final
       if (it == plan->end())
         continue;
       const PlanEntry &e = it->second;
+      if (isCrossAttention(op) && (!e.heads.empty() || !e.span.isFull()))
+        return op.emitError()
+               << "--masformer-rewrite-spans: plan '" << path
+               << "': " << e.where << ": layer " << *op.getLayer()
+               << " is cross-attention (its keys come from another "
+                  "sequence than its queries), which takes the full span "
+                  "only";
       if (e.heads.empty()) {
         // "full" leaves the layer as the model has it (its own window).
         op.setSpanAttr(e.span.isFull() ? getModelSpan(op) : e.span);

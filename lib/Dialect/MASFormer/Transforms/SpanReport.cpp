@@ -44,17 +44,13 @@ struct SpanReportPass final
     llvm::json::Array rows;
     for (const LayerCost &c : r->layers) {
       double frac = c.fullFlops > 0 ? c.flops / c.fullFlops : 1.0;
-      llvm::json::Object row{{"layer", c.layer},
-                             {"span", c.span},
-                             {"span_size", c.spanSize},
-                             {"sink", c.sink},
-                             {"causal", c.causal},
-                             {"heads", c.heads},
-                             {"kv_heads", c.kvHeads},
-                             {"head_dim", c.headDim},
-                             {"flops", c.flops},
-                             {"full_flops", c.fullFlops},
-                             {"fraction_of_full", frac}};
+      llvm::json::Object row{
+          {"layer", c.layer},          {"span", c.span},
+          {"span_size", c.spanSize},   {"sink", c.sink},
+          {"causal", c.causal},        {"cross", c.cross},
+          {"heads", c.heads},          {"kv_heads", c.kvHeads},
+          {"head_dim", c.headDim},     {"flops", c.flops},
+          {"full_flops", c.fullFlops}, {"fraction_of_full", frac}};
       if (!c.headSpans.empty()) {
         llvm::json::Array hs;
         for (const SpanSpec &h : c.headSpans)

@@ -15,6 +15,7 @@
 // JSON: "fraction_of_full": 0.394957983193277{{[0-9]*}}
 // JSON: "layers": [
 // JSON: "causal": true,
+// JSON-NEXT: "cross": false,
 // JSON-NEXT: "flops": 17408,
 // JSON-NEXT: "fraction_of_full": 1,
 // JSON-NEXT: "full_flops": 17408,

@@ -38,6 +38,9 @@ struct SpanSpec {
 struct LayerCost : SpanSpec {
   int64_t layer = 0;
   bool causal = false;
+  /// Cross-attention (keys from another sequence): always full, costed as
+  /// seq-len queries by seq-len keys.
+  bool cross = false;
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   double flops = 0, fullFlops = 0;
   /// With per-head spans, the span of each key/value head (and `span` is

@@ -28,6 +28,9 @@ def MASFormer_Dialect : Dialect {
     tensor-level dialects.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // Checks the dialect's discardable attributes (masformer.cross_attention,
+  // masformer.model_span) where they are set.
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

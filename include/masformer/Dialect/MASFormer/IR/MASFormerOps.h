@@ -32,6 +32,16 @@ namespace mlir::masformer {
 /// span as the model wrote it.
 constexpr llvm::StringLiteral kModelSpanAttrName = "masformer.model_span";
 
+/// The discardable unit attribute with which --masformer-raise-attention
+/// marks cross-attention (an encoder-decoder's decoder reading the
+/// encoder's states): its keys and values are positions of another sequence
+/// than its queries, so block and window spans, which pair query and key
+/// positions, do not apply. The dialect's verifier holds such a layer to a
+/// full span without head_spans and without the causal flag;
+/// --masformer-rewrite-spans leaves it full.
+constexpr llvm::StringLiteral kCrossAttentionAttrName =
+    "masformer.cross_attention";
+
 /// On a function argument: the function writes this buffer in place, and
 /// its caller relies on it (a decode entry's cache buffers, which the
 /// entry writes the new keys and values into). --masformer-prepare-entry
@@ -48,6 +58,9 @@ bool takesBF16Operands(AttentionOp op, int64_t headDimMultiple);
 /// The span `op` has in the model it was raised from: the recorded model
 /// span, or full.
 SpanAttr getModelSpan(AttentionOp op);
+
+/// Whether `op` is marked as cross-attention (kCrossAttentionAttrName).
+bool isCrossAttention(AttentionOp op);
 
 } // namespace mlir::masformer
 
