@@ -22,6 +22,10 @@ eager attention, and SDPA where the export differs), it
     torch.nn.functional.softmax wrapped, so that from the second attention
     softmax on the scores outside the query's block (and, for causal
     models, the triangle) are -inf (independent of masformer's export).
+    Encoder-decoders (BART, mBART, Marian, T5, Whisper) run with the
+    decoder at another length than the encoder; their reference masks
+    only scores with as many queries as keys, leaving the decoder's
+    cross-attention full, as the rewrite must.
 
 Errors are relative to the largest |reference| output and pass at 1e-4.
 Needs torch and transformers (not in CI): run it with the fixtures venv
@@ -56,6 +60,8 @@ TOL = 1e-4
 
 # (batch, seq) of the two runs; row 1 of the first has padding at the end.
 SIZES = [(2, 16), (3, 9)]
+# An encoder-decoder's decoder length at each run's (encoder) length.
+DECODER_LEN = {16: 7, 9: 13}
 
 
 # ---------------------------------------------------------------------------
@@ -194,6 +200,34 @@ def architectures():
         decoder_start_token_id=0, init_std=INIT), kind="audio",
         inputs=("input_features", (8, 32)),
         layers=2)
+    # Encoder-decoders: the decoder's cross-attention reads the encoder's
+    # states and stays full in the rewrite (masformer.cross_attention).
+    # Layers: the encoder's, then per decoder layer self- and
+    # cross-attention.
+    s2s = dict(vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=2,
+               decoder_layers=2, encoder_attention_heads=HEADS,
+               decoder_attention_heads=HEADS, encoder_ffn_dim=2 * HIDDEN,
+               decoder_ffn_dim=2 * HIDDEN, max_position_embeddings=MAX_POS,
+               init_std=INIT, pad_token_id=0, bos_token_id=0, eos_token_id=0,
+               decoder_start_token_id=0)
+    a["bart"] = dict(cls=tf.BartForConditionalGeneration,
+                     cfg=tf.BartConfig(**s2s), kind="seq2seq", layers=6)
+    a["mbart"] = dict(cls=tf.MBartForConditionalGeneration,
+                      cfg=tf.MBartConfig(**s2s), kind="seq2seq", layers=6)
+    a["marian"] = dict(cls=tf.MarianMTModel, cfg=tf.MarianConfig(**s2s),
+                       kind="seq2seq", layers=6)
+    a["t5"] = dict(cls=tf.T5ForConditionalGeneration, cfg=tf.T5Config(
+        vocab_size=VOCAB, d_model=HIDDEN, d_kv=HIDDEN // HEADS,
+        d_ff=2 * HIDDEN, num_layers=2, num_decoder_layers=2,
+        num_heads=HEADS, relative_attention_num_buckets=8,
+        relative_attention_max_distance=16, initializer_factor=1.0,
+        decoder_start_token_id=0), kind="seq2seq", layers=6)
+    a["whisper"] = dict(cls=tf.WhisperForConditionalGeneration,
+                        cfg=tf.WhisperConfig(**dict(
+                            a["whisper-encoder"]["cfg"].to_dict(),
+                            decoder_layers=2)),
+                        kind="seq2seq", inputs=("input_features", (8, 32)),
+                        layers=6)
     return a
 
 
@@ -205,7 +239,8 @@ for _arch in ["gpt2", "gptneox", "gptj", "opt", "bloom", "falcon-mqa",
               "stablelm", "starcoder2", "olmo",
               "cohere", "granite", "nemotron", "gpt-bigcode", "codegen",
               "xglm", "bert", "roberta", "distilbert", "electra",
-              "t5-encoder", "vit", "whisper-encoder"]:
+              "t5-encoder", "vit", "whisper-encoder", "bart", "mbart",
+              "marian", "t5", "whisper"]:
     # Cohere's TorchScript export does not run in onnxruntime itself (its
     # rotary table's Expand gets an invalid shape): dynamo only. PhiMoE's
     # router does not pass torch.export: TorchScript only.
@@ -240,7 +275,15 @@ def build(arch, attn):
             super().__init__()
             self.inner = inner
 
-        def forward(self, x, mask=None):
+        def forward(self, x, mask=None, dec=None):
+            if kind == "seq2seq":
+                if dec is None:  # Whisper: features, decoder tokens
+                    return self.inner(input_features=x,
+                                      decoder_input_ids=mask,
+                                      use_cache=False, return_dict=False)[0]
+                return self.inner(input_ids=x, attention_mask=mask,
+                                  decoder_input_ids=dec, use_cache=False,
+                                  return_dict=False)[0]
             if kind == "decoder":
                 return self.inner(input_ids=x, attention_mask=mask,
                                   use_cache=False, return_dict=False)[0]
@@ -259,6 +302,16 @@ def build(arch, attn):
 
 def inputs(spec, batch, seq, seed):
     rng = np.random.default_rng(seed)
+    if spec["kind"] == "seq2seq":
+        # The decoder's length differs from the encoder's (DECODER_LEN).
+        dec = rng.integers(2, VOCAB, size=(batch, DECODER_LEN[seq]),
+                           dtype=np.int64)
+        if "inputs" in spec:
+            name, shape = spec["inputs"]
+            return {name: rng.standard_normal((batch,) + shape).astype(
+                np.float32), "decoder_input_ids": dec}
+        feeds = inputs(dict(spec, kind="encoder"), batch, seq, seed)
+        return dict(feeds, decoder_input_ids=dec)
     if spec["kind"] in ("decoder", "encoder"):
         ids = rng.integers(2, VOCAB, size=(batch, seq), dtype=np.int64)
         mask = np.ones((batch, seq), np.int64)
@@ -269,12 +322,15 @@ def inputs(spec, batch, seq, seed):
 
 
 @contextlib.contextmanager
-def block_softmax(block, causal, query_dim=-2):
+def block_softmax(block, causal, query_dim=-2, self_only=False):
     """torch.nn.functional.softmax with a block span from the second
     attention softmax on: scores of pairs outside the query's block (and,
     when causal, after the query) are -inf before the softmax. Queries
     align to the end of the keys; they are dimension `query_dim` of the
-    scores (-2, or 1 for GPTBigCode's multi-query [B, S, H, T] scores)."""
+    scores (-2, or 1 for GPTBigCode's multi-query [B, S, H, T] scores).
+    `self_only`: scores with as many queries as keys only (an
+    encoder-decoder run without a cache, whose encoder and decoder lengths
+    differ: its cross-attention keeps every pair)."""
     import torch
     import torch.nn.functional as F
 
@@ -285,7 +341,8 @@ def block_softmax(block, causal, query_dim=-2):
         if x.dim() in (3, 4) and dim in (-1, x.dim() - 1):
             layer = calls[0]
             calls[0] += 1
-            if layer > 0:
+            if layer > 0 and not (self_only and
+                                  x.shape[query_dim] != x.shape[-1]):
                 q, k = x.shape[query_dim], x.shape[-1]
                 pos = torch.arange(q)[:, None] + (k - q)
                 key = torch.arange(k)[None, :]
@@ -306,14 +363,15 @@ def block_softmax(block, causal, query_dim=-2):
         F.softmax = orig
 
 
-def torch_run(model, feeds, block=None, causal=False, query_dim=-2):
+def torch_run(model, feeds, block=None, causal=False, query_dim=-2,
+              self_only=False):
     import torch
 
     args = [torch.from_numpy(v) for v in feeds.values()]
     with torch.no_grad():
         if block is None:
             return model(*args).numpy()
-        with block_softmax(block, causal, query_dim) as calls:
+        with block_softmax(block, causal, query_dim, self_only) as calls:
             out = model(*args).numpy()
         if calls[0] == 0:
             raise RuntimeError("no attention softmax was called")
@@ -326,13 +384,19 @@ def export(model, spec, exporter, path):
     feeds = inputs(spec, *SIZES[0], seed=1)
     names = list(feeds)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
-    seq_dynamic = spec["kind"] in ("decoder", "encoder")
+    seq_dynamic = spec["kind"] in ("decoder", "encoder") or (
+        spec["kind"] == "seq2seq" and "inputs" not in spec)
+    # An encoder-decoder's decoder tokens and output have their own length.
+    own_len = {"decoder_input_ids"} if spec["kind"] == "seq2seq" else set()
+    out_len = "decoder_sequence" if own_len else "sequence"
     with torch.no_grad():
         if exporter == "dynamo":
             batch = torch.export.Dim("batch", min=1, max=1024)
             seq = torch.export.Dim("sequence", min=2, max=MAX_POS)
-            shapes = tuple({0: batch, 1: seq} if seq_dynamic else {0: batch}
-                           for _ in names)
+            dseq = torch.export.Dim("decoder_sequence", min=2, max=MAX_POS)
+            shapes = tuple({0: batch, 1: dseq} if n in own_len else
+                           {0: batch, 1: seq} if seq_dynamic else {0: batch}
+                           for n in names)
             prog = torch.onnx.export(model, args, dynamo=True,
                                      opset_version=18, input_names=names,
                                      output_names=["output"],
@@ -341,10 +405,11 @@ def export(model, spec, exporter, path):
                                      verify=False)
             prog.save(path, external_data=False)
         else:
-            axes = {n: ({0: "batch", 1: "sequence"} if seq_dynamic
+            axes = {n: ({0: "batch", 1: "decoder_sequence"} if n in own_len
+                        else {0: "batch", 1: "sequence"} if seq_dynamic
                         else {0: "batch"}) for n in names}
-            axes["output"] = {0: "batch", 1: "sequence"} if seq_dynamic \
-                else {0: "batch"}
+            axes["output"] = {0: "batch", 1: out_len} \
+                if seq_dynamic or own_len else {0: "batch"}
             torch.onnx.export(model, args, path, dynamo=False,
                               opset_version=17, input_names=names,
                               output_names=["output"], dynamic_axes=axes,
@@ -477,8 +542,11 @@ def check(name, arch, attn, exporter, out):
 
     # 5. the rewrite against torch with the block span inside the model.
     spans = f"span=block:{BLOCK} full-layers=0"
+    # An encoder-decoder's decoder self-attention is causal through the
+    # model's own mask: the block mask alone gives the same pairs.
     want = torch_run(eager, runs[0], block=BLOCK, causal=causal,
-                     query_dim=spec.get("query_dim", -2))
+                     query_dim=spec.get("query_dim", -2),
+                     self_only=spec["kind"] == "seq2seq")
     full = torch_run(model, runs[0])
     if rel_err(torch_run(eager, runs[0]), full) > TOL:
         row["export_rewrite"] = "eager and SDPA models differ"
