@@ -438,12 +438,25 @@ FailureOr<std::string> LayerExporter::maskScores(const std::string &scores) {
 }
 
 std::string LayerExporter::applyPostCasts(std::string probs) {
+  std::string isNaN;
   for (int idx : layer.post) {
+    const onnx::NodeProto &node = graph.node(idx);
     // The Reshape that flattens the heads: blocked probabilities keep them.
-    if (graph.node(idx).op_type() == "Reshape")
+    if (node.op_type() == "Reshape")
       continue;
-    onnx::NodeProto copy = graph.node(idx);
-    copy.set_input(0, probs);
+    onnx::NodeProto copy = node;
+    if (node.op_type() == "IsNaN") {
+      // The NaN guard, Where(IsNaN(p), 0, p), on the blocked probabilities.
+      copy.set_input(0, probs);
+      isNaN = emitCopy(std::move(copy));
+      continue;
+    }
+    if (node.op_type() == "Where") {
+      copy.set_input(0, isNaN);
+      copy.set_input(2, probs);
+    } else {
+      copy.set_input(0, probs);
+    }
     probs = emitCopy(std::move(copy));
   }
   return probs;

@@ -147,7 +147,8 @@ struct LayerNodes {
   /// Nodes between Q*K^T and Softmax, in order, with the index of the input
   /// that carries the scores.
   SmallVector<std::pair<int, int>> chain;
-  /// Cast nodes between Softmax and P*V.
+  /// Nodes between Softmax and P*V: casts, a Reshape merging the heads into
+  /// the batch, the IsNaN and Where of a NaN guard.
   SmallVector<int> post;
   /// Shape nodes that read Q*K^T or the chain (DistilBERT expands its mask
   /// to the scores' shape): the blocked layer has no such tensor, so each
@@ -200,6 +201,10 @@ private:
   /// The index of the node that computes `name`, or -1 (an input or an
   /// initializer).
   int producerOf(const std::string &name) const;
+  /// The nodes (IsNaN, Where) of a Where(IsNaN(p), 0, p) guard on `p`
+  /// (torch's SDPA export, after the Softmax), when p's only consumers are
+  /// those two.
+  std::optional<std::pair<int, int>> nanGuard(const std::string &p) const;
   /// Whether `name` is zero everywhere: an all-zero initializer or Constant,
   /// a ConstantOfShape of 0, or a product with such a tensor (baddbmm's
   /// beta * zeros).

@@ -107,6 +107,13 @@ LogicalResult LayerExporter::findNodes() {
   }
   cur = graph.node(layer.softmax).output(0);
   while (cur != graph.node(layer.pv).input(0)) {
+    // torch's SDPA export: Where(IsNaN(p), 0, p), zeros for the rows whose
+    // every key is masked; the blocked softmax gets the same guard.
+    if (std::optional<std::pair<int, int>> guard = nanGuard(cur)) {
+      layer.post.append({guard->first, guard->second});
+      cur = graph.node(guard->second).output(0);
+      continue;
+    }
     int n = next(cur);
     if (n < 0 || layer.post.size() > 4 ||
         (graph.node(n).op_type() != "Cast" &&
@@ -114,11 +121,39 @@ LogicalResult LayerExporter::findNodes() {
       return error() << "the nodes between '" << names[1] << "' and '"
                      << names[2]
                      << "' are not casts (and a Reshape that merges the "
-                        "heads into the batch)";
+                        "heads into the batch, and a Where(IsNaN(p), 0, p) "
+                        "guard)";
     layer.post.push_back(n);
     cur = graph.node(n).output(0);
   }
   return success();
+}
+
+std::optional<std::pair<int, int>>
+LayerExporter::nanGuard(const std::string &p) const {
+  auto it = index.consumers.find(p);
+  if (it == index.consumers.end() || it->second.size() != 2 ||
+      index.graphOutputs.contains(p))
+    return std::nullopt;
+  int isNaN = -1, where = -1;
+  for (int c : it->second) {
+    const onnx::NodeProto &n = graph.node(c);
+    if (n.op_type() == "IsNaN" && n.input_size() == 1)
+      isNaN = c;
+    else if (n.op_type() == "Where" && n.input_size() == 3 && n.input(2) == p &&
+             n.input(0) != p && n.input(1) != p)
+      where = c;
+  }
+  if (isNaN < 0 || where < 0)
+    return std::nullopt;
+  const std::string &flag = graph.node(isNaN).output(0);
+  auto flagUsers = index.consumers.find(flag);
+  if (graph.node(where).input(0) != flag ||
+      flagUsers == index.consumers.end() || flagUsers->second.size() != 1 ||
+      index.graphOutputs.contains(flag) ||
+      !isZeroTensor(graph.node(where).input(1)))
+    return std::nullopt;
+  return std::make_pair(isNaN, where);
 }
 
 int LayerExporter::producerOf(const std::string &name) const {

@@ -196,15 +196,57 @@ int64_t intPow(int64_t x, int64_t y) {
   return r;
 }
 
+/// Mod with fmod = 0: the remainder takes the divisor's sign (Python's %);
+/// with fmod = 1 ("FMod" here), the dividend's (C's fmod and %). A zero
+/// divisor is refused before folding.
+int64_t floorMod(int64_t a, int64_t b) {
+  if (b == 0 || b == -1)
+    return 0;
+  int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+int64_t truncMod(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
+
+Value modOp(OpBuilder &b, Location loc, Value x, Value y, bool isFloat,
+            bool floorSign) {
+  if (isFloat)
+    return arith::RemFOp::create(b, loc, x, y);
+  Value r = arith::RemSIOp::create(b, loc, x, y);
+  if (!floorSign)
+    return r;
+  // r + y where r is non-zero and its sign differs from y's.
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(x.getType()));
+  Value nonZero =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
+  Value rNeg =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
+  Value yNeg =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, y, zero);
+  Value differ = arith::XOrIOp::create(b, loc, rNeg, yNeg);
+  Value fix = arith::AndIOp::create(b, loc, nonZero, differ);
+  return arith::SelectOp::create(b, loc, fix,
+                                 arith::AddIOp::create(b, loc, r, y), r);
+}
+
 const BinaryOp kBinaryOps[] = {
-    {"Add", [](double a, double b) { return a + b; },
-     wrapAdd, arithBinary<arith::AddFOp, arith::AddIOp>, false},
-    {"Sub", [](double a, double b) { return a - b; },
-     wrapSub, arithBinary<arith::SubFOp, arith::SubIOp>, false},
-    {"Mul", [](double a, double b) { return a * b; },
-     wrapMul, arithBinary<arith::MulFOp, arith::MulIOp>, false},
-    {"Div", [](double a, double b) { return a / b; },
-     wrapDiv, arithBinary<arith::DivFOp, arith::DivSIOp>, false},
+    {"Mod", [](double a, double b) { return std::fmod(a, b); }, floorMod,
+     [](OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
+       return modOp(b, loc, x, y, isFloat, /*floorSign=*/true);
+     },
+     false},
+    {"FMod", [](double a, double b) { return std::fmod(a, b); }, truncMod,
+     [](OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
+       return modOp(b, loc, x, y, isFloat, /*floorSign=*/false);
+     },
+     false},
+    {"Add", [](double a, double b) { return a + b; }, wrapAdd,
+     arithBinary<arith::AddFOp, arith::AddIOp>, false},
+    {"Sub", [](double a, double b) { return a - b; }, wrapSub,
+     arithBinary<arith::SubFOp, arith::SubIOp>, false},
+    {"Mul", [](double a, double b) { return a * b; }, wrapMul,
+     arithBinary<arith::MulFOp, arith::MulIOp>, false},
+    {"Div", [](double a, double b) { return a / b; }, wrapDiv,
+     arithBinary<arith::DivFOp, arith::DivSIOp>, false},
     {"Max", [](double a, double b) { return std::max(a, b); },
      [](int64_t a, int64_t b) { return std::max(a, b); },
      arithBinary<arith::MaximumFOp, arith::MaxSIOp>, false},
@@ -315,8 +357,18 @@ std::optional<AffineExpr> symbolicBinary(StringRef name, AffineExpr a,
 
 LogicalResult importBinary(ONNXImporterImpl &im) {
   const BinaryOp *op = findBinary(im.node->op_type());
-  if (failed(im.checkAttributes({})))
+  bool isMod = op->name == "Mod";
+  if (failed(isMod ? im.checkAttributes({"fmod"}) : im.checkAttributes({})))
     return failure();
+  if (isMod) {
+    int64_t fmod = im.attrInt("fmod", 0);
+    if (fmod != 0 && fmod != 1)
+      return im.error() << "fmod must be 0 or 1, got " << fmod;
+    if (fmod == 0 && isa<FloatType>(im.inputType(0).getElementType()))
+      return im.error() << "a float Mod needs fmod = 1";
+    if (fmod == 1)
+      op = findBinary("FMod");
+  }
   if (im.numInputs() != 2)
     return im.error() << "expects 2 inputs, got " << im.numInputs();
   RankedTensorType lt = im.inputType(0), rt = im.inputType(1);
@@ -341,7 +393,7 @@ LogicalResult importBinary(ONNXImporterImpl &im) {
       outType.getNumElements() <= kMaxHostElements &&
       (isFloat ? op->hostFloat != nullptr : op->hostInt != nullptr)) {
     const HostTensor &l = *im.hostInput(0), &r = *im.hostInput(1);
-    if (!isFloat && op->name == "Div" && !r.isSymbolic())
+    if (!isFloat && (op->name == "Div" || isMod) && !r.isSymbolic())
       for (int64_t i = 0, e = r.numElements(); i < e; ++i)
         if (r.getInt(i) == 0)
           return im.error() << "integer division by zero (divisor '"
@@ -573,6 +625,68 @@ LogicalResult importNot(ONNXImporterImpl &im) {
   return success();
 }
 
+/// IsNaN, and IsInf with its detect_negative / detect_positive: a bool
+/// tensor of the float input's shape (torch's SDPA export replaces the NaN
+/// rows of fully masked queries' probabilities by zeros with them).
+LogicalResult importIsNaNOrInf(ONNXImporterImpl &im) {
+  RankedTensorType t = im.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return im.error() << "expects a float tensor, got " << t;
+  bool isNaN = im.node->op_type() == "IsNaN";
+  bool negative = im.attrInt("detect_negative", 1) != 0;
+  bool positive = im.attrInt("detect_positive", 1) != 0;
+  auto test = [&](double x) {
+    if (isNaN)
+      return std::isnan(x);
+    return std::isinf(x) && (x < 0 ? negative : positive);
+  };
+  if (const HostTensor *h = im.hostInput(0)) {
+    HostTensor out;
+    out.shape = h->shape;
+    out.elemType = im.builder.getI1Type();
+    out.resize(h->numElements());
+    for (int64_t i = 0, e = h->numElements(); i < e; ++i)
+      out.setInt(i, test(h->getDouble(i)));
+    im.setHostOutput(0, std::move(out));
+    return success();
+  }
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  auto boolType = RankedTensorType::get(t.getShape(), im.builder.getI1Type());
+  im.setOutput(
+      0,
+      buildBroadcastGeneric(
+          im.builder, im.loc, {im.input(0)}, boolType,
+          [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+            Value x = args[0];
+            if (isNaN)
+              return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x,
+                                           x);
+            auto ft = cast<FloatType>(x.getType());
+            auto inf = [&](bool neg) -> Value {
+              return arith::ConstantOp::create(
+                  b, loc,
+                  b.getFloatAttr(ft,
+                                 APFloat::getInf(ft.getFloatSemantics(), neg)));
+            };
+            Value result;
+            for (bool neg : {true, false}) {
+              if (!(neg ? negative : positive))
+                continue;
+              Value hit = arith::CmpFOp::create(
+                  b, loc, arith::CmpFPredicate::OEQ, x, inf(neg));
+              result =
+                  result ? arith::OrIOp::create(b, loc, result, hit).getResult()
+                         : hit;
+            }
+            return result
+                       ? result
+                       : arith::ConstantIntOp::create(b, loc, 0, 1).getResult();
+          },
+          im.dynamicSizes(dims)),
+      dims);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Where and Cast
 //===----------------------------------------------------------------------===//
@@ -764,10 +878,13 @@ LogicalResult importClip(ONNXImporterImpl &im) {
 void mlir::masformer::registerElementwiseHandlers(
     llvm::StringMap<NodeHandler> &handlers) {
   for (const BinaryOp &op : kBinaryOps)
-    handlers[op.name] = importBinary;
+    if (op.name != "FMod") // Mod with fmod = 1, not an ONNX op
+      handlers[op.name] = importBinary;
   for (const UnaryOp &op : kUnaryOps)
     handlers[op.name] = importUnary;
   handlers["Not"] = importNot;
+  handlers["IsNaN"] = importIsNaNOrInf;
+  handlers["IsInf"] = importIsNaNOrInf;
   handlers["Where"] = importWhere;
   handlers["Cast"] = importCast;
   handlers["Clip"] = importClip;

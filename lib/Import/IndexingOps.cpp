@@ -172,6 +172,17 @@ LogicalResult importSlice(ONNXImporterImpl &im) {
     return success();
   }
   auto outType = im.typeFor(outDims, t.getElementType());
+  // Nothing to read (Phi-3's q[..., rotary_dim:] with a rotary dimension
+  // as large as the head): an empty tensor, whose start may be the
+  // dimension's end, where an extract_slice may not begin.
+  if (llvm::any_of(outType.getShape(), [](int64_t d) { return d == 0; })) {
+    im.setOutput(0,
+                 tensor::EmptyOp::create(im.builder, im.loc, outType.getShape(),
+                                         t.getElementType(),
+                                         im.dynamicSizes(outDims)),
+                 outDims);
+    return success();
+  }
   im.setOutput(0,
                tensor::ExtractSliceOp::create(im.builder, im.loc, outType,
                                               im.input(0), offsets, sizes,
@@ -241,11 +252,17 @@ LogicalResult importSplit(ONNXImporterImpl &im) {
         strs.push_back(im.builder.getIndexAttr(1));
       }
       auto outType = im.typeFor(outDims, t.getElementType());
-      im.setOutput(o,
-                   tensor::ExtractSliceOp::create(im.builder, im.loc, outType,
-                                                  im.input(0), offs, szs,
-                                                  strs),
-                   outDims);
+      // A part of size 0 (last, it starts at the dimension's end): empty.
+      Value part =
+          split[o] == 0
+              ? tensor::EmptyOp::create(im.builder, im.loc, outType.getShape(),
+                                        t.getElementType(),
+                                        im.dynamicSizes(outDims))
+                    .getResult()
+              : tensor::ExtractSliceOp::create(im.builder, im.loc, outType,
+                                               im.input(0), offs, szs, strs)
+                    .getResult();
+      im.setOutput(o, part, outDims);
     }
     offset += split[o];
   }

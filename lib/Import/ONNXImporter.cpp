@@ -105,17 +105,23 @@ LogicalResult ONNXImporterImpl::checkArity() {
   };
   static const llvm::StringMap<Arity> kArity = [] {
     llvm::StringMap<Arity> m;
-    for (StringRef op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
-                         "And", "Or", "Equal", "Less", "LessOrEqual",
-                         "Greater", "GreaterOrEqual", "MatMul"})
+    for (StringRef op : {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min",
+                         "And", "Or", "Equal", "Less", "LessOrEqual", "Greater",
+                         "GreaterOrEqual", "MatMul"})
       m[op] = {2, 2, 1};
-    for (StringRef op :
-         {"Sqrt",    "Exp",        "Log",      "Erf",
-          "Tanh",    "Cos",        "Sin",      "Abs",
-          "Neg",     "Floor",      "Ceil",     "Round",
-          "Sign",    "Reciprocal", "Sigmoid",  "Relu",
-          "Not",     "Cast",       "Identity", "Shape",
-          "Flatten", "Transpose",  "Softmax",  "ConstantOfShape"})
+    for (StringRef op : {"Sqrt",     "Exp",
+                         "Log",      "Erf",
+                         "Tanh",     "Cos",
+                         "Sin",      "Abs",
+                         "Neg",      "Floor",
+                         "Ceil",     "Round",
+                         "Sign",     "Reciprocal",
+                         "Sigmoid",  "Relu",
+                         "Not",      "Cast",
+                         "Identity", "Shape",
+                         "IsNaN",    "IsInf",
+                         "Flatten",  "Transpose",
+                         "Softmax",  "ConstantOfShape"})
       m[op] = {1, 1, 1};
     m["Where"] = {3, 3, 1};
     m["Clip"] = {1, 3, 1};
@@ -876,8 +882,15 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::masformer::importONNXModel(
   LogicalResult verified = success();
   {
     ScopedDiagnosticHandler capture(context, [&](Diagnostic &d) {
-      if (problem.empty())
-        problem = d.str();
+      if (!problem.empty())
+        return success();
+      problem = d.str();
+      // The ONNX node the op was built for, where its location names it.
+      Location loc = d.getLocation();
+      if (auto fused = dyn_cast<FusedLoc>(loc))
+        loc = fused.getLocations().front();
+      if (auto name = dyn_cast<NameLoc>(loc))
+        problem = "node '" + name.getName().str() + "': " + problem;
       return success();
     });
     verified = mlir::verify(**module);

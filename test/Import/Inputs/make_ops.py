@@ -14,6 +14,10 @@ model families beyond the fixtures (issue 18), into DIR:
   cross.onnx    an encoder-decoder's decoder: self-attention after a cache,
                 cross-attention to the encoder's states and to cached
                 encoder keys and values;
+  sdpa-guard.onnx  torch's SDPA export with a boolean mask: -inf masks and
+                Where(IsNaN(p), 0, p) after the Softmax; IsNaN, IsInf;
+  empty-parts.onnx  Slice and Split parts of size 0;
+  mod.onnx      Mod on integers (fmod 0 and 1) and floats;
   and models with a bad Tile, GatherElements or CumSum, each an error.
 
     make_ops.py DIR
@@ -445,6 +449,13 @@ def bad(out):
             [h.make_tensor_value_info("img", T.FLOAT, [4, 2])],
             [i64("far", [[4]]),
              nh.from_array(np.zeros((1, 2), np.float32), "upd")]),
+        "mod-float-fmod0.onnx": (
+            [h.make_node("Mod", ["x", "x"], ["y"], name="mod")], [x], []),
+        "mod-zero.onnx": (
+            [h.make_node("Mod", ["three", "zeros"], ["y"], name="mod")], [],
+            [i64("three", [3, 4]), i64("zeros", [1, 0])]),
+        "isinf-int.onnx": (
+            [h.make_node("IsInf", ["ind"], ["y"], name="isinf")], [ind], []),
         "nonzero-scalar.onnx": (
             [h.make_node("NonZero", ["s"], ["y"], name="nz")],
             [h.make_tensor_value_info("s", T.FLOAT, [])], []),
@@ -517,6 +528,117 @@ def cross(path):
     save(graph, path)
 
 
+def sdpa_guard(path):
+    """Attention as torch's SDPA export writes it with a boolean mask
+    (transformers 5's default): the mask as Where(allowed, 0, -inf) added
+    to the scores, then Where(IsNaN(p), 0, p) after the Softmax, zeros for
+    queries whose every key is masked. Here padded positions are masked as
+    queries too, so their rows are all -inf. Also IsNaN of Log(q) (NaN
+    where q < 0) and IsInf of the additive mask, as outputs."""
+    heads, dim = 4, 8
+    f, b = T.FLOAT, T.BOOL
+    nodes = [
+        h.make_node("Cast", ["attention_mask"], ["m"], to=b),
+        h.make_node("Unsqueeze", ["m", "ax13"], ["m_q"]),
+        h.make_node("Unsqueeze", ["m", "ax12"], ["m_k"]),
+        h.make_node("And", ["m_q", "m_k"], ["pad_ok"]),
+        h.make_node("Shape", ["q"], ["q_shape"]),
+        h.make_node("Slice", ["q_shape", "two", "three"], ["s"]),
+        h.make_node("Concat", ["s", "s"], ["ss"], axis=0),
+        h.make_node("ConstantOfShape", ["ss"], ["ones"],
+                    value=nh.from_array(np.array([1], np.int64))),
+        h.make_node("Trilu", ["ones"], ["tril"], upper=0),
+        h.make_node("Cast", ["tril"], ["causal"], to=b),
+        h.make_node("And", ["pad_ok", "causal"], ["allowed"]),
+        h.make_node("Where", ["allowed", "zero", "ninf"], ["additive"]),
+        h.make_node("Mul", ["q", "sqrt_scale"], ["qs"]),
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        h.make_node("Mul", ["kt", "sqrt_scale"], ["kts"]),
+        h.make_node("MatMul", ["qs", "kts"], ["qk"]),
+        h.make_node("Add", ["qk", "additive"], ["scores"]),
+        h.make_node("Softmax", ["scores"], ["p"], axis=-1),
+        h.make_node("IsNaN", ["p"], ["p_nan"]),
+        h.make_node("Where", ["p_nan", "zero", "p"], ["p_ok"]),
+        h.make_node("MatMul", ["p_ok", "v"], ["out"]),
+        h.make_node("Log", ["q"], ["log_q"]),
+        h.make_node("IsNaN", ["log_q"], ["nan_b"]),
+        h.make_node("Cast", ["nan_b"], ["nan_flags"], to=f),
+        h.make_node("IsInf", ["additive"], ["inf_b"], detect_positive=0),
+        h.make_node("Cast", ["inf_b"], ["neg_inf_flags"], to=f),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    x = ["batch", heads, "sequence", dim]
+    graph = h.make_graph(
+        nodes, "sdpa_guard",
+        [h.make_tensor_value_info(n, f, x) for n in ("q", "k", "v")]
+        + [h.make_tensor_value_info("attention_mask", T.INT64,
+                                    ["batch", "sequence"])],
+        [h.make_tensor_value_info("out", f, x),
+         h.make_tensor_value_info("nan_flags", f, x),
+         h.make_tensor_value_info("neg_inf_flags", f,
+                                  ["batch", 1, "sequence", "sequence"])],
+        [i64("ax13", [1, 3]), i64("ax12", [1, 2]), i64("two", [2]),
+         i64("three", [3]),
+         nh.from_array(np.array(0.0, np.float32), "zero"),
+         nh.from_array(np.array(-np.inf, np.float32), "ninf"),
+         nh.from_array(np.array(dim ** -0.25, np.float32), "sqrt_scale")])
+    save(graph, path)
+
+
+def empty_parts(path):
+    """Slices and Split parts of size 0 that start at the dimension's end
+    (Phi-3's q[..., rotary_dim:] when the rotary dimension is the head's),
+    concatenated with the rest."""
+    nodes = [
+        h.make_node("Slice", ["x", "eight", "big", "two"], ["none"]),
+        h.make_node("Slice", ["x", "zero_i", "eight", "two"], ["all"]),
+        h.make_node("Mul", ["all", "half"], ["scaled"]),
+        h.make_node("Concat", ["scaled", "none"], ["y"], axis=2),
+        h.make_node("Split", ["x", "split"], ["p0", "p1"], axis=2),
+        h.make_node("Concat", ["p1", "p0"], ["z"], axis=2),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    x = ["batch", "sequence", 8]
+    graph = h.make_graph(
+        nodes, "empty_parts", [h.make_tensor_value_info("x", T.FLOAT, x)],
+        [h.make_tensor_value_info("y", T.FLOAT, x),
+         h.make_tensor_value_info("z", T.FLOAT, x)],
+        [i64("eight", [8]), i64("big", [2 ** 62]), i64("two", [2]),
+         i64("zero_i", [0]), i64("split", [8, 0]),
+         nh.from_array(np.array(0.5, np.float32), "half")])
+    save(graph, path)
+
+
+def mod(path):
+    """Mod: integers with fmod = 0 (the divisor's sign) and fmod = 1 (the
+    dividend's), negative values on both sides; floats (fmod = 1); and
+    constants folded on the host (Falcon's export under transformers 5)."""
+    nodes = [
+        h.make_node("Sub", ["n", "fifty"], ["signed"]),
+        h.make_node("Mod", ["signed", "divisors"], ["floor_mod"]),
+        h.make_node("Mod", ["signed", "divisors"], ["trunc_mod"], fmod=1),
+        h.make_node("Mod", ["x", "fdiv"], ["float_mod"], fmod=1),
+        h.make_node("Mod", ["c7", "cm3"], ["host_mod"]),
+        h.make_node("Add", ["floor_mod", "host_mod"], ["floor_plus"]),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    graph = h.make_graph(
+        nodes, "mod",
+        [h.make_tensor_value_info("n", T.INT64, ["batch", 5]),
+         h.make_tensor_value_info("x", T.FLOAT, ["batch", 5])],
+        [h.make_tensor_value_info("floor_plus", T.INT64, ["batch", 5]),
+         h.make_tensor_value_info("trunc_mod", T.INT64, ["batch", 5]),
+         h.make_tensor_value_info("float_mod", T.FLOAT, ["batch", 5])],
+        [i64("fifty", [50]), i64("divisors", [3, -3, 4, -5, 7]),
+         i64("c7", [-7]), i64("cm3", [3]),
+         nh.from_array(np.array([0.7, -0.7, 0.3, 1.5, -0.2], np.float32),
+                       "fdiv")])
+    save(graph, path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -529,6 +651,9 @@ def main():
     reductions(os.path.join(out, "reductions.onnx"))
     rotary_length(os.path.join(out, "rotary-length.onnx"))
     cross(os.path.join(out, "cross.onnx"))
+    sdpa_guard(os.path.join(out, "sdpa-guard.onnx"))
+    empty_parts(os.path.join(out, "empty-parts.onnx"))
+    mod(os.path.join(out, "mod.onnx"))
     bad(out)
 
 

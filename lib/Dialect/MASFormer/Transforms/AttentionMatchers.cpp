@@ -421,9 +421,98 @@ static bool maskedAt(ArrayRef<int64_t> shape,
   return true;
 }
 
-/// Whether the boolean `cond`, which depends on sizes only (a constant, or
-/// evaluated by probeMask), is `value` at every pair `mustMask` names.
-static bool condIsAt(Value cond, bool value, PairRule mustMask) {
+static bool condIsAt(Value cond, bool value, PairRule mustMask, int depth = 12);
+
+/// condIsAt through the boolean algebra exporters combine masks with
+/// (transformers 5 builds And(causal, padding) from index comparisons and
+/// the attention mask): And is false where either side is, true where both
+/// are; Or the reverse; Not flips; a broadcast passes its input through.
+/// Only operands whose last two dimensions follow the result's are looked
+/// into (a padding mask broadcast over the queries is not, and need not be:
+/// the causal side of an And decides).
+static bool condIsAtStructurally(Value cond, bool value, PairRule mustMask,
+                                 int depth) {
+  Operation *def = cond.getDefiningOp();
+  if (!def)
+    return false;
+  if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def)) {
+    auto in = cast<RankedTensorType>(def->getOperand(0).getType());
+    auto out = cast<RankedTensorType>(cond.getType());
+    return in.getRank() >= 2 && out.getRank() >= 2 &&
+           in.getShape().take_back(2) == out.getShape().take_back(2) &&
+           condIsAt(def->getOperand(0), value, mustMask, depth - 1);
+  }
+  auto g = dyn_cast<linalg::GenericOp>(def);
+  if (!g || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != g.getNumParallelLoops() ||
+      !g.getIndexingMapsArray().back().isIdentity())
+    return false;
+  unsigned loops = g.getNumLoops();
+  Block &body = g.getRegion().front();
+  auto inputOf = [&](Value x) -> OpOperand * {
+    auto arg = dyn_cast<BlockArgument>(x);
+    if (!arg || arg.getOwner() != &body ||
+        arg.getArgNumber() >= g.getNumDpsInputs())
+      return nullptr;
+    return g.getDpsInputOperand(arg.getArgNumber());
+  };
+  // An operand that is `v` at the pairs: a scalar constant, or an operand
+  // whose last two dimensions follow the result's.
+  auto operandIs = [&](Value x, bool v) {
+    OpOperand *in = inputOf(x);
+    if (!in)
+      return false;
+    AffineMap map = g.getMatchingIndexingMap(in);
+    DenseElementsAttr attr;
+    if (llvm::all_of(map.getResults(),
+                     [](AffineExpr e) { return isa<AffineConstantExpr>(e); }))
+      return matchPattern(in->get(), m_Constant(&attr)) && attr.isSplat() &&
+             attr.getElementType().isInteger(1) &&
+             attr.getSplatValue<bool>() == v;
+    return keepsLastTwoDims(map, loops) &&
+           condIsAt(in->get(), v, mustMask, depth - 1);
+  };
+  Value yielded = body.getTerminator()->getOperand(0);
+  if (inputOf(yielded))
+    return operandIs(yielded, value);
+  Operation *payload = yielded.getDefiningOp();
+  if (!payload || payload->getBlock() != &body ||
+      !llvm::hasSingleElement(body.without_terminator()) ||
+      !yielded.getType().isInteger(1))
+    return false;
+  Value a = payload->getNumOperands() > 0 ? payload->getOperand(0) : Value();
+  Value b = payload->getNumOperands() > 1 ? payload->getOperand(1) : Value();
+  if (isa<arith::AndIOp>(payload))
+    return value ? operandIs(a, true) && operandIs(b, true)
+                 : operandIs(a, false) || operandIs(b, false);
+  if (isa<arith::OrIOp>(payload))
+    return value ? operandIs(a, true) || operandIs(b, true)
+                 : operandIs(a, false) && operandIs(b, false);
+  if (isa<arith::XOrIOp>(payload)) {
+    // Not: an XOr with a true constant (in the body or as an input).
+    for (auto [x, y] : {std::pair(a, b), std::pair(b, a)}) {
+      IntegerAttr c;
+      bool isTrue = (matchPattern(y, m_Constant(&c)) && c.getInt() != 0);
+      if (!isTrue) {
+        OpOperand *in = inputOf(y);
+        DenseElementsAttr attr;
+        isTrue = in && matchPattern(in->get(), m_Constant(&attr)) &&
+                 attr.isSplat() && attr.getElementType().isInteger(1) &&
+                 attr.getSplatValue<bool>();
+      }
+      if (isTrue)
+        return operandIs(x, !value);
+    }
+  }
+  return false;
+}
+
+/// Whether the boolean `cond` is `value` at every pair `mustMask` names: a
+/// constant, or computed from sizes (evaluated by probeMask), or combined
+/// from such conditions (condIsAtStructurally).
+static bool condIsAt(Value cond, bool value, PairRule mustMask, int depth) {
+  if (depth == 0)
+    return false;
   auto check = [&](ArrayRef<int64_t> shape,
                    llvm::function_ref<double(int64_t)> at) {
     // As a mask: "masked" where the condition has the value.
@@ -442,7 +531,8 @@ static bool condIsAt(Value cond, bool value, PairRule mustMask) {
     return check(ty.getShape(),
                  [&](int64_t i) { return values[i] ? 1.0 : 0.0; });
   }
-  return probeMask(cond, check);
+  return probeMask(cond, check) ||
+         condIsAtStructurally(cond, value, mustMask, depth);
 }
 
 bool mlir::masformer::isUpperMasked(Value v) {

@@ -403,6 +403,24 @@ std::optional<ProbeTensor> Evaluator::tensor(Value v, int depth) {
     }
   } else if (auto g = dyn_cast<linalg::GenericOp>(def)) {
     r = generic(g, depth);
+  } else if (auto fromElements = dyn_cast<tensor::FromElementsOp>(def)) {
+    // Sizes gathered into a tensor (transformers 5's masks scale the batch
+    // index by the sequence length this way).
+    SmallVector<double> values;
+    for (Value e : fromElements.getElements()) {
+      std::optional<int64_t> x = index(e, depth - 1);
+      if (!x || !e.getType().isIntOrIndex())
+        break;
+      values.push_back(static_cast<double>(*x));
+    }
+    if (values.size() == fromElements.getElements().size() &&
+        ty.hasStaticShape()) {
+      SmallVector<int64_t> shape(ty.getShape());
+      r = ProbeTensor{shape, [values, shape](ArrayRef<int64_t> idx) {
+                        return std::optional<double>(
+                            values[linearize(idx, shape)]);
+                      }};
+    }
   }
   if (r && numElements(r->shape) > kMaxLazyElements)
     r.reset();

@@ -547,6 +547,40 @@ static bool isCrossAttention(Value q, Value k) {
   return llvm::none_of(kSources, [&](Value s) { return qSources.contains(s); });
 }
 
+/// The NaN guard torch's SDPA export puts after the softmax,
+/// Where(IsNaN(p), 0, p): zeros for the rows of queries whose every key is
+/// masked (-inf), which is what masformer.attention computes for them.
+/// Returns the guarded probabilities, or null when `p`'s users are not
+/// that guard.
+static Value peelNaNGuard(Value p) {
+  if (!llvm::hasNItems(p.getUsers(), 2))
+    return {};
+  for (Operation *user : p.getUsers()) {
+    if (user->getNumResults() != 1)
+      return {};
+    Value select = user->getResult(0);
+    std::optional<Elementwise> e = matchElementwise(select);
+    if (!e || !isa<arith::SelectOp>(e->payload) || e->operands[2] != p ||
+        !e->isIdentity[2] || getScalarConstant(e->operands[1]) != 0.0)
+      continue;
+    std::optional<Elementwise> isNaN = matchElementwise(e->operands[0]);
+    auto cmp =
+        isNaN ? dyn_cast<arith::CmpFOp>(isNaN->payload) : arith::CmpFOp();
+    // cmpf uno x, x: both operands are p.
+    if (!cmp || cmp.getPredicate() != arith::CmpFPredicate::UNO ||
+        cmp.getLhs() != cmp.getRhs() ||
+        !llvm::all_of(isNaN->operands, [&](Value x) { return x == p; }) ||
+        !llvm::all_of(isNaN->isIdentity, [](bool b) { return b; }) ||
+        !e->operands[0].hasOneUse())
+      return {};
+    // The guard's two ops are p's users.
+    if (!llvm::is_contained(p.getUsers(), isNaN->op.getOperation()))
+      return {};
+    return select;
+  }
+  return {};
+}
+
 FailureOr<AttentionOp> AttentionRaiser::raise() {
   if (failed(walkScores(scores))) {
     if (hasQueryMajorHeads(scores))
@@ -565,7 +599,11 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   Value p = softmax.getResult()[0];
   bool flatProbs = scores != softmax.getInput();
   std::optional<BatchMatmul> pv;
-  for (int steps = 0; steps < 4 && !pv; ++steps) {
+  for (int steps = 0; steps < 6 && !pv; ++steps) {
+    if (Value guarded = peelNaNGuard(p)) {
+      p = guarded;
+      continue;
+    }
     if (!p.hasOneUse())
       return fail("the attention probabilities have other uses than P*V");
     Operation *user = *p.getUsers().begin();
