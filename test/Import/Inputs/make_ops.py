@@ -18,6 +18,7 @@ model families beyond the fixtures (issue 18), into DIR:
                 Where(IsNaN(p), 0, p) after the Softmax; IsNaN, IsInf;
   empty-parts.onnx  Slice and Split parts of size 0;
   mod.onnx      Mod on integers (fmod 0 and 1) and floats;
+  bias-window.onnx  a causal Where mask over a bias clipped at 16 (no window);
   and models with a bad Tile, GatherElements or CumSum, each an error.
 
     make_ops.py DIR
@@ -639,6 +640,50 @@ def mod(path):
     save(graph, path)
 
 
+def bias_window(path):
+    """A decoder's mask as transformers 5 writes T5's: Where(causal, bias,
+    -inf), the bias a table gathered at min(|pos - key|, 16) (T5's
+    buckets). The 16 of the bias is no window: the mask must be raised
+    causal with a full span, though at probe sizes up to 16 no pair is 16
+    apart."""
+    heads, dim = 2, 4
+    rng = np.random.default_rng(3)
+    nodes = [
+        h.make_node("Shape", ["q"], ["q_shape"]),
+        h.make_node("Slice", ["q_shape", "two", "three"], ["s"]),
+        h.make_node("Squeeze", ["s"], ["s0"]),
+        h.make_node("Range", ["zero_s", "s0", "one_s"], ["r"]),
+        h.make_node("Unsqueeze", ["r", "ax1"], ["pos"]),
+        h.make_node("Unsqueeze", ["r", "ax0"], ["key"]),
+        h.make_node("LessOrEqual", ["key", "pos"], ["causal"]),
+        h.make_node("Sub", ["pos", "key"], ["dist"]),
+        h.make_node("Abs", ["dist"], ["adist"]),
+        h.make_node("Min", ["adist", "sixteen"], ["bucket"]),
+        h.make_node("Gather", ["table", "bucket"], ["bias_skh"]),
+        h.make_node("Transpose", ["bias_skh"], ["bias"], perm=[2, 0, 1]),
+        h.make_node("Where", ["causal", "bias", "ninf"], ["mask"]),
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        h.make_node("MatMul", ["q", "kt"], ["qk"]),
+        h.make_node("Add", ["qk", "mask"], ["scores"]),
+        h.make_node("Softmax", ["scores"], ["p"], axis=-1),
+        h.make_node("MatMul", ["p", "v"], ["out"]),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    x = ["batch", heads, "sequence", dim]
+    graph = h.make_graph(
+        nodes, "bias_window",
+        [h.make_tensor_value_info(n, T.FLOAT, x) for n in ("q", "k", "v")],
+        [h.make_tensor_value_info("out", T.FLOAT, x)],
+        [i64("two", [2]), i64("three", [3]), i64("zero_s", 0),
+         i64("one_s", 1), i64("ax0", [0]), i64("ax1", [1]),
+         i64("sixteen", 16),
+         nh.from_array(rng.normal(0, 1, (17, heads)).astype(np.float32),
+                       "table"),
+         nh.from_array(np.array(-np.inf, np.float32), "ninf")])
+    save(graph, path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -654,6 +699,7 @@ def main():
     sdpa_guard(os.path.join(out, "sdpa-guard.onnx"))
     empty_parts(os.path.join(out, "empty-parts.onnx"))
     mod(os.path.join(out, "mod.onnx"))
+    bias_window(os.path.join(out, "bias-window.onnx"))
     bad(out)
 
 

@@ -531,12 +531,13 @@ static bool condIsAt(Value cond, bool value, PairRule mustMask, int depth) {
     return check(ty.getShape(),
                  [&](int64_t i) { return values[i] ? 1.0 : 0.0; });
   }
-  return probeMask(cond, check) ||
+  return probeMask(cond, check, mustMask.reach + 2) ||
          condIsAtStructurally(cond, value, mustMask, depth);
 }
 
 bool mlir::masformer::isUpperMasked(Value v) {
-  return isMaskedWhere(v, [](int64_t pos, int64_t key) { return key > pos; });
+  auto above = [](int64_t pos, int64_t key) { return key > pos; };
+  return isMaskedWhere(v, PairRule{above, /*reach=*/0});
 }
 
 std::optional<int64_t> mlir::masformer::findMaskWindow(Value mask) {
@@ -546,10 +547,11 @@ std::optional<int64_t> mlir::masformer::findMaskWindow(Value mask) {
       candidates.append({c, c + 1});
   llvm::sort(candidates);
   candidates.erase(llvm::unique(candidates), candidates.end());
-  for (int64_t w : candidates)
-    if (isMaskedWhere(mask,
-                      [w](int64_t pos, int64_t key) { return pos - key >= w; }))
+  for (int64_t w : candidates) {
+    auto outside = [w](int64_t pos, int64_t key) { return pos - key >= w; };
+    if (isMaskedWhere(mask, PairRule{outside, /*reach=*/w}))
       return w;
+  }
   return std::nullopt;
 }
 
@@ -565,10 +567,12 @@ bool mlir::masformer::isMaskedWhere(Value v, PairRule mustMask, int depth) {
   if (!ty || !isa<FloatType>(ty.getElementType()))
     return false;
   // Computed from sizes only: check it at probe sizes.
-  if (probeMask(v, [&](ArrayRef<int64_t> shape,
-                       llvm::function_ref<double(int64_t)> at) {
-        return maskedAt(shape, at, mustMask);
-      }))
+  if (probeMask(
+          v,
+          [&](ArrayRef<int64_t> shape, llvm::function_ref<double(int64_t)> at) {
+            return maskedAt(shape, at, mustMask);
+          },
+          mustMask.reach + 2))
     return true;
   DenseElementsAttr attr;
   if (matchPattern(v, m_Constant(&attr))) {

@@ -84,8 +84,14 @@ bool isCausalPattern(DenseElementsAttr attr,
 
 /// Which pairs of a [..., q, kv] mask a rule requires masked: `pos` is the
 /// query's position among the keys (queries aligned to the end of the
-/// keys), `key` the key's.
-using PairRule = llvm::function_ref<bool(int64_t pos, int64_t key)>;
+/// keys), `key` the key's. `reach`: the rule names no pair closer than this
+/// (a window's W), so a probe must evaluate sequences longer than it; at
+/// shorter ones the rule would hold for want of pairs.
+struct PairRule {
+  llvm::function_ref<bool(int64_t pos, int64_t key)> masks;
+  int64_t reach = 0;
+  bool operator()(int64_t pos, int64_t key) const { return masks(pos, key); }
+};
 
 /// Whether every element of `v` whose pair `mustMask` names is masked
 /// (<= kMaskedThreshold) whatever the model's inputs are: the mask is
@@ -114,14 +120,16 @@ SmallVector<int64_t> positionConstants(Value mask);
 
 /// For a mask computed from dynamic sizes only (no input data): evaluates
 /// it at two sets of small probe sizes and once with sequence sizes beyond
-/// every position constant it uses (MaskProbe.cpp), and returns whether
-/// `check(shape, element)` holds for all of them. False when the mask has a
-/// static shape, depends on the model's inputs, uses ops the evaluator does
-/// not know, or is too large to evaluate at the large sizes.
+/// every position constant it uses and beyond `minSeq` (MaskProbe.cpp), and
+/// returns whether `check(shape, element)` holds for all of them. False
+/// when the mask has a static shape, depends on the model's inputs, uses
+/// ops the evaluator does not know, or is too large to evaluate at the
+/// large sizes.
 bool probeMask(Value mask,
                llvm::function_ref<bool(ArrayRef<int64_t> shape,
                                        llvm::function_ref<double(int64_t)> at)>
-                   check);
+                   check,
+               int64_t minSeq = 0);
 
 /// Whether the element function `kept(i)` over `shape` [..., q, kv] keeps
 /// exactly the causal (bottom-right aligned) triangle.

@@ -738,7 +738,8 @@ bool mlir::masformer::probeMask(
     Value mask,
     llvm::function_ref<bool(ArrayRef<int64_t> shape,
                             llvm::function_ref<double(int64_t)> at)>
-        check) {
+        check,
+    int64_t minSeq) {
   auto ty = dyn_cast<RankedTensorType>(mask.getType());
   if (!ty)
     return false;
@@ -756,7 +757,8 @@ bool mlir::masformer::probeMask(
     dims = ev.numDims();
   }
   SmallVector<int64_t> constants = positionConstants(mask);
-  int64_t bigBase = (constants.empty() ? 0 : constants.back()) + 2;
+  int64_t bigBase =
+      std::max((constants.empty() ? 0 : constants.back()) + 2, minSeq);
   if (bigBase <= kProbeBases[std::size(kProbeBases) - 1])
     return true;
   bool verified = false;
