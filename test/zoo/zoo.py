@@ -159,8 +159,10 @@ def architectures():
         vocab_size=VOCAB, n_positions=MAX_POS, n_embd=HIDDEN, n_layer=3,
         n_head=HEADS, multi_query=True, initializer_range=INIT,
         bos_token_id=0, eos_token_id=0))
-    # Its eager multi-query attention lays the scores out [B, S, H, T].
-    a["gpt-bigcode"]["query_dim"] = 1
+    # Its eager multi-query attention lays the scores out [B, S, H, T]
+    # before transformers 5 (which shares Llama's eager attention).
+    if int(tf.__version__.split(".")[0]) < 5:
+        a["gpt-bigcode"]["query_dim"] = 1
     a["codegen"] = _decoder(tf.CodeGenForCausalLM, tf.CodeGenConfig(
         vocab_size=VOCAB, n_positions=MAX_POS, n_ctx=MAX_POS, n_embd=HIDDEN,
         n_layer=3, n_head=HEADS, rotary_dim=4, initializer_range=INIT,

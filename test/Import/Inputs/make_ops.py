@@ -19,6 +19,7 @@ model families beyond the fixtures (issue 18), into DIR:
   empty-parts.onnx  Slice and Split parts of size 0;
   mod.onnx      Mod on integers (fmod 0 and 1) and floats;
   bias-window.onnx  a causal Where mask over a bias clipped at 16 (no window);
+  flat-views.onnx  flat probabilities viewed 4-D and flat again before P V;
   and models with a bad Tile, GatherElements or CumSum, each an error.
 
     make_ops.py DIR
@@ -684,6 +685,44 @@ def bias_window(path):
     save(graph, path)
 
 
+def flat_views(path):
+    """Attention on heads flattened into the batch whose probabilities are
+    viewed [B, H, S, T] and flattened again before P V (XGLM's export under
+    transformers 5): scores [B*H, S, S], a causal mask added on the 4-D
+    view, Softmax on the flat scores."""
+    b, heads, seq, dim = 2, 4, 6, 8
+    flat = [b * heads, seq, seq]
+    causal = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
+    nodes = [
+        h.make_node("Reshape", ["q", "flat_qkv"], ["qf"]),
+        h.make_node("Reshape", ["k", "flat_qkv"], ["kf"]),
+        h.make_node("Reshape", ["v", "flat_qkv"], ["vf"]),
+        h.make_node("Transpose", ["kf"], ["kft"], perm=[0, 2, 1]),
+        h.make_node("MatMul", ["qf", "kft"], ["s3"]),
+        h.make_node("Mul", ["s3", "scale"], ["s3s"]),
+        h.make_node("Reshape", ["s3s", "four_d"], ["s4"]),
+        h.make_node("Add", ["s4", "causal"], ["s4m"]),
+        h.make_node("Reshape", ["s4m", "three_d"], ["s3m"]),
+        h.make_node("Softmax", ["s3m"], ["p3"], axis=-1),
+        h.make_node("Reshape", ["p3", "four_d"], ["p4"]),
+        h.make_node("Reshape", ["p4", "three_d"], ["p3b"]),
+        h.make_node("MatMul", ["p3b", "vf"], ["o3"]),
+        h.make_node("Reshape", ["o3", "out_shape"], ["out"]),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    x = [b, heads, seq, dim]
+    graph = h.make_graph(
+        nodes, "flat_views",
+        [h.make_tensor_value_info(n, T.FLOAT, x) for n in ("q", "k", "v")],
+        [h.make_tensor_value_info("out", T.FLOAT, x)],
+        [i64("flat_qkv", [b * heads, seq, dim]), i64("four_d", x[:3] + [seq]),
+         i64("three_d", flat), i64("out_shape", x),
+         nh.from_array(causal, "causal"),
+         nh.from_array(np.array(dim ** -0.5, np.float32), "scale")])
+    save(graph, path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -700,6 +739,7 @@ def main():
     empty_parts(os.path.join(out, "empty-parts.onnx"))
     mod(os.path.join(out, "mod.onnx"))
     bias_window(os.path.join(out, "bias-window.onnx"))
+    flat_views(os.path.join(out, "flat-views.onnx"))
     bad(out)
 
 

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
@@ -38,11 +39,45 @@ std::optional<Elementwise> mlir::masformer::matchElementwise(Value v) {
   return e;
 }
 
+bool mlir::masformer::matchConstantElements(Value v, DenseElementsAttr &out) {
+  Attribute value;
+  if (!matchPattern(v, m_Constant(&value)))
+    return false;
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    out = dense;
+    return true;
+  }
+  auto res = dyn_cast<DenseResourceElementsAttr>(value);
+  if (!res || res.getType().getNumElements() > (int64_t(1) << 22))
+    return false;
+  AsmResourceBlob *blob = res.getRawHandle().getBlob();
+  if (!blob)
+    return false;
+  ArrayRef<char> bytes = blob->getData();
+  ShapedType type = res.getType();
+  Type et = type.getElementType();
+  if (et.isInteger(1)) {
+    if (static_cast<int64_t>(bytes.size()) != type.getNumElements())
+      return false;
+    SmallVector<bool> bits(bytes.size());
+    for (auto [i, b] : llvm::enumerate(bytes))
+      bits[i] = b != 0;
+    out = DenseElementsAttr::get(type, bits);
+    return true;
+  }
+  if (!et.isIntOrFloat() ||
+      static_cast<int64_t>(bytes.size()) !=
+          type.getNumElements() *
+              static_cast<int64_t>(et.getIntOrFloatBitWidth() / 8))
+    return false;
+  out = DenseElementsAttr::getFromRawBuffer(type, bytes);
+  return true;
+}
+
 /// The value of a splat or one-element float constant.
 std::optional<double> mlir::masformer::getScalarConstant(Value v) {
   DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) ||
-      !isa<FloatType>(attr.getElementType()))
+  if (!matchConstantElements(v, attr) || !isa<FloatType>(attr.getElementType()))
     return std::nullopt;
   if (!attr.isSplat() && attr.getNumElements() != 1)
     return std::nullopt;
@@ -466,7 +501,7 @@ static bool condIsAtStructurally(Value cond, bool value, PairRule mustMask,
     DenseElementsAttr attr;
     if (llvm::all_of(map.getResults(),
                      [](AffineExpr e) { return isa<AffineConstantExpr>(e); }))
-      return matchPattern(in->get(), m_Constant(&attr)) && attr.isSplat() &&
+      return matchConstantElements(in->get(), attr) && attr.isSplat() &&
              attr.getElementType().isInteger(1) &&
              attr.getSplatValue<bool>() == v;
     return keepsLastTwoDims(map, loops) &&
@@ -496,7 +531,7 @@ static bool condIsAtStructurally(Value cond, bool value, PairRule mustMask,
       if (!isTrue) {
         OpOperand *in = inputOf(y);
         DenseElementsAttr attr;
-        isTrue = in && matchPattern(in->get(), m_Constant(&attr)) &&
+        isTrue = in && matchConstantElements(in->get(), attr) &&
                  attr.isSplat() && attr.getElementType().isInteger(1) &&
                  attr.getSplatValue<bool>();
       }
@@ -521,7 +556,7 @@ static bool condIsAt(Value cond, bool value, PairRule mustMask, int depth) {
         mustMask);
   };
   DenseElementsAttr attr;
-  if (matchPattern(cond, m_Constant(&attr))) {
+  if (matchConstantElements(cond, attr)) {
     auto ty = cast<RankedTensorType>(cond.getType());
     if (!attr.getElementType().isInteger(1))
       return false;
@@ -575,7 +610,7 @@ bool mlir::masformer::isMaskedWhere(Value v, PairRule mustMask, int depth) {
           mustMask.reach + 2))
     return true;
   DenseElementsAttr attr;
-  if (matchPattern(v, m_Constant(&attr))) {
+  if (matchConstantElements(v, attr)) {
     auto values = attr.getValues<APFloat>();
     if (attr.isSplat())
       return (*values.begin()).convertToDouble() <= kMaskedThreshold;

@@ -33,6 +33,13 @@ struct Elementwise {
 };
 std::optional<Elementwise> matchElementwise(Value v);
 
+/// The elements of a constant tensor `v` as a dense attribute: an inline
+/// one, or a dense_resource blob (raw-data initializers import as blobs;
+/// a mask or scale stored that way must read as a constant too) of at most
+/// 2^22 elements, in a type whose bytes the blob holds as MLIR lays them
+/// out (ints and floats; bools one byte each, as ONNX stores them).
+bool matchConstantElements(Value v, DenseElementsAttr &out);
+
 /// The value of a splat or one-element float constant.
 std::optional<double> getScalarConstant(Value v);
 

@@ -279,7 +279,7 @@ std::optional<ProbeTensor> Evaluator::tensor(Value v, int depth) {
   if (!def || !ty)
     return std::nullopt;
   DenseElementsAttr attr;
-  if (matchPattern(v, m_Constant(&attr))) {
+  if (matchConstantElements(v, attr)) {
     SmallVector<int64_t> shape(ty.getShape());
     bool isFloat = isa<FloatType>(ty.getElementType());
     bool isBool = ty.getElementType().isInteger(1);
@@ -655,7 +655,10 @@ SmallVector<int64_t> mlir::masformer::positionConstants(Value mask) {
     if (!op || !walked.insert(op).second)
       continue;
     Attribute a;
-    if (matchPattern(v, m_Constant(&a))) {
+    DenseElementsAttr elements;
+    if (matchConstantElements(v, elements))
+      a = elements;
+    if (a || matchPattern(v, m_Constant(&a))) {
       if (auto f = dyn_cast<FloatAttr>(a))
         note(f.getValueAsDouble());
       else if (auto i = dyn_cast<IntegerAttr>(a))

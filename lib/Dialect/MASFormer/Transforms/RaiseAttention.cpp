@@ -93,7 +93,7 @@ LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
     return fail("a Where mask fills with " + std::to_string(fill) +
                 ", not a large negative value");
   DenseElementsAttr attr;
-  if (matchPattern(cond, m_Constant(&attr)) &&
+  if (matchConstantElements(cond, attr) &&
       isCausalPattern(attr, [&](int64_t i) -> std::optional<bool> {
         bool v = attr.getValues<bool>()[i];
         return keepWhenTrue ? v : !v;
@@ -159,7 +159,7 @@ static std::optional<bool> additiveKept(double v) {
 
 LogicalResult AttentionRaiser::addAdditiveMask(Value mask, double factor) {
   DenseElementsAttr attr;
-  if (matchPattern(mask, m_Constant(&attr)) &&
+  if (matchConstantElements(mask, attr) &&
       isa<FloatType>(attr.getElementType()) && !attr.isSplat()) {
     auto values = attr.getValues<APFloat>();
     if (isCausalPattern(attr, [&](int64_t i) {
@@ -617,6 +617,14 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
     pv.reset();
     if (!flatProbs && collapsesHeads(r)) {
       flatProbs = true;
+      p = r;
+      continue;
+    }
+    // Flat probabilities viewed as [B, H, S, T] again (XGLM under
+    // transformers 5 views them 4-D and back before P V).
+    if (flatProbs && peelExpandedHeads(r) == p &&
+        cast<RankedTensorType>(r.getType()).getDimSize(1) == heads) {
+      flatProbs = false;
       p = r;
       continue;
     }
