@@ -456,6 +456,27 @@ static bool maskedAt(ArrayRef<int64_t> shape,
   return true;
 }
 
+/// `def` as a linalg.generic computing each element of its one result from
+/// the inputs at that element (all loops parallel, identity output map).
+static linalg::GenericOp pointwiseGeneric(Operation *def) {
+  auto g = dyn_cast_or_null<linalg::GenericOp>(def);
+  if (!g || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != g.getNumParallelLoops() ||
+      !g.getIndexingMapsArray().back().isIdentity())
+    return {};
+  return g;
+}
+
+/// The input operand of `g` whose element the body value `x` is, or null
+/// (x is computed in the body, or is the init's element).
+static OpOperand *payloadInput(linalg::GenericOp g, Value x) {
+  auto arg = dyn_cast<BlockArgument>(x);
+  if (!arg || arg.getOwner() != &g.getRegion().front() ||
+      arg.getArgNumber() >= g.getNumDpsInputs())
+    return nullptr;
+  return g.getDpsInputOperand(arg.getArgNumber());
+}
+
 static bool condIsAt(Value cond, bool value, PairRule mustMask, int depth = 12);
 
 /// condIsAt through the boolean algebra exporters combine masks with
@@ -477,20 +498,12 @@ static bool condIsAtStructurally(Value cond, bool value, PairRule mustMask,
            in.getShape().take_back(2) == out.getShape().take_back(2) &&
            condIsAt(def->getOperand(0), value, mustMask, depth - 1);
   }
-  auto g = dyn_cast<linalg::GenericOp>(def);
-  if (!g || g.getNumDpsInits() != 1 ||
-      g.getNumLoops() != g.getNumParallelLoops() ||
-      !g.getIndexingMapsArray().back().isIdentity())
+  linalg::GenericOp g = pointwiseGeneric(def);
+  if (!g)
     return false;
   unsigned loops = g.getNumLoops();
   Block &body = g.getRegion().front();
-  auto inputOf = [&](Value x) -> OpOperand * {
-    auto arg = dyn_cast<BlockArgument>(x);
-    if (!arg || arg.getOwner() != &body ||
-        arg.getArgNumber() >= g.getNumDpsInputs())
-      return nullptr;
-    return g.getDpsInputOperand(arg.getArgNumber());
-  };
+  auto inputOf = [&](Value x) { return payloadInput(g, x); };
   // An operand that is `v` at the pairs: a scalar constant, or an operand
   // whose last two dimensions follow the result's.
   auto operandIs = [&](Value x, bool v) {
@@ -649,10 +662,8 @@ bool mlir::masformer::isMaskedWhere(Value v, PairRule mustMask, int depth) {
     return srcTy.getShape() == ty.getShape() &&
            isMaskedWhere(insert.getSource(), mustMask, depth - 1);
   }
-  auto g = dyn_cast<linalg::GenericOp>(def);
-  if (!g || g.getNumDpsInits() != 1 ||
-      g.getNumLoops() != g.getNumParallelLoops() ||
-      !g.getIndexingMapsArray().back().isIdentity())
+  linalg::GenericOp g = pointwiseGeneric(def);
+  if (!g)
     return false;
   unsigned loops = g.getNumLoops();
   // An operand is masked where the result needs it if it is a masked
@@ -669,13 +680,7 @@ bool mlir::masformer::isMaskedWhere(Value v, PairRule mustMask, int depth) {
   };
   Block &body = g.getRegion().front();
   Value yielded = body.getTerminator()->getOperand(0);
-  auto inputOf = [&](Value x) -> OpOperand * {
-    auto arg = dyn_cast<BlockArgument>(x);
-    if (!arg || arg.getOwner() != &body ||
-        arg.getArgNumber() >= g.getNumDpsInputs())
-      return nullptr;
-    return g.getDpsInputOperand(arg.getArgNumber());
-  };
+  auto inputOf = [&](Value x) { return payloadInput(g, x); };
   // A broadcast (Expand): the body yields its input.
   if (OpOperand *in = inputOf(yielded))
     return operandMasked(in);
