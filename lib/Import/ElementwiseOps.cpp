@@ -196,6 +196,38 @@ int64_t intPow(int64_t x, int64_t y) {
   return r;
 }
 
+/// The divisor of an integer Div or Mod made safe for the hardware: 1
+/// where it is 0 or -1 (x86's idiv traps on a zero divisor and on
+/// INT_MIN / -1); the callers select the defined results there, as the
+/// host folding computes them (x / 0 = 0, x / -1 = -x wrapping, x % 0 =
+/// x % -1 = 0). A model's run-time divisor of 0 then gives 0 instead of
+/// killing the process.
+Value safeDivisor(OpBuilder &b, Location loc, Value y, Value &isZero,
+                  Value &isNegOne) {
+  Type t = y.getType();
+  auto cst = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(t, v));
+  };
+  isZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, cst(0));
+  isNegOne =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, cst(-1));
+  Value special = arith::OrIOp::create(b, loc, isZero, isNegOne);
+  return arith::SelectOp::create(b, loc, special, cst(1), y);
+}
+
+Value divOp(OpBuilder &b, Location loc, Value x, Value y, bool isFloat) {
+  if (isFloat)
+    return arith::DivFOp::create(b, loc, x, y);
+  Value isZero, isNegOne;
+  Value safe = safeDivisor(b, loc, y, isZero, isNegOne);
+  Value q = arith::DivSIOp::create(b, loc, x, safe);
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(x.getType()));
+  Value negated = arith::SubIOp::create(b, loc, zero, x);
+  return arith::SelectOp::create(
+      b, loc, isZero, zero,
+      arith::SelectOp::create(b, loc, isNegOne, negated, q));
+}
+
 /// Mod with fmod = 0: the remainder takes the divisor's sign (Python's %);
 /// with fmod = 1 ("FMod" here), the dividend's (C's fmod and %). A zero
 /// divisor is refused before folding.
@@ -211,7 +243,10 @@ Value modOp(OpBuilder &b, Location loc, Value x, Value y, bool isFloat,
             bool floorSign) {
   if (isFloat)
     return arith::RemFOp::create(b, loc, x, y);
-  Value r = arith::RemSIOp::create(b, loc, x, y);
+  // x % 0 and x % -1 are 0: the safe divisor 1 gives exactly that.
+  Value isZero, isNegOne;
+  Value r = arith::RemSIOp::create(b, loc, x,
+                                   safeDivisor(b, loc, y, isZero, isNegOne));
   if (!floorSign)
     return r;
   // r + y where r is non-zero and its sign differs from y's.
@@ -245,8 +280,7 @@ const BinaryOp kBinaryOps[] = {
      arithBinary<arith::SubFOp, arith::SubIOp>, false},
     {"Mul", [](double a, double b) { return a * b; }, wrapMul,
      arithBinary<arith::MulFOp, arith::MulIOp>, false},
-    {"Div", [](double a, double b) { return a / b; }, wrapDiv,
-     arithBinary<arith::DivFOp, arith::DivSIOp>, false},
+    {"Div", [](double a, double b) { return a / b; }, wrapDiv, divOp, false},
     {"Max", [](double a, double b) { return std::max(a, b); },
      [](int64_t a, int64_t b) { return std::max(a, b); },
      arithBinary<arith::MaximumFOp, arith::MaxSIOp>, false},

@@ -211,3 +211,41 @@ def test_models_that_crashed_the_tools_are_masformer_errors(unusual, name,
                        match=r"tensor '|node '|initializer '|graph has no"):
         masformer.rewrite(unusual / f"{name}.onnx", out, span="block:4")
     assert not out.exists()
+
+
+def test_integer_division_by_zero_at_run_time_does_not_trap(tmp_path):
+    """Div and Mod of integers whose divisors the model only knows at run
+    time: a divisor of 0, and INT64_MIN / -1, trap in x86's idiv (the
+    process dies of SIGFPE). The compiled library defines them as the
+    importer's folding does: x / 0 = 0, x / -1 = -x (wrapping), x % 0 =
+    x % -1 = 0; every other element is onnxruntime's (numpy's truncating /
+    flooring results here)."""
+    import numpy as np
+
+    nodes = [h.make_node("Div", ["n", "d"], ["q"]),
+             h.make_node("Mod", ["n", "d"], ["m"]),
+             h.make_node("Mod", ["n", "d"], ["t"], fmod=1)]
+    vi = lambda name: h.make_tensor_value_info(name, T.INT64, ["count"])
+    graph = h.make_graph(nodes, "int_div", [vi("n"), vi("d")],
+                         [vi("q"), vi("m"), vi("t")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "int_div.onnx"
+    onnx.save(model, path)
+    lib = tmp_path / "int_div.so"
+    masformer.compile(path, lib)
+    low = np.iinfo(np.int64).min
+    n = np.array([7, -7, 7, -7, 5, low, low, 9, 0], np.int64)
+    d = np.array([2, 2, -2, -2, 0, -1, 0, -1, 3], np.int64)
+    out = masformer.Session(str(lib)).run({"n": n, "d": d})
+    normal = (d != 0) & (d != -1)
+    with np.errstate(all="ignore"):
+        trunc_q = np.where(normal, np.trunc(n / np.where(normal, d, 1)), 0)
+    want_q = np.where(d == 0, 0, np.where(d == -1, -n, trunc_q.astype(
+        np.int64)))
+    safe = np.where(normal, d, 1)
+    want_m = np.where(normal, np.mod(n, safe), 0)
+    want_t = np.where(normal, np.fmod(n, safe), 0)
+    np.testing.assert_array_equal(out["q"], want_q)
+    np.testing.assert_array_equal(out["m"], want_m)
+    np.testing.assert_array_equal(out["t"], want_t)
