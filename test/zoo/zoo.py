@@ -202,6 +202,28 @@ def architectures():
         decoder_start_token_id=0, init_std=INIT), kind="audio",
         inputs=("input_features", (8, 32)),
         layers=2)
+    # Families of transformers 5 (absent from 4.46): Qwen3 and OLMo 2 (norms
+    # on Q and K), Gemma 3 (sliding windows on five layers of six; here
+    # every other one), SmolLM3 (no rotary on some layers), ModernBERT (an
+    # encoder alternating global attention with a local two-sided window).
+    if hasattr(tf, "Qwen3Config"):
+        a["qwen3"] = _decoder(tf.Qwen3ForCausalLM, tf.Qwen3Config(
+            **llama_like, head_dim=HIDDEN // HEADS))
+        a["olmo2"] = _decoder(tf.Olmo2ForCausalLM, tf.Olmo2Config(
+            **llama_like))
+        a["gemma3"] = _decoder(tf.Gemma3ForCausalLM, tf.Gemma3TextConfig(
+            **llama_like, head_dim=HIDDEN // HEADS,
+            query_pre_attn_scalar=HIDDEN // HEADS, sliding_window=6,
+            layer_types=["sliding_attention", "full_attention",
+                         "sliding_attention"]))
+        a["smollm3"] = _decoder(tf.SmolLM3ForCausalLM, tf.SmolLM3Config(
+            **llama_like, no_rope_layers=[1, 0, 1]))
+        a["modernbert"] = dict(cls=tf.ModernBertModel, cfg=tf.ModernBertConfig(
+            vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=3,
+            num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+            max_position_embeddings=MAX_POS, local_attention=6,
+            global_attn_every_n_layers=2, initializer_range=INIT,
+            pad_token_id=0), kind="encoder", layers=3)
     # Encoder-decoders: the decoder's cross-attention reads the encoder's
     # states and stays full in the rewrite (masformer.cross_attention).
     # Layers: the encoder's, then per decoder layer self- and
@@ -242,7 +264,8 @@ for _arch in ["gpt2", "gptneox", "gptj", "opt", "bloom", "falcon-mqa",
               "cohere", "granite", "nemotron", "gpt-bigcode", "codegen",
               "xglm", "bert", "roberta", "distilbert", "electra",
               "t5-encoder", "vit", "whisper-encoder", "bart", "mbart",
-              "marian", "t5", "whisper"]:
+              "marian", "t5", "whisper", "qwen3", "olmo2", "gemma3",
+              "smollm3", "modernbert"]:
     # Cohere's TorchScript export does not run in onnxruntime itself (its
     # rotary table's Expand gets an invalid shape): dynamo only. PhiMoE's
     # router does not pass torch.export: TorchScript only.
@@ -636,6 +659,12 @@ def main():
     warnings.filterwarnings("ignore")
     print(f"torch {torch.__version__}, transformers "
           f"{transformers.__version__}; models in {a.out}", flush=True)
+    available = architectures()
+    missing = [n for n in names if MODELS[n][0] not in available]
+    if missing:
+        print(f"skipped, not in transformers {transformers.__version__}: "
+              f"{', '.join(missing)}", flush=True)
+    names = [n for n in names if n not in missing]
     rows = []
     for n in names:
         t = time.time()
