@@ -19,7 +19,8 @@ Layer i is the i-th Softmax of the graph over scores (the fixtures'
 attention layers, in graph order, as --masformer-raise-attention numbers
 them; a Softmax whose input has rank 2, a mixture of experts' router, is
 not one); --layers asserts how many there are. With --check, EXPORTED runs in onnxruntime on
-the same inputs and must match the reference within 1e-4 + 1e-4 * |ref|.
+the same inputs and must match the reference within 1e-4 + 1e-4 * |ref|
+(--atol, --rtol: a half-precision model rounds differently in blocks).
 """
 
 import argparse
@@ -51,6 +52,9 @@ def main():
                     "scores' lengths shape inference knows uses those)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--check")
+    ap.add_argument("--atol", type=float, default=1e-4,
+                    help="--check's tolerance: atol + rtol * |ref|")
+    ap.add_argument("--rtol", type=float, default=1e-4)
     a = ap.parse_args()
 
     model = onnx.load(a.original)
@@ -140,7 +144,7 @@ def main():
     if a.check:
         sess, feeds, got = reference(a.check, a.input_shape)
         for out, g, w in zip(sess.get_outputs(), got, want):
-            msg = mismatch(out.name, g, w, 1e-4, 1e-4, what="export")
+            msg = mismatch(out.name, g, w, a.atol, a.rtol, what="export")
             if msg:
                 sys.exit(msg)
         print(f"OK: {a.check} matches the reference in onnxruntime")

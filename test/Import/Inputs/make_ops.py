@@ -20,6 +20,7 @@ model families beyond the fixtures (issue 18), into DIR:
   mod.onnx      Mod on integers (fmod 0 and 1) and floats;
   bias-window.onnx  a causal Where mask over a bias clipped at 16 (no window);
   flat-views.onnx  flat probabilities viewed 4-D and flat again before P V;
+  sdpa-half.onnx  torch's SDPA export of an f16 model (f32 softmax and P V);
   and models with a bad Tile, GatherElements or CumSum, each an error.
 
     make_ops.py DIR
@@ -723,6 +724,41 @@ def flat_views(path):
     save(graph, path)
 
 
+def sdpa_half(path):
+    """torch's SDPA export of a float16 model: Q K^T in f16, the scores cast
+    to f32 for the mask, the Softmax and the NaN guard, V cast to f32 and
+    P V in f32, the output f32. The raise takes Q, K and V extended to f32
+    (the model never rounds P V to f16)."""
+    heads, dim = 4, 8
+    f, f16 = T.FLOAT, T.FLOAT16
+    nodes = [
+        h.make_node("Mul", ["q", "sqrt_scale"], ["qs"]),
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        h.make_node("Mul", ["kt", "sqrt_scale"], ["kts"]),
+        h.make_node("MatMul", ["qs", "kts"], ["qk16"]),
+        h.make_node("Cast", ["qk16"], ["qk"], to=f),
+        h.make_node("Add", ["qk", "causal"], ["scores"]),
+        h.make_node("Softmax", ["scores"], ["p"], axis=-1),
+        h.make_node("IsNaN", ["p"], ["p_nan"]),
+        h.make_node("Where", ["p_nan", "zero", "p"], ["p_ok"]),
+        h.make_node("Cast", ["v"], ["v32"], to=f),
+        h.make_node("MatMul", ["p_ok", "v32"], ["out"]),
+    ]
+    for n in nodes:
+        n.name = n.output[0]
+    seq = 8
+    x = ["batch", heads, seq, dim]
+    causal = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
+    graph = h.make_graph(
+        nodes, "sdpa_half",
+        [h.make_tensor_value_info(n, f16, x) for n in ("q", "k", "v")],
+        [h.make_tensor_value_info("out", f, x)],
+        [nh.from_array(causal, "causal"),
+         nh.from_array(np.array(0.0, np.float32), "zero"),
+         nh.from_array(np.array(dim ** -0.25, np.float16), "sqrt_scale")])
+    save(graph, path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -740,6 +776,7 @@ def main():
     mod(os.path.join(out, "mod.onnx"))
     bias_window(os.path.join(out, "bias-window.onnx"))
     flat_views(os.path.join(out, "flat-views.onnx"))
+    sdpa_half(os.path.join(out, "sdpa-half.onnx"))
     bad(out)
 
 

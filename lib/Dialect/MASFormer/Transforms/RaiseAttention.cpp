@@ -547,6 +547,26 @@ static bool isCrossAttention(Value q, Value k) {
   return llvm::none_of(kSources, [&](Value s) { return qSources.contains(s); });
 }
 
+/// `x` (a float tensor) extended elementwise to the wider float type `et`.
+static Value extendTo(OpBuilder &b, Location loc, Value x, Type et) {
+  auto ty = cast<RankedTensorType>(x.getType());
+  int64_t rank = ty.getRank();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  Value init =
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, x), et);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{x}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, nloc,
+                   arith::ExtFOp::create(nb, nloc, et, args[0]).getResult());
+             })
+      .getResult(0);
+}
+
 /// The NaN guard torch's SDPA export puts after the softmax,
 /// Where(IsNaN(p), 0, p): zeros for the rows of queries whose every key is
 /// masked (-inf), which is what masformer.attention computes for them.
@@ -686,6 +706,21 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   if (kTy.getElementType() != qTy.getElementType() ||
       vTy.getElementType() != qTy.getElementType())
     return fail("Q, K and V have different element types");
+  // Half-precision Q, K and V whose products the model computes in f32 and
+  // keeps in f32 (torch's SDPA export of an f16 model upcasts them): the op
+  // takes them in f32, so that its result is not rounded to f16 where the
+  // model's is not.
+  auto outTy = cast<RankedTensorType>(pv->op.getResult(0).getType());
+  if (outTy.getElementType() != qTy.getElementType() &&
+      isa<FloatType>(outTy.getElementType()) &&
+      cast<FloatType>(outTy.getElementType()).getWidth() >
+          cast<FloatType>(qTy.getElementType()).getWidth()) {
+    Type wide = outTy.getElementType();
+    q = extendTo(b, loc, q, wide);
+    k = extendTo(b, loc, k, wide);
+    v = extendTo(b, loc, v, wide);
+    qTy = cast<RankedTensorType>(q.getType());
+  }
   if (!(scale > 0.0) || !std::isfinite(scale))
     return fail("the combined scale " + std::to_string(scale) +
                 " is not positive");
