@@ -716,6 +716,41 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
     computeOnlySlices(decode);
     eraseDead();
   }
+  // The runtime generates from f32 logits (the output named "logits", else
+  // the first): a half-precision model's are widened, exactly, here.
+  unsigned logitsResult = 0;
+  for (unsigned r = 0; r < decode.getNumResults(); ++r)
+    if (auto n = decode.getResultAttrOfType<StringAttr>(r, kNameAttr);
+        n && n.getValue() == "logits")
+      logitsResult = r;
+  if (decode.getNumResults() > 0) {
+    auto rt = dyn_cast<RankedTensorType>(decode.getResultTypes()[logitsResult]);
+    if (rt && isa<FloatType>(rt.getElementType()) &&
+        rt.getElementType().getIntOrFloatBitWidth() < 32) {
+      OpBuilder rb(ret);
+      Value out = ret.getOperand(logitsResult);
+      Value init = tensor::EmptyOp::create(
+          rb, loc, tensor::getMixedSizes(rb, loc, out), rb.getF32Type());
+      AffineMap id = AffineMap::getMultiDimIdentityMap(rt.getRank(), ctx);
+      Value wide =
+          linalg::GenericOp::create(
+              rb, loc, init.getType(), ValueRange{out}, ValueRange{init},
+              ArrayRef<AffineMap>{id, id},
+              SmallVector<utils::IteratorType>(rt.getRank(),
+                                               utils::IteratorType::parallel),
+              [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                linalg::YieldOp::create(
+                    nb, nloc,
+                    arith::ExtFOp::create(nb, nloc, nb.getF32Type(), args[0])
+                        .getResult());
+              })
+              .getResult(0);
+      ret->setOperand(logitsResult, wide);
+      SmallVector<Type> types(ret.getOperandTypes());
+      decode.setFunctionType(
+          FunctionType::get(ctx, decode.getArgumentTypes(), types));
+    }
+  }
   if (maxLength)
     decode->setAttr(kMaxLengthAttrName,
                     IntegerAttr::get(i64, static_cast<int64_t>(*maxLength)));

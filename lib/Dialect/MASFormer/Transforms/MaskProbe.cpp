@@ -644,6 +644,13 @@ SmallVector<int64_t> mlir::masformer::positionConstants(Value mask) {
     if (x <= kMaxPositionConstant && x == std::floor(x))
       found.push_back(static_cast<int64_t>(x));
   };
+  // A float at its type's largest finite magnitude is a mask's fill value
+  // (f16's -65504, finfo.min of a half-precision model), not a length.
+  auto noteFloat = [&](const APFloat &x) {
+    if (!x.isFinite() ||
+        APFloat::getLargest(x.getSemantics(), x.isNegative()) != x)
+      note(x.convertToDouble());
+  };
   SmallVector<Value> work = {mask};
   DenseSet<Value> seen;
   DenseSet<Operation *> walked;
@@ -660,7 +667,7 @@ SmallVector<int64_t> mlir::masformer::positionConstants(Value mask) {
       a = elements;
     if (a || matchPattern(v, m_Constant(&a))) {
       if (auto f = dyn_cast<FloatAttr>(a))
-        note(f.getValueAsDouble());
+        noteFloat(f.getValue());
       else if (auto i = dyn_cast<IntegerAttr>(a))
         note(static_cast<double>(i.getValue().getSExtValue()));
       else if (auto d = dyn_cast<DenseElementsAttr>(a)) {
@@ -668,7 +675,7 @@ SmallVector<int64_t> mlir::masformer::positionConstants(Value mask) {
         if (d.isSplat() || d.getNumElements() <= 64) {
           if (isa<FloatType>(d.getElementType())) {
             for (APFloat x : d.getValues<APFloat>()) {
-              note(x.convertToDouble());
+              noteFloat(x);
               if (d.isSplat())
                 break;
             }
