@@ -76,8 +76,14 @@ bool mlir::masformer::matchConstantElements(Value v, DenseElementsAttr &out) {
 
 /// The value of a splat or one-element float constant.
 std::optional<double> mlir::masformer::getScalarConstant(Value v) {
+  // A blob is read only when it holds one element (a weight is no scalar,
+  // and reading it would copy it); an inline constant may be a splat.
+  auto ty = dyn_cast<ShapedType>(v.getType());
+  bool oneElement = ty && ty.hasStaticShape() && ty.getNumElements() == 1;
   DenseElementsAttr attr;
-  if (!matchConstantElements(v, attr) || !isa<FloatType>(attr.getElementType()))
+  if (!(oneElement ? matchConstantElements(v, attr)
+                   : matchPattern(v, m_Constant(&attr))) ||
+      !isa<FloatType>(attr.getElementType()))
     return std::nullopt;
   if (!attr.isSplat() && attr.getNumElements() != 1)
     return std::nullopt;
