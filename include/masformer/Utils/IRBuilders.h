@@ -111,6 +111,27 @@ inline Value toF32(OpBuilder &b, Location loc, Value v) {
   return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
+/// The float tensor `x` extended elementwise to the wider float type `et`
+/// (a linalg.generic of arith.extf).
+inline Value extendElements(OpBuilder &b, Location loc, Value x, Type et) {
+  auto ty = cast<RankedTensorType>(x.getType());
+  int64_t rank = ty.getRank();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  Value init =
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, x), et);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{x}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, nloc,
+                   arith::ExtFOp::create(nb, nloc, et, args[0]).getResult());
+             })
+      .getResult(0);
+}
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_UTILS_IRBUILDERS_H

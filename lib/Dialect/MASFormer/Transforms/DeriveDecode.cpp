@@ -26,6 +26,7 @@
 #include "LastRows.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -728,23 +729,8 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
     if (rt && isa<FloatType>(rt.getElementType()) &&
         rt.getElementType().getIntOrFloatBitWidth() < 32) {
       OpBuilder rb(ret);
-      Value out = ret.getOperand(logitsResult);
-      Value init = tensor::EmptyOp::create(
-          rb, loc, tensor::getMixedSizes(rb, loc, out), rb.getF32Type());
-      AffineMap id = AffineMap::getMultiDimIdentityMap(rt.getRank(), ctx);
-      Value wide =
-          linalg::GenericOp::create(
-              rb, loc, init.getType(), ValueRange{out}, ValueRange{init},
-              ArrayRef<AffineMap>{id, id},
-              SmallVector<utils::IteratorType>(rt.getRank(),
-                                               utils::IteratorType::parallel),
-              [&](OpBuilder &nb, Location nloc, ValueRange args) {
-                linalg::YieldOp::create(
-                    nb, nloc,
-                    arith::ExtFOp::create(nb, nloc, nb.getF32Type(), args[0])
-                        .getResult());
-              })
-              .getResult(0);
+      Value wide = extendElements(rb, loc, ret.getOperand(logitsResult),
+                                  rb.getF32Type());
       ret->setOperand(logitsResult, wide);
       SmallVector<Type> types(ret.getOperandTypes());
       decode.setFunctionType(

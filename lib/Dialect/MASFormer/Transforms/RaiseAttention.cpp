@@ -14,6 +14,7 @@
 #include "AttentionMatchers.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -547,26 +548,6 @@ static bool isCrossAttention(Value q, Value k) {
   return llvm::none_of(kSources, [&](Value s) { return qSources.contains(s); });
 }
 
-/// `x` (a float tensor) extended elementwise to the wider float type `et`.
-static Value extendTo(OpBuilder &b, Location loc, Value x, Type et) {
-  auto ty = cast<RankedTensorType>(x.getType());
-  int64_t rank = ty.getRank();
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
-  Value init =
-      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, x), et);
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{x}, ValueRange{init},
-             ArrayRef<AffineMap>{id, id},
-             SmallVector<utils::IteratorType>(rank,
-                                              utils::IteratorType::parallel),
-             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(
-                   nb, nloc,
-                   arith::ExtFOp::create(nb, nloc, et, args[0]).getResult());
-             })
-      .getResult(0);
-}
-
 /// The NaN guard torch's SDPA export puts after the softmax,
 /// Where(IsNaN(p), 0, p): zeros for the rows of queries whose every key is
 /// masked (-inf), which is what masformer.attention computes for them.
@@ -716,9 +697,9 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
       cast<FloatType>(outTy.getElementType()).getWidth() >
           cast<FloatType>(qTy.getElementType()).getWidth()) {
     Type wide = outTy.getElementType();
-    q = extendTo(b, loc, q, wide);
-    k = extendTo(b, loc, k, wide);
-    v = extendTo(b, loc, v, wide);
+    q = extendElements(b, loc, q, wide);
+    k = extendElements(b, loc, k, wide);
+    v = extendElements(b, loc, v, wide);
     qTy = cast<RankedTensorType>(q.getType());
   }
   if (!(scale > 0.0) || !std::isfinite(scale))
