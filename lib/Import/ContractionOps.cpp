@@ -61,15 +61,18 @@ Value buildContraction(OpBuilder &b, Location loc, ValueRange inputs,
       .getResult(0);
 }
 
-LogicalResult importMatMul(ONNXImporterImpl &im) {
-  RankedTensorType at = im.inputType(0), bt = im.inputType(1);
+} // namespace
+
+FailureOr<Value> mlir::masformer::buildMatMul(
+    ONNXImporterImpl &im, Value a, SmallVector<AffineExpr> ad, Value bv,
+    SmallVector<AffineExpr> bd, SmallVector<AffineExpr> &outDims) {
+  auto at = cast<RankedTensorType>(a.getType()),
+       bt = cast<RankedTensorType>(bv.getType());
   if (at.getElementType() != bt.getElementType())
-    return im.error() << "operand element types differ";
+    return im.error() << "operand element types differ", failure();
   if (at.getRank() == 0 || bt.getRank() == 0)
-    return im.error() << "operands must have rank >= 1";
+    return im.error() << "operands must have rank >= 1", failure();
   MLIRContext *ctx = im.getContext();
-  Value a = im.input(0), bv = im.input(1);
-  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
   AffineExpr one = im.cst(1);
   // Vectors are promoted to matrices as numpy does, and the extra unit
   // dimension dropped from the result.
@@ -87,8 +90,8 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
   AffineExpr m = ad[ad.size() - 2], k = ad.back();
   AffineExpr k2 = bd[bd.size() - 2], n = bd.back();
   if (k != k2)
-    return im.error() << "contraction sizes differ: " << im.inputType(0)
-                      << " x " << im.inputType(1);
+    return im.error() << "contraction sizes differ: " << at << " x " << bt,
+           failure();
   FailureOr<SmallVector<AffineExpr>> batch = im.broadcastDims(
       ArrayRef<AffineExpr>(ad).drop_back(2),
       ArrayRef<AffineExpr>(bd).drop_back(2));
@@ -97,7 +100,8 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
                       << " do not broadcast: "
                       << im.broadcastProblem(
                              ArrayRef<AffineExpr>(ad).drop_back(2),
-                             ArrayRef<AffineExpr>(bd).drop_back(2));
+                             ArrayRef<AffineExpr>(bd).drop_back(2)),
+           failure();
   int64_t br = batch->size(), rank = br + 3;
   auto operandMap = [&](ArrayRef<AffineExpr> td, int64_t d0, int64_t d1) {
     SmallVector<AffineExpr> exprs;
@@ -114,7 +118,7 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
   };
   // Loops: batch..., m, n, k.
   int64_t dm = br, dn = br + 1, dk = br + 2;
-  SmallVector<AffineExpr> outDims(*batch);
+  outDims.assign(batch->begin(), batch->end());
   outDims.push_back(m);
   outDims.push_back(n);
   auto outType = im.typeFor(outDims, at.getElementType());
@@ -137,7 +141,18 @@ LogicalResult importMatMul(ONNXImporterImpl &im) {
     result = buildReshapeDims(im, result, outDims, dims);
     outDims = dims;
   }
-  im.setOutput(0, result, outDims);
+  return result;
+}
+
+namespace {
+
+LogicalResult importMatMul(ONNXImporterImpl &im) {
+  SmallVector<AffineExpr> outDims;
+  FailureOr<Value> result = buildMatMul(im, im.input(0), im.inputDims(0),
+                                        im.input(1), im.inputDims(1), outDims);
+  if (failed(result))
+    return failure();
+  im.setOutput(0, *result, outDims);
   return success();
 }
 
@@ -785,33 +800,41 @@ LogicalResult importReduce(ONNXImporterImpl &im) {
   return success();
 }
 
-LogicalResult importLayerNorm(ONNXImporterImpl &im) {
-  if (failed(im.checkAttributes({"axis", "epsilon", "stash_type"})))
-    return failure();
-  if (im.hasOutput(1) || im.hasOutput(2))
-    return im.error() << "only output Y is supported (Mean and InvStdDev are "
-                         "requested)";
-  RankedTensorType t = im.inputType(0);
+} // namespace
+
+FailureOr<Value> mlir::masformer::buildNormalization(
+    ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims, int64_t axis,
+    double eps, bool rms, int scaleInput, int biasInput) {
+  auto t = cast<RankedTensorType>(x.getType());
   Type et = t.getElementType();
   if (!isa<FloatType>(et))
-    return im.error() << "expects a float tensor, got " << t;
-  FailureOr<int64_t> axis = im.normalizeAxis(im.attrInt("axis", -1), t.getRank());
-  if (failed(axis))
-    return failure();
-  double eps = im.attrFloat("epsilon", 1e-5f);
+    return im.error() << "expects a float tensor, got " << t, failure();
   int64_t rank = t.getRank(), count = 1;
-  SmallVector<AffineExpr> dims = im.inputDims(0);
   SmallVector<bool> reduced(rank, false);
-  for (int64_t d = *axis; d < rank; ++d) {
+  for (int64_t d = axis; d < rank; ++d) {
     reduced[d] = true;
     if (t.isDynamicDim(d))
       return im.error() << "normalizing over dynamic dimension " << d
-                        << " is not supported";
+                        << " is not supported",
+             failure();
     count *= t.getDimSize(d);
+  }
+  for (int i : {scaleInput, biasInput}) {
+    if (i < 0)
+      continue;
+    FailureOr<SmallVector<AffineExpr>> bc =
+        im.broadcastDims(dims, im.inputDims(i));
+    if (failed(bc) || *bc != SmallVector<AffineExpr>(dims))
+      return im.error() << "input " << i << " " << im.inputType(i)
+                        << " does not broadcast to " << t,
+             failure();
+    if (im.inputType(i).getElementType() != et)
+      return im.error() << "input " << i << " " << im.inputType(i)
+                        << " has another element type than " << t,
+             failure();
   }
   OpBuilder &b = im.builder;
   Location loc = im.loc;
-  Value x = im.input(0);
   SmallVector<AffineExpr> keptDims, rDims;
   for (int64_t d = 0; d < rank; ++d) {
     keptDims.push_back(reduced[d] ? im.cst(1) : dims[d]);
@@ -831,61 +854,76 @@ LogicalResult importLayerNorm(ONNXImporterImpl &im) {
         },
         rSizes);
   };
-  Value mean = buildReshapeDims(
-      im,
-      scaleBy(reduceDims(im, x, dims, reduced, ReduceKind::Sum), 1.0 / count),
-      rDims, keptDims);
-  Value centered = buildBroadcastGeneric(
-      b, loc, {x, mean}, t,
-      [](OpBuilder &nb, Location nloc, ValueRange args) {
-        return arith::SubFOp::create(nb, nloc, args[0], args[1]).getResult();
-      },
-      sizes);
+  auto meanOf = [&](Value v) {
+    return buildReshapeDims(
+        im,
+        scaleBy(reduceDims(im, v, dims, reduced, ReduceKind::Sum), 1.0 / count),
+        rDims, keptDims);
+  };
+  // LayerNormalization centres the rows; RMSNorm (SimplifiedLayerNormalization)
+  // divides them by their root mean square.
+  Value centered = x;
+  if (!rms)
+    centered = buildBroadcastGeneric(
+        b, loc, {x, meanOf(x)}, t,
+        [](OpBuilder &nb, Location nloc, ValueRange args) {
+          return arith::SubFOp::create(nb, nloc, args[0], args[1]).getResult();
+        },
+        sizes);
   Value sq = buildBroadcastGeneric(
       b, loc, {centered}, t,
       [](OpBuilder &nb, Location nloc, ValueRange args) {
         return arith::MulFOp::create(nb, nloc, args[0], args[0]).getResult();
       },
       sizes);
-  Value var = buildReshapeDims(
-      im,
-      scaleBy(reduceDims(im, sq, dims, reduced, ReduceKind::Sum), 1.0 / count),
-      rDims, keptDims);
-  SmallVector<Value> ins = {centered, var, im.input(1)};
-  bool hasBias = im.hasInput(2);
-  if (hasBias)
-    ins.push_back(im.input(2));
-  for (unsigned i = 1; i < im.numInputs(); ++i) {
-    if (!im.hasInput(i))
-      continue;
-    FailureOr<SmallVector<AffineExpr>> bc =
-        im.broadcastDims(dims, im.inputDims(i));
-    if (failed(bc) || *bc != dims)
-      return im.error() << "input " << i << " " << im.inputType(i)
-                        << " does not broadcast to " << t;
-  }
-  im.setOutput(0,
-               buildBroadcastGeneric(
-                   b, loc, ins, t,
-                   [&](OpBuilder &nb, Location nloc, ValueRange args) {
-                     Value e = arith::ConstantOp::create(
-                         nb, nloc, nb.getFloatAttr(et, eps));
-                     Value d = math::SqrtOp::create(
-                         nb, nloc, arith::AddFOp::create(nb, nloc, args[1], e));
-                     Value y = arith::DivFOp::create(nb, nloc, args[0], d);
-                     y = arith::MulFOp::create(nb, nloc, y, args[2]);
-                     if (hasBias)
-                       y = arith::AddFOp::create(nb, nloc, y, args[3]);
-                     return y;
-                   },
-                   sizes),
-               dims);
+  SmallVector<Value> ins = {centered, meanOf(sq)};
+  if (scaleInput >= 0)
+    ins.push_back(im.input(scaleInput));
+  if (biasInput >= 0)
+    ins.push_back(im.input(biasInput));
+  return buildBroadcastGeneric(
+      b, loc, ins, t,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value e = arith::ConstantOp::create(nb, nloc, nb.getFloatAttr(et, eps));
+        Value d = math::SqrtOp::create(
+            nb, nloc, arith::AddFOp::create(nb, nloc, args[1], e));
+        Value y = arith::DivFOp::create(nb, nloc, args[0], d);
+        unsigned next = 2;
+        if (scaleInput >= 0)
+          y = arith::MulFOp::create(nb, nloc, y, args[next++]);
+        if (biasInput >= 0)
+          y = arith::AddFOp::create(nb, nloc, y, args[next]);
+        return y;
+      },
+      sizes);
+}
+
+namespace {
+
+LogicalResult importLayerNorm(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis", "epsilon", "stash_type"})))
+    return failure();
+  if (im.hasOutput(1) || im.hasOutput(2))
+    return im.error() << "only output Y is supported (Mean and InvStdDev are "
+                         "requested)";
+  RankedTensorType t = im.inputType(0);
+  FailureOr<int64_t> axis =
+      im.normalizeAxis(im.attrInt("axis", -1), t.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> y = buildNormalization(
+      im, im.input(0), im.inputDims(0), *axis, im.attrFloat("epsilon", 1e-5f),
+      /*rms=*/false, 1, im.hasInput(2) ? 2 : -1);
+  if (failed(y))
+    return failure();
+  im.setOutput(0, *y, im.inputDims(0));
   return success();
 }
 
-/// [B, S, H*D] -> [B, H, S, D] (`dims` are x's).
-Value splitHeads(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
-                 int64_t heads) {
+} // namespace
+
+Value mlir::masformer::splitHeads(ONNXImporterImpl &im, Value x,
+                                  ArrayRef<AffineExpr> dims, int64_t heads) {
   auto t = cast<RankedTensorType>(x.getType());
   AffineExpr d = dims[2].floorDiv(heads), h = im.cst(heads);
   Value r = buildReshapeDims(im, x, dims, {dims[0], dims[1], h, d});
@@ -894,6 +932,51 @@ Value splitHeads(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
                                      ArrayRef<int64_t>{0, 2, 1, 3})
       .getResult()[0];
 }
+
+Value mlir::masformer::mergeHeads(ONNXImporterImpl &im, Value y,
+                                  ArrayRef<AffineExpr> qDims) {
+  auto t = cast<RankedTensorType>(y.getType());
+  int64_t h = t.getDimSize(1), dv = t.getDimSize(3);
+  SmallVector<AffineExpr> bshd = {qDims[0], qDims[1], im.cst(h), im.cst(dv)};
+  Value init = im.emptyTensor(bshd, t.getElementType());
+  y = linalg::TransposeOp::create(im.builder, im.loc, y, init,
+                                  ArrayRef<int64_t>{0, 2, 1, 3})
+          .getResult()[0];
+  return buildReshapeDims(im, y, bshd, {qDims[0], qDims[1], im.cst(h * dv)});
+}
+
+FailureOr<Value> mlir::masformer::createAttention(ONNXImporterImpl &im, Value q,
+                                                  Value k, Value v, Value mask,
+                                                  bool causal,
+                                                  std::optional<float> scale) {
+  OpBuilder &b = im.builder;
+  auto op = AttentionOp::create(b, im.loc, q.getType(), q, k, v, mask,
+                                SpanAttr::get(im.getContext(), SpanKind::Full),
+                                b.getBoolAttr(causal),
+                                scale ? b.getF32FloatAttr(*scale) : FloatAttr(),
+                                IntegerAttr(), ArrayAttr(), FloatAttr());
+  // The op's verifier checks how Q, K, V and the mask agree (batch, heads,
+  // sizes); its message is re-emitted under the node's name.
+  std::string problem;
+  LogicalResult verified = success();
+  {
+    ScopedDiagnosticHandler capture(im.getContext(), [&](Diagnostic &d) {
+      if (problem.empty())
+        problem = d.str();
+      return success();
+    });
+    verified = mlir::verify(op);
+  }
+  if (failed(verified)) {
+    op->erase();
+    return im.error() << "Q, K, V and the mask do not form an attention: "
+                      << problem,
+           failure();
+  }
+  return op.getResult();
+}
+
+namespace {
 
 LogicalResult importAttention(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"is_causal", "kv_num_heads", "q_num_heads",
@@ -976,42 +1059,20 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
           im.dynamicSizes(im.inputDims(3)));
     }
   }
-  auto op = AttentionOp::create(
-      b, loc, q4, q, k, v, mask, SpanAttr::get(im.getContext(), SpanKind::Full),
-      b.getBoolAttr(causal),
-      im.attrFloat("scale") ? b.getF32FloatAttr(*im.attrFloat("scale"))
-                            : FloatAttr(),
-      IntegerAttr(), ArrayAttr(), FloatAttr());
-  // The op's verifier checks how Q, K, V and the mask agree (batch, heads,
-  // sizes); its message is re-emitted under the node's name.
-  std::string problem;
-  LogicalResult verified = success();
-  {
-    ScopedDiagnosticHandler capture(im.getContext(), [&](Diagnostic &d) {
-      if (problem.empty())
-        problem = d.str();
-      return success();
-    });
-    verified = mlir::verify(op);
+  FailureOr<Value> y = createAttention(
+      im, q, k, v, mask, causal,
+      im.attrFloat("scale") ? std::optional<float>(*im.attrFloat("scale"))
+                            : std::nullopt);
+  if (failed(y))
+    return failure();
+  SmallVector<AffineExpr> dims = im.inputDims(0);
+  if (!threeD) {
+    im.setOutput(0, *y, dims);
+    return success();
   }
-  if (failed(verified)) {
-    op->erase();
-    return im.error() << "Q, K, V and the mask do not form an attention: "
-                      << problem;
-  }
-  Value y = op.getResult();
-  SmallVector<AffineExpr> qDims = im.inputDims(0);
-  if (threeD) {
-    int64_t h = q4.getDimSize(1);
-    AffineExpr hE = im.cst(h), dE = qDims[2].floorDiv(h);
-    SmallVector<AffineExpr> bshd = {qDims[0], qDims[1], hE, dE};
-    Value init = im.emptyTensor(bshd, q4.getElementType());
-    y = linalg::TransposeOp::create(b, loc, y, init,
-                                    ArrayRef<int64_t>{0, 2, 1, 3})
-            .getResult()[0];
-    y = buildReshapeDims(im, y, bshd, qDims);
-  }
-  im.setOutput(0, y, qDims);
+  Value merged = mergeHeads(im, *y, dims);
+  dims[2] = im.cst(cast<RankedTensorType>(merged.getType()).getDimSize(2));
+  im.setOutput(0, merged, dims);
   return success();
 }
 

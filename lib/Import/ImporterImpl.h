@@ -261,6 +261,10 @@ void registerTensorHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerIndexingHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerContractionHandlers(llvm::StringMap<NodeHandler> &handlers);
 void registerSearchHandlers(llvm::StringMap<NodeHandler> &handlers);
+/// onnxruntime's contrib ops that its transformer optimizer writes
+/// (com.microsoft), keyed "com.microsoft.<op>", and its
+/// SimplifiedLayerNormalization (default domain).
+void registerContribHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 //===--- Helpers shared by the handler files ------------------------------===//
 
@@ -348,6 +352,43 @@ Value sizeValue(ONNXImporterImpl &im, AffineExpr e);
 /// (index values).
 SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
                                ArrayRef<Value> sizes);
+
+/// The matrix product of `a` and `b` (dimensions `ad`, `bd`) as ONNX
+/// MatMul (numpy's matmul) computes it; `outDims` gets the result's
+/// dimensions. Errors name the current node.
+FailureOr<Value> buildMatMul(ONNXImporterImpl &im, Value a,
+                             SmallVector<AffineExpr> ad, Value b,
+                             SmallVector<AffineExpr> bd,
+                             SmallVector<AffineExpr> &outDims);
+
+/// `x` (dimensions `dims`) normalized over its dimensions from `axis` on
+/// (static): LayerNormalization's (x - mean) / sqrt(var + eps), or with
+/// `rms` RMSNorm's x / sqrt(mean(x^2) + eps); then times the node's input
+/// `scaleInput` and plus its input `biasInput` (-1: none), which must
+/// broadcast to x.
+FailureOr<Value> buildNormalization(ONNXImporterImpl &im, Value x,
+                                    ArrayRef<AffineExpr> dims, int64_t axis,
+                                    double eps, bool rms, int scaleInput,
+                                    int biasInput);
+
+/// [B, S, H*D] -> [B, H, S, D] (`dims` are x's).
+Value splitHeads(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
+                 int64_t heads);
+
+/// [B, H, S, Dv] -> [B, S, H*Dv]; `qDims` are the 3-D queries' dimensions
+/// (B and S are taken from them).
+Value mergeHeads(ONNXImporterImpl &im, Value y, ArrayRef<AffineExpr> qDims);
+
+/// A full-span masformer.attention on [B, H, S, D] operands; the op's
+/// verifier's complaint, if any, is an error naming the current node.
+FailureOr<Value> createAttention(ONNXImporterImpl &im, Value q, Value k,
+                                 Value v, Value mask, bool causal,
+                                 std::optional<float> scale);
+
+/// An index value normalized as ONNX's indexing ops define it (negative
+/// counts from `size`) and clamped to [0, size - 1], so that an index out of
+/// range never reads out of bounds.
+Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size);
 
 /// Converts a scalar between element types as ONNX Cast does.
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);

@@ -367,10 +367,10 @@ LogicalResult checkKnownIndices(ONNXImporterImpl &im, int64_t axis, int64_t n) {
   return success();
 }
 
-/// An index value normalized as ONNX's indexing ops define it (negative
-/// counts from `size`) and clamped to [0, size - 1], so that an index out of
-/// range never reads out of bounds.
-Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size) {
+} // namespace
+
+Value mlir::masformer::normalizedIndex(OpBuilder &b, Location loc, Value index,
+                                       Value size) {
   Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
@@ -381,6 +381,8 @@ Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size) {
   return arith::MinSIOp::create(b, loc, v,
                                 arith::SubIOp::create(b, loc, size, one));
 }
+
+namespace {
 
 LogicalResult importGather(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({"axis"})))

@@ -42,6 +42,16 @@ ONNXImporterImpl::ONNXImporterImpl(MLIRContext *ctx,
   registerIndexingHandlers(handlers);
   registerContractionHandlers(handlers);
   registerSearchHandlers(handlers);
+  registerContribHandlers(handlers);
+}
+
+/// The key of `n`'s handler: its op type in the default domain,
+/// "<domain>.<op type>" in another one (com.microsoft.Attention is not
+/// ONNX's Attention).
+static std::string opKey(const onnx::NodeProto &n) {
+  if (n.domain().empty() || n.domain() == "ai.onnx")
+    return n.op_type();
+  return n.domain() + "." + n.op_type();
 }
 
 //===----------------------------------------------------------------------===//
@@ -51,7 +61,7 @@ ONNXImporterImpl::ONNXImporterImpl(MLIRContext *ctx,
 InFlightDiagnostic ONNXImporterImpl::error() {
   InFlightDiagnostic diag = emitError(loc);
   if (node)
-    diag << "node '" << node->name() << "' (" << node->op_type() << "): ";
+    diag << "node '" << node->name() << "' (" << opKey(*node) << "): ";
   return diag;
 }
 
@@ -156,9 +166,21 @@ LogicalResult ONNXImporterImpl::checkArity() {
       m[op] = {1, 1, 1};
     m["LayerNormalization"] = {2, 3, 3};
     m["Attention"] = {3, 7, 4};
+    m["Gelu"] = {1, 1, 1};
+    m["SimplifiedLayerNormalization"] = {2, 2, 2};
+    const std::string ms = "com.microsoft.";
+    m[ms + "SkipLayerNormalization"] = {3, 5, 4};
+    m[ms + "SkipSimplifiedLayerNormalization"] = {3, 4, 4};
+    m[ms + "FastGelu"] = {1, 2, 1};
+    m[ms + "BiasGelu"] = {2, 2, 1};
+    m[ms + "Gelu"] = {1, 1, 1};
+    m[ms + "QuickGelu"] = {1, 1, 1};
+    m[ms + "EmbedLayerNormalization"] = {1, 9, 3};
+    m[ms + "Attention"] = {2, 7, 2};
+    m[ms + "MultiHeadAttention"] = {1, 10, 4};
     return m;
   }();
-  auto it = kArity.find(node->op_type());
+  auto it = kArity.find(opKey(*node));
   if (it == kArity.end())
     return success();
   const Arity &a = it->second;
@@ -683,13 +705,9 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
 
   // Every unsupported node at once, so that a user sees the whole gap.
   SmallVector<std::string> unsupported;
-  for (const onnx::NodeProto &n : graph.node()) {
-    bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (!defaultDomain || !handlers.count(n.op_type()))
-      unsupported.push_back("'" + n.name() + "' (" +
-                            (defaultDomain ? "" : n.domain() + ".") +
-                            n.op_type() + ")");
-  }
+  for (const onnx::NodeProto &n : graph.node())
+    if (!handlers.count(opKey(n)))
+      unsupported.push_back("'" + n.name() + "' (" + opKey(n) + ")");
   if (!unsupported.empty()) {
     InFlightDiagnostic diag = emitError(loc);
     diag << unsupported.size() << " unsupported ONNX node"
@@ -795,7 +813,7 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
       if (e.initializer && !e.value && !materialize(e, n.input(i)))
         return failure();
     }
-    if (failed(handlers.lookup(n.op_type())(*this)))
+    if (failed(handlers.lookup(opKey(n))(*this)))
       return failure();
     for (int i = 0; i < n.output_size(); ++i)
       if (!n.output(i).empty() && !values.count(n.output(i)))
