@@ -253,3 +253,161 @@ LogicalResult LayerExporter::emitBlockedAttentionNode(int index) {
   emit.nodes.back().set_output(0, att.output(0));
   return success();
 }
+
+LogicalResult LayerExporter::emitBlockedContribNode(int index) {
+  const onnx::NodeProto &att = graph.node(index);
+  bool packed = att.op_type() == "Attention";
+  // The 3-D inputs cut into blocks, and where the key mask is.
+  SmallVector<int> blocked =
+      packed ? SmallVector<int>{0} : SmallVector<int>{0, 1, 2};
+  int maskInput = packed ? 3 : 4;
+  auto has = [&](int i) {
+    return i < att.input_size() && !att.input(i).empty();
+  };
+  if (has(5))
+    return error() << "attention_bias of " << att.op_type()
+                   << " nodes is not supported by the blocked export yet";
+  bool causal = false;
+  for (const onnx::AttributeProto &a : att.attribute())
+    if (a.name() == "unidirectional")
+      causal = a.i() != 0;
+  FailureOr<RankedTensorType> outTy = typeOf(att.output(0));
+  if (failed(outTy))
+    return failure();
+  std::optional<RankedTensorType> maskTy;
+  if (has(maskInput)) {
+    FailureOr<RankedTensorType> t = typeOf(att.input(maskInput));
+    if (failed(t))
+      return failure();
+    if (t->getRank() == 3)
+      return error() << "a 3-D mask of " << att.op_type()
+                     << " nodes is not supported by the blocked export yet";
+    maskTy = *t;
+  }
+
+  std::string b1 = emit.constI64({block});
+  std::string shapeQ = emit.node("Shape", {att.input(0)});
+  auto gather = [&](const std::string &shape, int64_t at) {
+    return emit.node(
+        "Gather", {shape, emit.constI64({at})},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+  };
+  seq1 = gather(shapeQ, 1);
+  std::string batch = gather(shapeQ, 0);
+  emitBlockCount(b1);
+  auto concat = [&](ArrayRef<std::string> parts) {
+    return emit.node("Concat", parts, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "axis", 0);
+    });
+  };
+  // Pad the sequence (axis 1 of a rank-`rank` tensor) to whole blocks.
+  auto padSequence = [&](const std::string &x, int64_t rank) {
+    SmallVector<std::string> parts = {
+        emit.constI64(SmallVector<int64_t>(rank + 1, 0)), pad};
+    if (rank > 2)
+      parts.push_back(emit.constI64(SmallVector<int64_t>(rank - 2, 0)));
+    return emit.node("Pad", {x, concat(parts)});
+  };
+  onnx::NodeProto copy = att;
+  for (int i : blocked) {
+    FailureOr<RankedTensorType> t = typeOf(att.input(i));
+    if (failed(t))
+      return failure();
+    if (t->getRank() != 3 || t->isDynamicDim(2))
+      return error() << "input " << i << " of the " << att.op_type()
+                     << " node must be [batch, sequence, hidden] with a "
+                        "static hidden size, got "
+                     << *t;
+    copy.set_input(
+        i,
+        emit.node("Reshape", {padSequence(att.input(i), 3),
+                              emit.constI64({-1, block, t->getDimSize(2)})}));
+  }
+  // The node's key mask, cut into blocks (a 1-D one as the raw mask it
+  // stands for).
+  std::string padded = emit.node("Add", {seq1, pad});
+  auto positions = [&]() {
+    // [1, S'] int64
+    std::string r =
+        emit.node("Range", {emit.constI64({0}, true),
+                            emit.node("Squeeze", {padded, emit.constI64({0})}),
+                            emit.constI64({1}, true)});
+    return emit.node("Unsqueeze", {r, emit.constI64({0})});
+  };
+  auto asInt32 = [&](const std::string &x) {
+    return emit.node("Cast", {x}, [](onnx::NodeProto &n) {
+      Emitter::intAttr(n, "to", onnx::TensorProto::INT32);
+    });
+  };
+  std::string raw;
+  if (maskTy && maskTy->getRank() == 2) {
+    raw = padSequence(att.input(maskInput), 2);
+  } else if (maskTy) {
+    // 1-D: the keys before each row's end (and from its start, [2B]).
+    std::string mask =
+        emit.node("Cast", {att.input(maskInput)}, [](onnx::NodeProto &n) {
+          Emitter::intAttr(n, "to", onnx::TensorProto::INT64);
+        });
+    std::string ends = emit.node("Slice", {mask, emit.constI64({0}), batch});
+    std::string keep =
+        emit.node("Less", {positions(),
+                           emit.node("Unsqueeze", {ends, emit.constI64({1})})});
+    // A [2B] mask holds each row's first key after the ends; a [B] one
+    // has none there, and the zeros appended stand for them.
+    std::string starts = emit.node(
+        "Slice",
+        {emit.node(
+             "Concat",
+             {emit.node("Slice",
+                        {mask, batch,
+                         emit.constI64({std::numeric_limits<int64_t>::max()})}),
+              emit.node("Mul", {ends, emit.constI64({0})})},
+             [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); }),
+         emit.constI64({0}), batch});
+    keep = emit.node(
+        "And",
+        {keep,
+         emit.node("GreaterOrEqual",
+                   {positions(),
+                    emit.node("Unsqueeze", {starts, emit.constI64({1})})})});
+    raw = asInt32(keep);
+  }
+  if (!raw.empty()) {
+    while (copy.input_size() <= maskInput)
+      copy.add_input("");
+    copy.set_input(maskInput,
+                   emit.node("Reshape", {raw, emit.constI64({-1, block})}));
+  }
+  // The keys padded to a whole block are not keys: -inf in an
+  // attention_bias, so that a row whose keys the mask hides altogether
+  // (which onnxruntime gives mask_filter_value, not -inf) still attends
+  // to none of them. A causal layer without a mask never sees them.
+  if (has(maskInput) || !causal) {
+    int32_t et = onnxFloatType(outTy->getElementType());
+    if (!et)
+      return error() << "unsupported element type " << outTy->getElementType();
+    std::string keyBias = emit.node(
+        "Where",
+        {emit.node("Less", {positions(), seq1}), emit.constFloat(0.0, et),
+         emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+    // [1, S'] -> [1, nb, 1, 1, b] -> [B, nb, 1, b, b] -> [B*nb, 1, b, b]
+    keyBias =
+        emit.node("Reshape", {keyBias, concat({emit.constI64({1}), nb,
+                                               emit.constI64({1, 1, block})})});
+    keyBias = emit.node(
+        "Expand",
+        {keyBias, concat({batch, nb, emit.constI64({1, block, block})})});
+    while (copy.input_size() <= 5)
+      copy.add_input("");
+    copy.set_input(
+        5,
+        emit.node("Reshape", {keyBias, emit.constI64({-1, 1, block, block})}));
+  }
+  std::string out = emitCopy(std::move(copy));
+  std::string back = emit.node(
+      "Reshape",
+      {out, concat({batch, emit.constI64({-1, outTy->getDimSize(2)})})});
+  emit.node("Slice", {back, emit.constI64({0}), seq1, emit.constI64({1})});
+  emit.nodes.back().set_output(0, att.output(0));
+  return success();
+}

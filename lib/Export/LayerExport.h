@@ -132,6 +132,18 @@ struct GraphIndex {
     for (const onnx::ValueInfoProto &o : graph.output())
       graphOutputs.insert(o.name());
   }
+  /// The index of the node an imported location names (-1 if none): by
+  /// the node's name, or for an unnamed node by its first output, which
+  /// the importer names it by.
+  int find(StringRef name, const onnx::GraphProto &graph) const {
+    if (auto it = byName.find(name); it != byName.end())
+      return it->second;
+    auto it = producers.find(name);
+    if (it == producers.end() || !graph.node(it->second).name().empty() ||
+        graph.node(it->second).output(0) != name)
+      return -1;
+    return it->second;
+  }
   /// Node index by node name.
   llvm::StringMap<int> byName;
   /// Indices of the nodes reading each tensor.
@@ -307,6 +319,10 @@ private:
   /// A layer imported from an opset-23 Attention node: the same node on
   /// blocks folded into the batch.
   LogicalResult emitBlockedAttentionNode(int index);
+  /// A layer imported from onnxruntime's com.microsoft Attention or
+  /// MultiHeadAttention node: the same node on blocks folded into the
+  /// batch, its key mask cut into blocks (padded keys masked).
+  LogicalResult emitBlockedContribNode(int index);
 
   AttentionOp op;
   onnx::GraphProto &graph;

@@ -54,10 +54,7 @@ LogicalResult LayerExporter::findNodes() {
     return error() << "its location does not name the Q*K^T, Softmax and "
                       "P*V nodes (was it raised by "
                       "--masformer-raise-attention from an ONNX import?)";
-  auto find = [&](const std::string &name) {
-    auto it = index.byName.find(name);
-    return it == index.byName.end() ? -1 : it->second;
-  };
+  auto find = [&](const std::string &name) { return index.find(name, graph); };
   layer.qk = find(names[0]);
   layer.softmax = find(names[1]);
   layer.pv = find(names[2]);
@@ -325,23 +322,31 @@ LogicalResult LayerExporter::run(
     SmallVectorImpl<int> &removed, int &anchor,
     std::vector<onnx::NodeProto> &added,
     std::vector<std::pair<int, std::vector<onnx::NodeProto>>> &elsewhere) {
-  // A layer imported from an opset-23 Attention node is that node.
+  // A layer imported from an attention node (opset-23 Attention,
+  // onnxruntime's com.microsoft Attention or MultiHeadAttention) is that
+  // node.
   if (auto name = dyn_cast<NameLoc>(op.getLoc())) {
-    auto it = index.byName.find(name.getName().str());
-    if (it != index.byName.end() &&
-        graph.node(it->second).op_type() == "Attention") {
-      int i = it->second;
+    int i = index.find(name.getName(), graph);
+    const onnx::NodeProto *node = i < 0 ? nullptr : &graph.node(i);
+    bool contrib = node && node->domain() == "com.microsoft" &&
+                   (node->op_type() == "Attention" ||
+                    node->op_type() == "MultiHeadAttention");
+    bool standard = node && !contrib && node->op_type() == "Attention" &&
+                    (node->domain().empty() || node->domain() == "ai.onnx");
+    if (contrib || standard) {
+      std::string what = (contrib ? "com.microsoft." : "") + node->op_type();
       if (op.hasHeadSpans())
-        return error() << "per-head spans of Attention nodes are not "
-                          "supported yet";
+        return error() << "per-head spans of " << what
+                       << " nodes are not supported yet";
       if (op.getSpan().getKind() != SpanKind::Block)
-        return error() << "window spans of Attention nodes are not "
-                          "supported yet";
+        return error() << "window spans of " << what
+                       << " nodes are not supported yet";
       if (op.getSpan().getSink() > 0)
-        return error() << "spans with sinks of Attention nodes are not "
-                          "supported yet";
+        return error() << "spans with sinks of " << what
+                       << " nodes are not supported yet";
       block = op.getSpan().getSize();
-      if (failed(emitBlockedAttentionNode(i)))
+      if (failed(contrib ? emitBlockedContribNode(i)
+                         : emitBlockedAttentionNode(i)))
         return failure();
       removed.push_back(i);
       anchor = i;

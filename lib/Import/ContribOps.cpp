@@ -617,6 +617,10 @@ LogicalResult importMSAttention(ONNXImporterImpl &im) {
   if (failed(checkHeads(im, *heads,
                         {{"Q", sizes[0]}, {"K", sizes[1]}, {"V", sizes[2]}})))
     return failure();
+  if (sizes[2] != sizes[0])
+    return im.error() << "V's hidden size (" << sizes[2]
+                      << ") differs from Q's and K's (" << sizes[0]
+                      << "): masformer.attention takes heads of one size";
   SmallVector<AffineExpr> xd = im.inputDims(0), pd;
   FailureOr<Value> proj =
       buildMatMul(im, im.input(0), xd, im.input(1), im.inputDims(1), pd);
@@ -644,7 +648,12 @@ LogicalResult importMSAttention(ONNXImporterImpl &im) {
     SmallVector<OpFoldResult> offsets = {im.builder.getIndexAttr(0),
                                          im.builder.getIndexAttr(0),
                                          im.builder.getIndexAttr(offset)};
-    SmallVector<OpFoldResult> lens = {im.dimValue(pd[0]), im.dimValue(pd[1]),
+    auto sizeOf = [&](AffineExpr e) -> OpFoldResult {
+      if (auto c = dyn_cast<AffineConstantExpr>(e))
+        return im.builder.getIndexAttr(c.getValue());
+      return im.dimValue(e);
+    };
+    SmallVector<OpFoldResult> lens = {sizeOf(pd[0]), sizeOf(pd[1]),
                                       im.builder.getIndexAttr(size)};
     SmallVector<OpFoldResult> strides(3, im.builder.getIndexAttr(1));
     auto resultTy = im.typeFor(d, xt.getElementType());
@@ -697,9 +706,10 @@ LogicalResult importMultiHeadAttention(ONNXImporterImpl &im) {
   if (failed(
           checkHeads(im, *heads, {{"query", hq}, {"key", hk}, {"value", hv}})))
     return failure();
-  if (hq != hk)
-    return im.error() << "query and key hidden sizes differ (" << hq << " and "
-                      << hk << ")";
+  if (hq != hk || hq != hv)
+    return im.error() << "query, key and value hidden sizes differ (" << hq
+                      << ", " << hk << " and " << hv
+                      << "): masformer.attention takes heads of one size";
   SmallVector<Value> qkv = {im.input(0), im.input(1), im.input(2)};
   SmallVector<SmallVector<AffineExpr>> dims = {im.inputDims(0), im.inputDims(1),
                                                im.inputDims(2)};

@@ -1,7 +1,8 @@
 """Deterministic inputs for an onnxruntime session of a test fixture, the
 reference outputs, and the comparison every numerics test makes.
 
-Integer inputs (token ids) are random in [0, 100); an input named *mask* is
+Integer inputs (token ids; int64, or int32 where the model declares int32)
+are random in [0, 100); an input named *mask* is
 all ones except the last three positions of the last batch row (padding).
 Float inputs are standard normal (of the input's float type). Fixed seed.
 """
@@ -22,11 +23,12 @@ def make_inputs(sess, shapes, seed=7):
                                f"{inp.shape}: give --input-shape")
             shape = list(inp.shape)
         if "int" in inp.type:
+            itype = np.int32 if inp.type == "tensor(int32)" else np.int64
             if "mask" in inp.name:
-                x = np.ones(shape, np.int64)
+                x = np.ones(shape, itype)
                 x[-1, -3:] = 0
             else:
-                x = rng.integers(0, 100, size=shape, dtype=np.int64)
+                x = rng.integers(0, 100, size=shape, dtype=itype)
         else:
             dtype = {"tensor(float16)": np.float16,
                      "tensor(double)": np.float64}.get(inp.type, np.float32)

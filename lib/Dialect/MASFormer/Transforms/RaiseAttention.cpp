@@ -780,6 +780,14 @@ struct RaiseAttentionPass final
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    // Layers imported from attention nodes (opset-23 Attention,
+    // onnxruntime's Attention and MultiHeadAttention) are ops already; the
+    // raise tells their cross-attention as it does for the ones it makes.
+    func.walk([&](AttentionOp op) {
+      if (!op.getCausal() && op.getSpan().isFull() && !op.hasHeadSpans() &&
+          !isCrossAttention(op) && isCrossAttention(op.getQuery(), op.getKey()))
+        op->setAttr(kCrossAttentionAttrName, UnitAttr::get(&getContext()));
+    });
     SmallVector<linalg::SoftmaxOp> softmaxes;
     func.walk([&](linalg::SoftmaxOp op) { softmaxes.push_back(op); });
     bool failedAny = false;
