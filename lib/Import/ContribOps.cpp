@@ -20,6 +20,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <cmath>
+#include <functional>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::masformer;
@@ -747,6 +749,389 @@ LogicalResult importMultiHeadAttention(ONNXImporterImpl &im) {
                 4, 5);
 }
 
+/// The position of row b's first query (an index value, built in a
+/// region): GroupQueryAttention's past length of that row.
+using RowOffset = llvm::function_ref<Value(OpBuilder &, Location, Value)>;
+
+/// `x` [B, H, S, D] (dimensions `dims`) with the rotary embedding at
+/// positions offset(b) + s from `cos` and `sin` [M, R/2]: its first R
+/// features rotated as halves (rotate_half, Llama) or as interleaved pairs
+/// (GPT-J), the rest as they are. Positions past the table are clamped.
+Value applyRotary(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
+                  Value cos, Value sin, RowOffset offset, bool interleaved) {
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  MLIRContext *ctx = im.getContext();
+  auto t = cast<RankedTensorType>(x.getType());
+  int64_t half = cast<RankedTensorType>(cos.getType()).getDimSize(1);
+  Value rows = tensor::DimOp::create(b, loc, cos, 0);
+  Value init = im.emptyTensor(dims, t.getElementType());
+  return linalg::GenericOp::create(
+             b, loc, t, ValueRange{x}, ValueRange{init},
+             SmallVector<AffineMap>(2,
+                                    AffineMap::getMultiDimIdentityMap(4, ctx)),
+             SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               auto idx = [&](int64_t v) -> Value {
+                 return arith::ConstantIndexOp::create(nb, nloc, v);
+               };
+               auto cmp = [&](arith::CmpIPredicate p, Value l, Value r) {
+                 return arith::CmpIOp::create(nb, nloc, p, l, r).getResult();
+               };
+               auto sel = [&](Value c, Value l, Value r) {
+                 return arith::SelectOp::create(nb, nloc, c, l, r).getResult();
+               };
+               SmallVector<Value> at;
+               for (int64_t d = 0; d < 4; ++d)
+                 at.push_back(linalg::IndexOp::create(nb, nloc, d));
+               Value d = at[3];
+               Value pos = arith::AddIOp::create(nb, nloc, at[2],
+                                                 offset(nb, nloc, at[0]));
+               pos = arith::MinSIOp::create(
+                   nb, nloc, pos,
+                   arith::SubIOp::create(nb, nloc, rows, idx(1)));
+               Value rotated = cmp(arith::CmpIPredicate::slt, d, idx(2 * half));
+               // The feature's table column, its partner and whether it is
+               // the first of the pair.
+               Value col, partner, first;
+               if (interleaved) {
+                 col = arith::DivUIOp::create(nb, nloc, d, idx(2));
+                 first =
+                     cmp(arith::CmpIPredicate::eq,
+                         arith::RemUIOp::create(nb, nloc, d, idx(2)), idx(0));
+                 partner =
+                     sel(first, arith::AddIOp::create(nb, nloc, d, idx(1)),
+                         arith::SubIOp::create(nb, nloc, d, idx(1)));
+               } else {
+                 first = cmp(arith::CmpIPredicate::slt, d, idx(half));
+                 col = sel(first, d,
+                           arith::SubIOp::create(nb, nloc, d, idx(half)));
+                 partner =
+                     sel(first, arith::AddIOp::create(nb, nloc, d, idx(half)),
+                         arith::SubIOp::create(nb, nloc, d, idx(half)));
+               }
+               col = sel(rotated, col, idx(0));
+               partner = sel(rotated, partner, d);
+               Value c = tensor::ExtractOp::create(nb, nloc, cos,
+                                                   ValueRange{pos, col});
+               Value sn = tensor::ExtractOp::create(nb, nloc, sin,
+                                                    ValueRange{pos, col});
+               Value other = tensor::ExtractOp::create(
+                   nb, nloc, x, ValueRange{at[0], at[1], at[2], partner});
+               Value xc = arith::MulFOp::create(nb, nloc, args[0], c);
+               Value os = arith::MulFOp::create(nb, nloc, other, sn);
+               Value r = sel(first, arith::SubFOp::create(nb, nloc, xc, os),
+                             arith::AddFOp::create(nb, nloc, xc, os));
+               linalg::YieldOp::create(nb, nloc, sel(rotated, r, args[0]));
+             })
+      .getResult(0);
+}
+
+/// com.microsoft.GroupQueryAttention (onnxruntime-genai's decoders): new Q,
+/// K, V ([B, S, H*D] each, or packed in the query) after the past K/V
+/// [B, Hkv, P, D], as onnxruntime's CPU kernel computes it. Row b holds
+/// L = seqlens_k[b] + 1 tokens, the last S new: its past length is
+/// p = clamp(L - S, 0, P) (P for every row when the rows are as long as
+/// the cache, as onnxruntime-genai runs one sequence). The new tokens get
+/// the rotary embedding at positions p + s and go into the present K/V at
+/// p (after the row's past, zeros after them); keys from L on are masked;
+/// the layer is causal with the queries at the end of the keys (for a row
+/// shorter than the cache the mask hides what that admits beyond L, since
+/// onnxruntime takes such rows only with one new token); local_window_size
+/// W is the layer's span, a window of W + 1.
+LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes(
+          {"num_heads", "kv_num_heads", "scale", "local_window_size", "softcap",
+           "do_rotary", "rotary_interleaved", "smooth_softmax", "qk_output"})))
+    return failure();
+  if (im.attrInt("smooth_softmax", 0))
+    return im.error() << "smooth_softmax is not supported";
+  if (im.attrInt("qk_output", 0) || im.hasOutput(3))
+    return im.error() << "output_qk is not supported";
+  if (im.hasInput(9))
+    return im.error() << "position_ids (input 9) are not supported: the "
+                         "positions are taken as past length + s";
+  if (im.hasInput(11))
+    return im.error() << "head_sink (input 11) is not supported";
+  if (!im.hasInput(5) || !im.hasInput(6))
+    return im.error() << "seqlens_k and total_sequence_length (inputs 5 and "
+                         "6) are required";
+  std::optional<int64_t> hq = im.attrInt("num_heads"),
+                         hkv = im.attrInt("kv_num_heads");
+  if (!hq || !hkv || *hq <= 0 || *hkv <= 0 || *hq % *hkv)
+    return im.error() << "num_heads and kv_num_heads must be positive, "
+                         "kv_num_heads dividing num_heads";
+  RankedTensorType qt = im.inputType(0);
+  Type et = qt.getElementType();
+  if (qt.getRank() != 3 || qt.isDynamicDim(2) || !isa<FloatType>(et))
+    return im.error() << "query must be [batch, sequence, hidden] floats with "
+                         "a static hidden size, got "
+                      << qt;
+  bool packed = !im.hasInput(1);
+  if (packed == im.hasInput(2))
+    return im.error() << "key and value come together (or neither, with Q, K "
+                         "and V packed in the query)";
+  SmallVector<AffineExpr> qd = im.inputDims(0);
+  int64_t d;
+  SmallVector<Value> qkv;
+  SmallVector<SmallVector<AffineExpr>> dims;
+  if (packed) {
+    int64_t width = qt.getDimSize(2), parts = *hq + 2 * *hkv;
+    if (width % parts)
+      return im.error() << "the packed query's " << width
+                        << " features are not (num_heads + 2 kv_num_heads) = "
+                        << parts << " heads";
+    d = width / parts;
+    int64_t offset = 0;
+    for (int64_t heads : {*hq, *hkv, *hkv}) {
+      SmallVector<AffineExpr> pd = {qd[0], qd[1], im.cst(heads * d)};
+      auto sizeOf = [&](AffineExpr e) -> OpFoldResult {
+        if (auto c = dyn_cast<AffineConstantExpr>(e))
+          return im.builder.getIndexAttr(c.getValue());
+        return im.dimValue(e);
+      };
+      qkv.push_back(tensor::ExtractSliceOp::create(
+          im.builder, im.loc, im.typeFor(pd, et), im.input(0),
+          ArrayRef<OpFoldResult>{im.builder.getIndexAttr(0),
+                                 im.builder.getIndexAttr(0),
+                                 im.builder.getIndexAttr(offset)},
+          ArrayRef<OpFoldResult>{sizeOf(qd[0]), sizeOf(qd[1]),
+                                 im.builder.getIndexAttr(heads * d)},
+          ArrayRef<OpFoldResult>(
+              SmallVector<OpFoldResult>(3, im.builder.getIndexAttr(1)))));
+      dims.push_back(pd);
+      offset += heads * d;
+    }
+  } else {
+    if (qt.getDimSize(2) % *hq)
+      return im.error() << "num_heads (" << *hq
+                        << ") does not divide the query's hidden size ("
+                        << qt.getDimSize(2) << ")";
+    d = qt.getDimSize(2) / *hq;
+    qkv.push_back(im.input(0));
+    dims.push_back(qd);
+    for (unsigned i : {1u, 2u}) {
+      RankedTensorType t = im.inputType(i);
+      SmallVector<AffineExpr> td = im.inputDims(i);
+      if (t.getRank() != 3 || t.getElementType() != et ||
+          t.getDimSize(2) != *hkv * d || td[0] != qd[0] || td[1] != qd[1])
+        return im.error() << (i == 1 ? "key" : "value") << " must be ["
+                          << im.dimString(qd[0]) << ", " << im.dimString(qd[1])
+                          << ", " << *hkv * d << "] of " << et << ", got " << t;
+      qkv.push_back(im.input(i));
+      dims.push_back(td);
+    }
+  }
+  Value q = splitHeads(im, qkv[0], dims[0], *hq);
+  Value k = splitHeads(im, qkv[1], dims[1], *hkv);
+  Value v = splitHeads(im, qkv[2], dims[2], *hkv);
+  AffineExpr batch = qd[0], seq = qd[1], past = im.cst(0);
+  if (im.hasInput(3) != im.hasInput(4))
+    return im.error() << "past_key and past_value come together";
+  bool hasPast = im.hasInput(3);
+  if (hasPast) {
+    SmallVector<AffineExpr> kd = im.inputDims(3), vd = im.inputDims(4);
+    SmallVector<AffineExpr> want = {
+        batch, im.cst(*hkv), kd.size() == 4 ? kd[2] : im.cst(0), im.cst(d)};
+    if (kd.size() != 4 || kd != want || vd != want ||
+        im.inputType(3).getElementType() != et ||
+        im.inputType(4).getElementType() != et)
+      return im.error() << "past_key and past_value must be [batch, " << *hkv
+                        << ", past, " << d << "] of " << et << ", got "
+                        << im.inputType(3) << " and " << im.inputType(4);
+    past = kd[2];
+  }
+  // seqlens_k, and each row's past length from it.
+  RankedTensorType lt = im.inputType(5);
+  if (lt.getRank() != 1 || !lt.getElementType().isInteger(32) ||
+      im.inputDims(5)[0] != batch)
+    return im.error() << "seqlens_k must be [" << im.dimString(batch)
+                      << "] int32, got " << lt;
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  MLIRContext *ctx = im.getContext();
+  Value lengths = im.input(5);
+  Value seqV = im.dimValue(seq), pastV = im.dimValue(past);
+  auto rowPast = [&](OpBuilder &nb, Location nloc, Value row) -> Value {
+    Value last = arith::IndexCastOp::create(
+        nb, nloc, nb.getIndexType(),
+        tensor::ExtractOp::create(nb, nloc, lengths, row));
+    Value one = arith::ConstantIndexOp::create(nb, nloc, 1);
+    Value p = arith::SubIOp::create(
+        nb, nloc, arith::AddIOp::create(nb, nloc, last, one), seqV);
+    p = arith::MaxSIOp::create(nb, nloc, p,
+                               arith::ConstantIndexOp::create(nb, nloc, 0));
+    return arith::MinSIOp::create(nb, nloc, p, pastV);
+  };
+  if (im.attrInt("do_rotary", 0)) {
+    if (!im.hasInput(7) || !im.hasInput(8))
+      return im.error() << "do_rotary needs cos_cache and sin_cache (inputs 7 "
+                           "and 8)";
+    RankedTensorType ct = im.inputType(7), st = im.inputType(8);
+    if (ct.getRank() != 2 || ct != st || ct.isDynamicDim(1) ||
+        ct.getElementType() != et || 2 * ct.getDimSize(1) > d)
+      return im.error() << "cos_cache and sin_cache must be [positions, "
+                           "rotary_dim / 2 <= "
+                        << d / 2 << "] of " << et << ", got " << ct << " and "
+                        << st;
+    bool interleaved = im.attrInt("rotary_interleaved", 0) != 0;
+    q = applyRotary(im, q, {batch, im.cst(*hq), seq, im.cst(d)}, im.input(7),
+                    im.input(8), rowPast, interleaved);
+    k = applyRotary(im, k, {batch, im.cst(*hkv), seq, im.cst(d)}, im.input(7),
+                    im.input(8), rowPast, interleaved);
+  }
+  AffineExpr total = past + seq;
+  SmallVector<AffineExpr> presentDims = {batch, im.cst(*hkv), total, im.cst(d)};
+  // Row b's tokens: its past ones, then the new ones; the attention takes
+  // them right-aligned in [0, P + S) (shifted by P - p), so that every
+  // row's queries sit at the end of its keys, where masformer.attention's
+  // causal triangle and window put them; the present K/V keep
+  // onnxruntime's layout (the row's tokens from 0, zeros after).
+  auto rowShift = [&](OpBuilder &nb, Location nloc, Value row) -> Value {
+    return arith::SubIOp::create(nb, nloc, pastV, rowPast(nb, nloc, row));
+  };
+  Value presentK = k, presentV = v;
+  if (hasPast) {
+    auto presentTy = im.typeFor(presentDims, et);
+    // Element (b, h, j, :) of `cat` = Concat(past, new) taken from the
+    // index `pick` gives (and zeros where it says so).
+    using Pick = std::function<std::pair<Value, Value>(OpBuilder &, Location,
+                                                       Value, Value)>;
+    auto gather = [&](Value cat, const Pick &pick) {
+      return linalg::GenericOp::create(
+                 b, loc, presentTy, ValueRange{},
+                 ValueRange{im.emptyTensor(presentDims, et)},
+                 ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(4, ctx)},
+                 SmallVector<utils::IteratorType>(
+                     4, utils::IteratorType::parallel),
+                 [&](OpBuilder &nb, Location nloc, ValueRange) {
+                   SmallVector<Value> at;
+                   for (int64_t i = 0; i < 4; ++i)
+                     at.push_back(linalg::IndexOp::create(nb, nloc, i));
+                   auto [src, keep] = pick(nb, nloc, at[0], at[2]);
+                   Value x = tensor::ExtractOp::create(
+                       nb, nloc, cat, ValueRange{at[0], at[1], src, at[3]});
+                   linalg::YieldOp::create(
+                       nb, nloc,
+                       arith::SelectOp::create(nb, nloc, keep, x,
+                                               fconst(nb, nloc, et, 0.0))
+                           .getResult());
+                 })
+          .getResult(0);
+    };
+    auto cmp = [](OpBuilder &nb, Location nloc, arith::CmpIPredicate pr,
+                  Value l, Value r) {
+      return arith::CmpIOp::create(nb, nloc, pr, l, r).getResult();
+    };
+    // onnxruntime's layout: the row's past, its new tokens at p, zeros.
+    Pick presentPick = [&](OpBuilder &nb, Location nloc, Value row,
+                           Value j) -> std::pair<Value, Value> {
+      Value p = rowPast(nb, nloc, row);
+      Value fromPast = cmp(nb, nloc, arith::CmpIPredicate::slt, j, p);
+      Value offsetNew = arith::SubIOp::create(nb, nloc, j, p);
+      Value fromNew = cmp(nb, nloc, arith::CmpIPredicate::slt, offsetNew, seqV);
+      Value src = arith::SelectOp::create(
+          nb, nloc, fromPast, j,
+          arith::SelectOp::create(
+              nb, nloc, fromNew,
+              arith::AddIOp::create(nb, nloc, pastV, offsetNew), j));
+      return {src, arith::OrIOp::create(nb, nloc, fromPast, fromNew)};
+    };
+    // Right-aligned: the new tokens where Concat put them, the row's past
+    // just before them.
+    Pick alignedPick = [&](OpBuilder &nb, Location nloc, Value row,
+                           Value j) -> std::pair<Value, Value> {
+      Value shift = rowShift(nb, nloc, row);
+      Value isNew = cmp(nb, nloc, arith::CmpIPredicate::sge, j, pastV);
+      Value keep = cmp(nb, nloc, arith::CmpIPredicate::sge, j, shift);
+      Value src = arith::SelectOp::create(
+          nb, nloc,
+          arith::OrIOp::create(
+              nb, nloc, isNew,
+              arith::XOrIOp::create(
+                  nb, nloc, keep,
+                  arith::ConstantIntOp::create(nb, nloc, 1, 1))),
+          j, arith::SubIOp::create(nb, nloc, j, shift));
+      return {src, keep};
+    };
+    Value catK = tensor::ConcatOp::create(b, loc, presentTy, 2,
+                                          ValueRange{im.input(3), k});
+    Value catV = tensor::ConcatOp::create(b, loc, presentTy, 2,
+                                          ValueRange{im.input(4), v});
+    presentK = gather(catK, presentPick);
+    presentV = gather(catV, presentPick);
+    k = gather(catK, alignedPick);
+    v = gather(catV, alignedPick);
+  }
+  if (im.hasOutput(1))
+    im.setOutput(1, presentK, presentDims);
+  if (im.hasOutput(2))
+    im.setOutput(2, presentV, presentDims);
+
+  // The keys of row b, right-aligned: [P - p, P + L - p), L = seqlens_k + 1
+  // (L - p = S but for a padded prompt's shorter rows); -inf elsewhere.
+  AffineExpr one = im.cst(1);
+  SmallVector<AffineExpr> maskDims = {batch, one, one, total};
+  Value mask =
+      linalg::GenericOp::create(
+          b, loc, im.typeFor(maskDims, et), ValueRange{},
+          ValueRange{im.emptyTensor(maskDims, et)},
+          ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(4, ctx)},
+          SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+          [&](OpBuilder &nb, Location nloc, ValueRange) {
+            Value row = linalg::IndexOp::create(nb, nloc, 0);
+            Value key = linalg::IndexOp::create(nb, nloc, 3);
+            Value p = rowPast(nb, nloc, row);
+            Value len = arith::IndexCastOp::create(
+                nb, nloc, nb.getIndexType(),
+                tensor::ExtractOp::create(nb, nloc, lengths, row));
+            // end = P + L - p = P + (seqlens_k + 1) - p
+            Value end = arith::SubIOp::create(
+                nb, nloc,
+                arith::AddIOp::create(
+                    nb, nloc, pastV,
+                    arith::AddIOp::create(
+                        nb, nloc, len,
+                        arith::ConstantIndexOp::create(nb, nloc, 1))),
+                p);
+            Value keep = arith::AndIOp::create(
+                nb, nloc,
+                arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge, key,
+                                      rowShift(nb, nloc, row)),
+                arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::slt, key,
+                                      end));
+            linalg::YieldOp::create(
+                nb, nloc,
+                arith::SelectOp::create(
+                    nb, nloc, keep, fconst(nb, nloc, et, 0.0),
+                    fconst(nb, nloc, et,
+                           -std::numeric_limits<double>::infinity()))
+                    .getResult());
+          })
+          .getResult(0);
+  if (im.hasInput(10)) {
+    FailureOr<Value> m =
+        addAttentionBias(im, mask, maskDims, 10, batch, *hq, seq, total, et);
+    if (failed(m))
+      return failure();
+    mask = *m;
+  }
+  SpanAttr span;
+  if (int64_t w = im.attrInt("local_window_size", -1); w >= 0)
+    span = SpanAttr::get(ctx, SpanKind::Window, w + 1);
+  std::optional<float> scale, softcap;
+  if (std::optional<float> s = im.attrFloat("scale"); s && *s != 0.0f)
+    scale = *s;
+  if (std::optional<float> c = im.attrFloat("softcap"); c && *c != 0.0f)
+    softcap = *c;
+  FailureOr<Value> y =
+      createAttention(im, q, k, v, mask, /*causal=*/true, scale, span, softcap);
+  if (failed(y))
+    return failure();
+  im.setOutput(0, mergeHeads(im, *y, qd), {batch, seq, im.cst(*hq * d)});
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerContribHandlers(
@@ -760,4 +1145,5 @@ void mlir::masformer::registerContribHandlers(
   handlers[ms("EmbedLayerNormalization")] = importEmbedLayerNorm;
   handlers[ms("Attention")] = importMSAttention;
   handlers[ms("MultiHeadAttention")] = importMultiHeadAttention;
+  handlers[ms("GroupQueryAttention")] = importGroupQueryAttention;
 }

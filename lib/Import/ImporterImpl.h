@@ -12,6 +12,7 @@
 #define MASFORMER_LIB_IMPORT_IMPORTERIMPL_H
 
 #include "HostTensor.h"
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Import/ONNXImporter.h"
 #include "masformer/Utils/MappedFiles.h"
 
@@ -379,11 +380,13 @@ Value splitHeads(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
 /// (B and S are taken from them).
 Value mergeHeads(ONNXImporterImpl &im, Value y, ArrayRef<AffineExpr> qDims);
 
-/// A full-span masformer.attention on [B, H, S, D] operands; the op's
-/// verifier's complaint, if any, is an error naming the current node.
+/// A masformer.attention on [B, H, S, D] operands (span `full` unless
+/// given); the op's verifier's complaint, if any, is an error naming the
+/// current node.
 FailureOr<Value> createAttention(ONNXImporterImpl &im, Value q, Value k,
                                  Value v, Value mask, bool causal,
-                                 std::optional<float> scale);
+                                 std::optional<float> scale, SpanAttr span = {},
+                                 std::optional<float> softcap = {});
 
 /// An index value normalized as ONNX's indexing ops define it (negative
 /// counts from `size`) and clamped to [0, size - 1], so that an index out of

@@ -178,6 +178,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m[ms + "EmbedLayerNormalization"] = {1, 9, 3};
     m[ms + "Attention"] = {2, 7, 2};
     m[ms + "MultiHeadAttention"] = {1, 10, 4};
+    m[ms + "GroupQueryAttention"] = {1, 12, 4};
     return m;
   }();
   auto it = kArity.find(opKey(*node));

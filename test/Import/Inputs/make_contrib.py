@@ -196,6 +196,94 @@ def mha(path):
     save(graph, path)
 
 
+def gqa(path, cache):
+    """GroupQueryAttention as onnxruntime-genai writes it (4 query heads, 2
+    key/value heads of 16, as onnxruntime requires for its rotary): packed Q/K/V with the rotary embedding on whole
+    heads; separate Q, K, V with interleaved rotary on half of each head, a
+    local window of 2 and a softcap; (without a cache) no rotary, with an
+    attention_bias. With a cache, seqlens_k comes from `attention_mask`
+    [B, P + S] (rows shorter than the cache: onnxruntime-genai's batches);
+    without one every row is S long."""
+    B, S, P, T_ = "batch", "sequence", "past", "total"
+    hq, hkv, d = 4, 2, 16
+    positions = 32
+    inv = 1.0 / (10000 ** (np.arange(0, d, 2) / d))
+    ang = np.outer(np.arange(positions), inv)
+    cos = nh.from_array(np.cos(ang).astype(np.float32), "cos")
+    sin = nh.from_array(np.sin(ang).astype(np.float32), "sin")
+    nodes = [
+        h.make_node("MatMul", ["x", "w_qkv"], ["qkv"]),
+        h.make_node("MatMul", ["x", "w_q"], ["q"]),
+        h.make_node("MatMul", ["x", "w_k"], ["k"]),
+        h.make_node("MatMul", ["x", "w_v"], ["v"]),
+    ]
+    if cache:
+        # As onnxruntime-genai: seqlens_k = the mask's row sums - 1, the
+        # total length its width.
+        nodes += [
+            h.make_node("ReduceSum", ["attention_mask", "axis1"], ["sum64"],
+                        keepdims=0),
+            h.make_node("Sub", ["sum64", "one"], ["lens64"]),
+            h.make_node("Shape", ["attention_mask"], ["m_shape"]),
+            h.make_node("Gather", ["m_shape", "i1s"], ["total64"], axis=0),
+        ]
+    else:
+        # A prompt whose rows are all S long (onnxruntime's outputs for
+        # the padding queries of shorter rows are its own).
+        nodes += [
+            h.make_node("Shape", ["x"], ["x_shape"]),
+            h.make_node("Gather", ["x_shape", "i1s"], ["total64"], axis=0),
+            h.make_node("Gather", ["x_shape", "i0"], ["rows"], axis=0),
+            h.make_node("Sub", ["total64", "one"], ["last64"]),
+            h.make_node("Expand", ["last64", "rows"], ["lens64"]),
+        ]
+    nodes += [
+        h.make_node("Cast", ["lens64"], ["seqlens_k"], to=T.INT32),
+        h.make_node("Cast", ["total64"], ["total_len"], to=T.INT32),
+    ]
+    past = ["past_key", "past_value"] if cache else ["", ""]
+    common = dict(num_heads=hq, kv_num_heads=hkv)
+    nodes += [
+        ms("GroupQueryAttention",
+           ["qkv", "", ""] + past + ["seqlens_k", "total_len", "cos", "sin"],
+           ["packed", "present_key", "present_value"], do_rotary=1,
+           scale=0.5, **common),
+        ms("GroupQueryAttention",
+           ["q", "k", "v"] + past + ["seqlens_k", "total_len", "cos",
+                                     "sin"],
+           ["windowed", "windowed_key", "windowed_value"], do_rotary=1,
+           rotary_interleaved=1,
+           local_window_size=2, softcap=2.0, **common),
+    ]
+    if not cache:
+        # (With a cache, the bias's key length is the model's own symbol,
+        # not past + sequence: a dynamic import cannot match them.)
+        nodes.append(ms("GroupQueryAttention",
+                        ["q", "k", "v", "", "", "seqlens_k", "total_len", "",
+                         "", "", "attention_bias"],
+                        ["biased", "biased_key", "biased_value"], **common))
+    total = T_ if cache else S
+    inputs = [floats("x", B, S, HIDDEN)]
+    if not cache:
+        inputs.append(floats("attention_bias", 1, hq, S, S))
+    if cache:
+        inputs.append(ints("attention_mask", B, total, elem=T.INT64))
+        inputs += [floats("past_key", B, hkv, P, d),
+                   floats("past_value", B, hkv, P, d)]
+    names = ["packed", "windowed"] + ([] if cache else ["biased"])
+    outputs = [floats(o, B, S, hq * d) for o in names]
+    outputs += [floats(o + suffix, B, hkv, total, d)
+                for o in ["present", "windowed", "biased"][:len(names)]
+                for suffix in ["_key", "_value"]]
+    graph = h.make_graph(
+        nodes, "gqa", inputs, outputs,
+        [f32("w_qkv", HIDDEN, (hq + 2 * hkv) * d), f32("w_q", HIDDEN, hq * d),
+         f32("w_k", HIDDEN, hkv * d), f32("w_v", HIDDEN, hkv * d), cos, sin,
+         i64("axis1", [1]), i64("one", 1), i64("i0", [0]),
+         nh.from_array(np.array(1, np.int64), "i1s")])
+    save(graph, path)
+
+
 def bad(path, node, inputs, initializers=(), outputs=None):
     """A one-node model whose node (named "bad") masformer refuses."""
     node.name = "bad"
@@ -250,6 +338,8 @@ def main():
     embed(os.path.join(d, "embed.onnx"))
     attention(os.path.join(d, "attention.onnx"))
     mha(os.path.join(d, "mha.onnx"))
+    gqa(os.path.join(d, "gqa.onnx"), cache=False)
+    gqa(os.path.join(d, "gqa-cache.onnx"), cache=True)
     bad_models(d)
 
 
