@@ -411,3 +411,88 @@ LogicalResult LayerExporter::emitBlockedContribNode(int index) {
   emit.nodes.back().set_output(0, att.output(0));
   return success();
 }
+
+LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
+  const onnx::NodeProto &att = graph.node(index);
+  if (op.hasHeadSpans())
+    return error() << "per-head spans of com.microsoft.GroupQueryAttention "
+                      "nodes are not supported yet";
+  SpanAttr span = op.getSpan(), model = getModelSpan(op);
+  onnx::NodeProto copy = att;
+  auto setWindow = [&](int64_t w) {
+    for (onnx::AttributeProto &a : *copy.mutable_attribute())
+      if (a.name() == "local_window_size") {
+        a.set_i(w);
+        return;
+      }
+    Emitter::intAttr(copy, "local_window_size", w);
+  };
+  if (span.getKind() == SpanKind::Window && span.getSink() == 0) {
+    // The node's own sliding window: keys with 0 <= i - j <= w, which is
+    // window w + 1 (within the model's window, if it has one).
+    int64_t w = span.getSize();
+    if (model.getKind() == SpanKind::Window)
+      w = std::min(w, model.getSize());
+    setWindow(w - 1);
+  } else {
+    // The span as an attention_bias [B, 1, S, T]: the queries of row b at
+    // positions seqlens_k[b] + 1 - S + i, the keys at j (onnxruntime's
+    // layout), -inf where the span hides the pair. The node's causal
+    // triangle and its own window stay.
+    if (att.input_size() < 7 || att.input(5).empty() || att.input(6).empty())
+      return error() << "the GroupQueryAttention node has no seqlens_k or "
+                        "total_sequence_length";
+    FailureOr<RankedTensorType> outTy = typeOf(att.output(0));
+    if (failed(outTy))
+      return failure();
+    int32_t et = onnxFloatType(outTy->getElementType());
+    if (!et)
+      return error() << "unsupported element type " << outTy->getElementType();
+    auto toI64 = [&](const std::string &x) {
+      return emit.node("Cast", {x}, [](onnx::NodeProto &n) {
+        Emitter::intAttr(n, "to", onnx::TensorProto::INT64);
+      });
+    };
+    auto range = [&](const std::string &n) {
+      return emit.node("Range",
+                       {emit.constI64({0}, true), n, emit.constI64({1}, true)});
+    };
+    std::string s = emit.node(
+        "Gather",
+        {emit.node("Shape", {att.input(0)}), emit.constI64({1}, true)},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+    // [B, 1, 1, 1] + [1, 1, S, 1]
+    std::string first = emit.node(
+        "Sub",
+        {emit.node("Add", {toI64(att.input(5)), emit.constI64({1})}), s});
+    first = emit.node("Reshape", {first, emit.constI64({-1, 1, 1, 1})});
+    std::string qpos = emit.node(
+        "Add", {first, emit.node("Reshape",
+                                 {range(s), emit.constI64({1, 1, -1, 1})})});
+    std::string total =
+        emit.node("Reshape", {toI64(att.input(6)), emit.constI64({})});
+    std::string kpos =
+        emit.node("Reshape", {range(total), emit.constI64({1, 1, 1, -1})});
+    std::string size = emit.constI64({span.getSize()});
+    std::string keep =
+        span.getKind() == SpanKind::Block
+            ? emit.node("Equal", {emit.node("Div", {qpos, size}),
+                                  emit.node("Div", {kpos, size})})
+            : emit.node("Less", {emit.node("Sub", {qpos, kpos}), size});
+    if (span.getSink() > 0)
+      keep = emit.node(
+          "Or",
+          {keep, emit.node("Less", {kpos, emit.constI64({span.getSink()})})});
+    std::string bias = emit.node(
+        "Where",
+        {keep, emit.constFloat(0.0, et),
+         emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+    while (copy.input_size() <= 10)
+      copy.add_input("");
+    if (!copy.input(10).empty())
+      bias = emit.node("Add", {copy.input(10), bias});
+    copy.set_input(10, bias);
+  }
+  emit.nodes.push_back(std::move(copy));
+  return success();
+}

@@ -323,6 +323,10 @@ private:
   /// MultiHeadAttention node: the same node on blocks folded into the
   /// batch, its key mask cut into blocks (padded keys masked).
   LogicalResult emitBlockedContribNode(int index);
+  /// A layer imported from onnxruntime's GroupQueryAttention node (with its
+  /// KV cache): the same node, a window span as its local_window_size,
+  /// other spans as an attention_bias of the pairs they keep.
+  LogicalResult emitGroupQueryAttentionNode(int index);
 
   AttentionOp op;
   onnx::GraphProto &graph;

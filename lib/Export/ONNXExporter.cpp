@@ -331,6 +331,15 @@ LogicalResult LayerExporter::run(
     bool contrib = node && node->domain() == "com.microsoft" &&
                    (node->op_type() == "Attention" ||
                     node->op_type() == "MultiHeadAttention");
+    if (node && node->domain() == "com.microsoft" &&
+        node->op_type() == "GroupQueryAttention") {
+      if (failed(emitGroupQueryAttentionNode(i)))
+        return failure();
+      removed.push_back(i);
+      anchor = i;
+      added = std::move(emit.nodes);
+      return success();
+    }
     bool standard = node && !contrib && node->op_type() == "Attention" &&
                     (node->domain().empty() || node->domain() == "ai.onnx");
     if (contrib || standard) {

@@ -1070,8 +1070,13 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
 
   // The keys of row b, right-aligned: [P - p, P + L - p), L = seqlens_k + 1
   // (L - p = S but for a padded prompt's shorter rows); -inf elsewhere.
+  // A local window is in the mask too (query i at P + i sees the keys
+  // from P + i - W on), so that a rewrite's span applies within it, as it
+  // does within a raised layer's own window.
   AffineExpr one = im.cst(1);
-  SmallVector<AffineExpr> maskDims = {batch, one, one, total};
+  int64_t window = im.attrInt("local_window_size", -1);
+  SmallVector<AffineExpr> maskDims = {batch, one, window >= 0 ? seq : one,
+                                      total};
   Value mask =
       linalg::GenericOp::create(
           b, loc, im.typeFor(maskDims, et), ValueRange{},
@@ -1100,6 +1105,16 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
                                       rowShift(nb, nloc, row)),
                 arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::slt, key,
                                       end));
+            if (window >= 0) {
+              Value query = linalg::IndexOp::create(nb, nloc, 2);
+              Value first = arith::SubIOp::create(
+                  nb, nloc, arith::AddIOp::create(nb, nloc, pastV, query),
+                  arith::ConstantIndexOp::create(nb, nloc, window));
+              keep = arith::AndIOp::create(
+                  nb, nloc, keep,
+                  arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge,
+                                        key, first));
+            }
             linalg::YieldOp::create(
                 nb, nloc,
                 arith::SelectOp::create(
@@ -1117,8 +1132,8 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
     mask = *m;
   }
   SpanAttr span;
-  if (int64_t w = im.attrInt("local_window_size", -1); w >= 0)
-    span = SpanAttr::get(ctx, SpanKind::Window, w + 1);
+  if (window >= 0)
+    span = SpanAttr::get(ctx, SpanKind::Window, window + 1);
   std::optional<float> scale, softcap;
   if (std::optional<float> s = im.attrFloat("scale"); s && *s != 0.0f)
     scale = *s;
@@ -1128,6 +1143,8 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
       createAttention(im, q, k, v, mask, /*causal=*/true, scale, span, softcap);
   if (failed(y))
     return failure();
+  if (span)
+    y->getDefiningOp()->setAttr(kModelSpanAttrName, span);
   im.setOutput(0, mergeHeads(im, *y, qd), {batch, seq, im.cst(*hq * d)});
   return success();
 }

@@ -196,7 +196,7 @@ def mha(path):
     save(graph, path)
 
 
-def gqa(path, cache):
+def gqa(path, cache, ragged=True):
     """GroupQueryAttention as onnxruntime-genai writes it (4 query heads, 2
     key/value heads of 16, as onnxruntime requires for its rotary): packed Q/K/V with the rotary embedding on whole
     heads; separate Q, K, V with interleaved rotary on half of each head, a
@@ -217,7 +217,7 @@ def gqa(path, cache):
         h.make_node("MatMul", ["x", "w_k"], ["k"]),
         h.make_node("MatMul", ["x", "w_v"], ["v"]),
     ]
-    if cache:
+    if cache and ragged:
         # As onnxruntime-genai: seqlens_k = the mask's row sums - 1, the
         # total length its width.
         nodes += [
@@ -228,12 +228,19 @@ def gqa(path, cache):
             h.make_node("Gather", ["m_shape", "i1s"], ["total64"], axis=0),
         ]
     else:
-        # A prompt whose rows are all S long (onnxruntime's outputs for
-        # the padding queries of shorter rows are its own).
+        # Rows all P + S long (a prompt's: onnxruntime's outputs for the
+        # padding queries of shorter rows are its own).
         nodes += [
             h.make_node("Shape", ["x"], ["x_shape"]),
-            h.make_node("Gather", ["x_shape", "i1s"], ["total64"], axis=0),
+            h.make_node("Gather", ["x_shape", "i1s"], ["new64"], axis=0),
             h.make_node("Gather", ["x_shape", "i0"], ["rows"], axis=0),
+        ] + ([
+            h.make_node("Shape", ["past_key"], ["past_shape"]),
+            h.make_node("Gather", ["past_shape", "i2s"], ["past64"], axis=0),
+            h.make_node("Add", ["past64", "new64"], ["total64"]),
+        ] if cache else [
+            h.make_node("Identity", ["new64"], ["total64"]),
+        ]) + [
             h.make_node("Sub", ["total64", "one"], ["last64"]),
             h.make_node("Expand", ["last64", "rows"], ["lens64"]),
         ]
@@ -266,8 +273,9 @@ def gqa(path, cache):
     inputs = [floats("x", B, S, HIDDEN)]
     if not cache:
         inputs.append(floats("attention_bias", 1, hq, S, S))
-    if cache:
+    if cache and ragged:
         inputs.append(ints("attention_mask", B, total, elem=T.INT64))
+    if cache:
         inputs += [floats("past_key", B, hkv, P, d),
                    floats("past_value", B, hkv, P, d)]
     names = ["packed", "windowed"] + ([] if cache else ["biased"])
@@ -280,7 +288,8 @@ def gqa(path, cache):
         [f32("w_qkv", HIDDEN, (hq + 2 * hkv) * d), f32("w_q", HIDDEN, hq * d),
          f32("w_k", HIDDEN, hkv * d), f32("w_v", HIDDEN, hkv * d), cos, sin,
          i64("axis1", [1]), i64("one", 1), i64("i0", [0]),
-         nh.from_array(np.array(1, np.int64), "i1s")])
+         nh.from_array(np.array(1, np.int64), "i1s"),
+         nh.from_array(np.array(2, np.int64), "i2s")])
     save(graph, path)
 
 
@@ -340,6 +349,7 @@ def main():
     mha(os.path.join(d, "mha.onnx"))
     gqa(os.path.join(d, "gqa.onnx"), cache=False)
     gqa(os.path.join(d, "gqa-cache.onnx"), cache=True)
+    gqa(os.path.join(d, "gqa-steps.onnx"), cache=True, ragged=False)
     bad_models(d)
 
 
