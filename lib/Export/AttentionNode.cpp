@@ -428,12 +428,13 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
     Emitter::intAttr(copy, "local_window_size", w);
   };
   if (span.getKind() == SpanKind::Window && span.getSink() == 0) {
-    // The node's own sliding window: keys with 0 <= i - j <= w, which is
-    // window w + 1 (within the model's window, if it has one).
+    // The node's own sliding window: local_window_size W keeps the keys
+    // with 0 <= i - j < W, as onnxruntime 1.24 and later define it
+    // (within the model's window, if it has one).
     int64_t w = span.getSize();
     if (model.getKind() == SpanKind::Window)
       w = std::min(w, model.getSize());
-    setWindow(w - 1);
+    setWindow(w);
   } else {
     // The span as an attention_bias [B, 1, S, T]: the queries of row b at
     // positions seqlens_k[b] + 1 - S + i, the keys at j (onnxruntime's

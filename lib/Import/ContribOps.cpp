@@ -838,7 +838,10 @@ Value applyRotary(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
 /// the layer is causal with the queries at the end of the keys (for a row
 /// shorter than the cache the mask hides what that admits beyond L, since
 /// onnxruntime takes such rows only with one new token); local_window_size
-/// W is the layer's span, a window of W + 1.
+/// W is the layer's span, a window of W keys (0 <= i - j < W, as
+/// onnxruntime defines it since 1.24, transformers' sliding_window and ONNX
+/// Attention-25's local_window_size; onnxruntime 1.23 and earlier took W + 1
+/// keys).
 LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes(
           {"num_heads", "kv_num_heads", "scale", "local_window_size", "softcap",
@@ -931,6 +934,14 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
   bool hasPast = im.hasInput(3);
   if (hasPast) {
     SmallVector<AffineExpr> kd = im.inputDims(3), vd = im.inputDims(4);
+    // onnxruntime-genai declares the head size of the cache inputs as a
+    // dim_param ("kv_cache_dim"): it is the head size.
+    for (auto *dims : {&kd, &vd})
+      if (dims->size() == 4) {
+        if (im.requestStaticDim((*dims)[1], *hkv) ||
+            im.requestStaticDim((*dims)[3], d))
+          return failure();
+      }
     SmallVector<AffineExpr> want = {
         batch, im.cst(*hkv), kd.size() == 4 ? kd[2] : im.cst(0), im.cst(d)};
     if (kd.size() != 4 || kd != want || vd != want ||
@@ -1071,11 +1082,15 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
   // The keys of row b, right-aligned: [P - p, P + L - p), L = seqlens_k + 1
   // (L - p = S but for a padded prompt's shorter rows); -inf elsewhere.
   // A local window is in the mask too (query i at P + i sees the keys
-  // from P + i - W on), so that a rewrite's span applies within it, as it
-  // does within a raised layer's own window.
+  // from P + i - W + 1 on), so that a rewrite's span applies within it, as
+  // it does within a raised layer's own window.
   AffineExpr one = im.cst(1);
   int64_t window = im.attrInt("local_window_size", -1);
-  SmallVector<AffineExpr> maskDims = {batch, one, window >= 0 ? seq : one,
+  if (window == 0 || window < -1)
+    return im.error() << "local_window_size must be -1 (none) or positive, "
+                         "got "
+                      << window;
+  SmallVector<AffineExpr> maskDims = {batch, one, window > 0 ? seq : one,
                                       total};
   Value mask =
       linalg::GenericOp::create(
@@ -1105,11 +1120,11 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
                                       rowShift(nb, nloc, row)),
                 arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::slt, key,
                                       end));
-            if (window >= 0) {
+            if (window > 0) {
               Value query = linalg::IndexOp::create(nb, nloc, 2);
               Value first = arith::SubIOp::create(
                   nb, nloc, arith::AddIOp::create(nb, nloc, pastV, query),
-                  arith::ConstantIndexOp::create(nb, nloc, window));
+                  arith::ConstantIndexOp::create(nb, nloc, window - 1));
               keep = arith::AndIOp::create(
                   nb, nloc, keep,
                   arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge,
@@ -1132,8 +1147,8 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
     mask = *m;
   }
   SpanAttr span;
-  if (window >= 0)
-    span = SpanAttr::get(ctx, SpanKind::Window, window + 1);
+  if (window > 0)
+    span = SpanAttr::get(ctx, SpanKind::Window, window);
   std::optional<float> scale, softcap;
   if (std::optional<float> s = im.attrFloat("scale"); s && *s != 0.0f)
     scale = *s;

@@ -185,6 +185,14 @@ public:
   /// Reads a TensorProto (raw, typed or external data) into a HostTensor.
   FailureOr<HostTensor> readHostTensor(const onnx::TensorProto &tensor);
 
+  /// Asks for the import to start again with `e`, a dynamic dimension of
+  /// the graph's inputs, fixed to `size` (an op needs it static, and the
+  /// runtime then checks it); false if `e` is no such dimension. The handler
+  /// then fails without an error of its own.
+  bool requestStaticDim(AffineExpr e, int64_t size);
+  /// The request made, if any: the dimension's key and its size.
+  std::optional<std::pair<std::string, int64_t>> staticDimRequest;
+
   /// Normalizes a possibly negative axis for `rank`; error if out of range.
   FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 

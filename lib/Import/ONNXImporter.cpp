@@ -209,6 +209,15 @@ LogicalResult ONNXImporterImpl::checkAttributes(ArrayRef<StringRef> known) {
   return success();
 }
 
+bool ONNXImporterImpl::requestStaticDim(AffineExpr e, int64_t size) {
+  auto sym = dyn_cast<AffineSymbolExpr>(e);
+  if (!sym || sym.getPosition() >= symbolKeys.size() || size < 0 ||
+      options.dimSizes.count(symbolKeys[sym.getPosition()]))
+    return false;
+  staticDimRequest = {symbolKeys[sym.getPosition()], size};
+  return true;
+}
+
 FailureOr<int64_t> ONNXImporterImpl::normalizeAxis(int64_t axis,
                                                    int64_t rank) {
   if (axis < -rank || axis >= rank)
@@ -655,6 +664,15 @@ ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
     return emitError(loc) << "graph input '" << name
                           << "' has no shape; give one with --input-shape "
                           << name << "=<d0>x<d1>...";
+  // Sizes given for dynamic dimensions by their key.
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (ShapedType::isStatic(shape[d]) || symbolic.size() <= d)
+      continue;
+    std::string key =
+        symbolic[d] == "?" ? "?" + name + "." + std::to_string(d) : symbolic[d];
+    if (auto size = options.dimSizes.find(key); size != options.dimSizes.end())
+      shape[d] = size->second;
+  }
   // Dynamic dimensions stay dynamic: one symbol per dim_param name (an
   // unnamed one gets its own).
   Entry entry;
@@ -890,10 +908,20 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::masformer::importONNXModel(
   registerONNXImportDialects(registry);
   context->appendDialectRegistry(registry);
   context->loadAllAvailableDialects();
-  ONNXImporterImpl importer(context, options, baseDir, sourceName);
-  FailureOr<OwningOpRef<ModuleOp>> module = importer.run(model);
-  if (failed(module))
-    return failure();
+  // An op may fix the size of a dynamic input dimension (requestStaticDim):
+  // then the import starts again with it, once per such dimension.
+  ONNXImportOptions opts = options;
+  FailureOr<OwningOpRef<ModuleOp>> module = failure();
+  while (true) {
+    ONNXImporterImpl importer(context, opts, baseDir, sourceName);
+    module = importer.run(model);
+    if (succeeded(module))
+      break;
+    if (!importer.staticDimRequest)
+      return failure();
+    opts.dimSizes[importer.staticDimRequest->first] =
+        importer.staticDimRequest->second;
+  }
   // Every check the importer makes names the node; should one be missing,
   // the IR it built is still refused (never printed or passed on invalid),
   // with the verifier's reason.

@@ -29,6 +29,9 @@ def main():
                     help="compile with --input-shape for every --shape")
     ap.add_argument("--spans", default="",
                     help="masformer-compile --spans (the rewrite)")
+    ap.add_argument("--no-padding", action="store_true",
+                    help="masks of all ones (a prompt of rows of one length: "
+                    "a padded query's output is each runtime's own)")
     ap.add_argument("--ort-model",
                     help="run this model in onnxruntime instead of MODEL")
     ap.add_argument("--lib", help="an already compiled library (no compile)")
@@ -56,7 +59,8 @@ def main():
                          "onnxruntime in f32")
     a = ap.parse_args()
 
-    sess, feeds, want = reference(a.ort_model or a.model, a.shape)
+    sess, feeds, want = reference(a.ort_model or a.model, a.shape,
+                                  pad=not a.no_padding)
 
     with tempfile.TemporaryDirectory() as tmp:
         lib = a.lib or os.path.join(tmp, "model.so")

@@ -3,7 +3,8 @@ reference outputs, and the comparison every numerics test makes.
 
 Integer inputs (token ids; int64, or int32 where the model declares int32)
 are random in [0, 100); an input named *mask* is
-all ones except the last three positions of the last batch row (padding).
+all ones except the last three positions of the last batch row (padding;
+pad=False: all ones).
 Float inputs are standard normal (of the input's float type). Fixed seed.
 """
 
@@ -11,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 
 
-def make_inputs(sess, shapes, seed=7):
+def make_inputs(sess, shapes, seed=7, pad=True):
     rng = np.random.default_rng(seed)
     feeds = {}
     for inp in sess.get_inputs():
@@ -26,7 +27,8 @@ def make_inputs(sess, shapes, seed=7):
             itype = np.int32 if inp.type == "tensor(int32)" else np.int64
             if "mask" in inp.name:
                 x = np.ones(shape, itype)
-                x[-1, -3:] = 0
+                if pad:
+                    x[-1, -3:] = 0
             else:
                 x = rng.integers(0, 100, size=shape, dtype=itype)
         else:
@@ -37,9 +39,10 @@ def make_inputs(sess, shapes, seed=7):
     return feeds
 
 
-def reference(model, shape_specs):
+def reference(model, shape_specs, pad=True):
     """Runs `model` in onnxruntime on make_inputs sized by `shape_specs`
-    ("name=d0xd1..."); returns (session, feeds, outputs)."""
+    ("name=d0xd1..."; masks without padding unless `pad`); returns
+    (session, feeds, outputs)."""
     shapes = {}
     for spec in shape_specs:
         name, dims = spec.split("=")
@@ -48,7 +51,7 @@ def reference(model, shape_specs):
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model, opts,
                                 providers=["CPUExecutionProvider"])
-    feeds = make_inputs(sess, shapes)
+    feeds = make_inputs(sess, shapes, pad=pad)
     return sess, feeds, sess.run(None, feeds)
 
 

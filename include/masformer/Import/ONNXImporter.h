@@ -44,6 +44,13 @@ struct ONNXImportOptions {
   /// If set, receives the static type of every tensor of the graph, by ONNX
   /// name (the exporter uses it to rewrite nodes of the original model).
   llvm::StringMap<RankedTensorType> *valueTypes = nullptr;
+  /// Sizes of dynamic input dimensions, by their key (the dim_param, or
+  /// "?<input>.<dim>" for an unnamed one): every input dimension of that
+  /// key becomes that static size. The importer adds to them itself where
+  /// an op fixes a size that the model leaves symbolic (onnxruntime-genai
+  /// declares the head size of its cache inputs as "kv_cache_dim"), and
+  /// imports again.
+  llvm::StringMap<int64_t> dimSizes;
 };
 
 /// The memory this process may still take: the least of the machine's
