@@ -14,10 +14,16 @@ Reports both times and their ratio next to the ideal ratio of the
 attention's work (pairs of the causal triangle, or per decode step keys
 read) and of the whole model's FLOPs.
 
-  python3 bench/gqa_window_ort.py [--seqs 2048 4096 8192] [--spans "span=window:512 num-full=2"]
-      [--work /tmp/masformer-bench-gqa] [--threads N]
+The same two models compiled by masformer-compile (the rewrite by
+`--spans`) and run by masformer-run in the same run are the second pair of
+columns: the compiler's window kernels against its full ones, and both
+against onnxruntime.
 
-Needs a build (build/bin/masformer-opt), numpy, onnx, onnxruntime.
+  python3 bench/gqa_window_ort.py [--seqs 2048 4096 8192] [--spans "span=window:512 num-full=2"]
+      [--work /tmp/masformer-bench-gqa] [--threads N] [--no-compiled]
+
+Needs a build (build/bin/masformer-opt, masformer-compile, masformer-run),
+numpy, onnx, onnxruntime.
 """
 
 import argparse
@@ -142,6 +148,21 @@ def timed(sess, f, reps):
     return statistics.median(times)
 
 
+def compiled_time(lib, f, reps, work):
+    """masformer-run's median time (s) of `lib` on feeds `f`."""
+    args = [os.path.join(ROOT, "build", "bin", "masformer-run"), lib]
+    for name, x in f.items():
+        path = os.path.join(work, name + ".npy")
+        np.save(path, x)
+        args += ["--input", f"{name}={path}"]
+    args += ["--output-dir", os.path.join(work, "out"), "--bench", str(reps)]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(r.stderr)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("median"))
+    return float(line.split(":")[1].split()[0]) / 1e3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqs", type=int, nargs="+", default=[2048, 4096, 8192])
@@ -149,6 +170,8 @@ def main():
     ap.add_argument("--work", default="/tmp/masformer-bench-gqa")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="onnxruntime only")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     print(describe())
@@ -168,6 +191,18 @@ def main():
             windows.append(next(x.i for x in node.attribute
                                 if x.name == "local_window_size"))
     print("local_window_size per layer:", windows)
+    libs = {}
+    if not a.no_compiled:
+        for name, spans in (("full", None), ("rewritten", a.spans)):
+            lib = os.path.join(a.work, f"gqa-{name}.so")
+            cmd = [os.path.join(ROOT, "build", "bin", "masformer-compile"),
+                   full, "-o", lib]
+            if spans:
+                cmd.append(f"--spans={spans}")
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                sys.exit(r.stderr)
+            libs[name] = lib
     so = ort.SessionOptions()
     so.log_severity_level = 3
     if a.threads:
@@ -176,13 +211,18 @@ def main():
                                            providers=["CPUExecutionProvider"])
                 for name, path in (("full", full), ("rewritten", rewritten))}
     print()
-    print("| S | run | full (ms) | rewritten (ms) | rewritten / full | "
-          "ideal (attention) | ideal (model) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| S | run | ort full (ms) | ort rewritten (ms) | ort rewritten / "
+          "full | ours full (ms) | ours rewritten (ms) | ours rewritten / "
+          "full | ort / ours (rewritten) | ideal (attention) | "
+          "ideal (model) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+          "--- |")
     for s in a.seqs:
         for run, (new, past) in (("prompt", (s, 0)), ("step", (1, s - 1))):
             f = feeds(new, past)
             t = {n: timed(sess, f, a.reps) for n, sess in sessions.items()}
+            c = {n: compiled_time(lib, f, a.reps, a.work)
+                 for n, lib in libs.items()}
             total = past + new
             # Attention pairs per layer: the causal triangle, or the window.
             def pairs(w):
@@ -197,10 +237,14 @@ def main():
             ideal_att = att_rw / att_full
             ideal_model = ((dense + per_pair * att_rw)
                            / (dense + per_pair * att_full))
+            ours = ("| - | - | - | - " if not c else
+                    f"| {1e3 * c['full']:.1f} | {1e3 * c['rewritten']:.1f} | "
+                    f"{c['rewritten'] / c['full']:.3f} | "
+                    f"{t['rewritten'] / c['rewritten']:.2f}x ")
             print(f"| {s} | {run} | {1e3 * t['full']:.1f} | "
                   f"{1e3 * t['rewritten']:.1f} | "
-                  f"{t['rewritten'] / t['full']:.3f} | {ideal_att:.3f} | "
-                  f"{ideal_model:.3f} |", flush=True)
+                  f"{t['rewritten'] / t['full']:.3f} {ours}| "
+                  f"{ideal_att:.3f} | {ideal_model:.3f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@
 // standard ops it fuses: the normalizations (SkipLayerNormalization,
 // SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization,
 // EmbedLayerNormalization), the GELUs, and the attention ops (Attention,
-// with the Q/K/V projections packed into one weight, and MultiHeadAttention)
-// straight to masformer.attention. Each computes what onnxruntime's CPU
-// kernel computes (masked keys get mask_filter_value, not -inf); what a
-// handler does not take is one error naming the node (docs/import.md).
+// with the Q/K/V projections packed into one weight, MultiHeadAttention, and
+// GroupQueryAttention with its KV cache and rotary embedding, which
+// onnxruntime-genai's model builder writes) straight to masformer.attention.
+// Each computes what onnxruntime's CPU kernel computes (masked keys get
+// mask_filter_value, not -inf); what a handler does not take is one error
+// naming the node (docs/import.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -175,7 +175,20 @@ const char *const kOpTypes[] = {"Abs",
                                 "If",
                                 "Loop",
                                 "CumSum",
-                                "Tile"};
+                                "Tile",
+                                "Gelu",
+                                "SimplifiedLayerNormalization"};
+
+/// onnxruntime's contrib ops (domain com.microsoft) the importer takes.
+const char *const kContribOpTypes[] = {"Attention",
+                                       "MultiHeadAttention",
+                                       "GroupQueryAttention",
+                                       "SkipLayerNormalization",
+                                       "SkipSimplifiedLayerNormalization",
+                                       "EmbedLayerNormalization",
+                                       "FastGelu",
+                                       "BiasGelu",
+                                       "QuickGelu"};
 
 const char *const kAttrNames[] = {"axis",
                                   "axes",
@@ -201,7 +214,14 @@ const char *const kAttrNames[] = {"axis",
                                   "allowzero",
                                   "noop_with_empty_axes",
                                   "mode",
-                                  "num_heads"};
+                                  "num_heads",
+                                  "unidirectional",
+                                  "qkv_hidden_sizes",
+                                  "mask_filter_value",
+                                  "local_window_size",
+                                  "do_rotary",
+                                  "rotary_interleaved",
+                                  "approximate"};
 
 const char *const kLocations[] = {
     "weights.bin",   "outside.bin",        "fifo.bin",
@@ -452,10 +472,18 @@ void mutateModel(onnx::ModelProto &model, Rng &rng) {
       node.mutable_input()->RemoveLast();
     break;
   }
-  case 2: // Another op.
-    if (nodes)
-      g.mutable_node(pick(rng, nodes))
-          ->set_op_type(kOpTypes[pick(rng, std::size(kOpTypes))]);
+  case 2: // Another op (a contrib op one time in four).
+    if (nodes) {
+      onnx::NodeProto *node = g.mutable_node(pick(rng, nodes));
+      if (rng() % 4) {
+        node->set_op_type(kOpTypes[pick(rng, std::size(kOpTypes))]);
+        node->clear_domain();
+      } else {
+        node->set_op_type(
+            kContribOpTypes[pick(rng, std::size(kContribOpTypes))]);
+        node->set_domain("com.microsoft");
+      }
+    }
     break;
   case 3:
   case 4:
