@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <cmath>
@@ -1071,10 +1072,40 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
                                           ValueRange{im.input(3), k});
     Value catV = tensor::ConcatOp::create(b, loc, presentTy, 2,
                                           ValueRange{im.input(4), v});
-    presentK = gather(catK, presentPick);
-    presentV = gather(catV, presentPick);
-    k = gather(catK, alignedPick);
-    v = gather(catV, alignedPick);
+    // When every row is as long as the cache (one sequence, as
+    // onnxruntime-genai runs it), both layouts are Concat(past, new) as it
+    // is: the gathers run only for a batch with shorter rows.
+    Value allRows = arith::ConstantIntOp::create(b, loc, 1, 1);
+    {
+      Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+      Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+      auto loop = scf::ForOp::create(
+          b, loc, c0, im.dimValue(batch), c1, ValueRange{allRows},
+          [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
+            Value full = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq,
+                                               rowPast(lb, ll, row), pastV);
+            scf::YieldOp::create(
+                lb, ll,
+                ValueRange{arith::AndIOp::create(lb, ll, acc[0], full)});
+          });
+      allRows = loop.getResult(0);
+    }
+    // Sizes the gathers use, made here so that they dominate both branches.
+    (void)im.dynamicSizes(presentDims);
+    auto orGather = [&](Value cat, const Pick &pick) {
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange{presentTy}, allRows,
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      scf::YieldOp::create(b, loc, cat);
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      scf::YieldOp::create(b, loc, gather(cat, pick));
+      return ifOp.getResult(0);
+    };
+    presentK = orGather(catK, presentPick);
+    presentV = orGather(catV, presentPick);
+    k = orGather(catK, alignedPick);
+    v = orGather(catV, alignedPick);
   }
   if (im.hasOutput(1))
     im.setOutput(1, presentK, presentDims);
