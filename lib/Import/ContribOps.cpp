@@ -41,6 +41,13 @@ Value fconst(OpBuilder &b, Location loc, Type et, double v) {
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(et, v));
 }
 
+/// An additive mask's element: 0 where `keep`, `masked` elsewhere.
+Value maskValue(OpBuilder &b, Location loc, Value keep, Type et,
+                double masked) {
+  return arith::SelectOp::create(b, loc, keep, fconst(b, loc, et, 0.0),
+                                 fconst(b, loc, et, masked));
+}
+
 /// An elementwise generic over `dims` whose inputs broadcast to them.
 Value elementwise(
     ONNXImporterImpl &im, ValueRange ins, ArrayRef<AffineExpr> dims, Type et,
@@ -427,12 +434,8 @@ FailureOr<Value> keyMask(ONNXImporterImpl &im, unsigned i, AffineExpr batch,
                      nb, nloc, nb.getIntegerAttr(args[0].getType(), 0));
                  Value keep = arith::CmpIOp::create(
                      nb, nloc, arith::CmpIPredicate::sgt, args[0], zero);
-                 linalg::YieldOp::create(
-                     nb, nloc,
-                     arith::SelectOp::create(nb, nloc, keep,
-                                             fconst(nb, nloc, et, 0.0),
-                                             fconst(nb, nloc, et, filter))
-                         .getResult());
+                 linalg::YieldOp::create(nb, nloc,
+                                         maskValue(nb, nloc, keep, et, filter));
                })
         .getResult(0);
   }
@@ -476,12 +479,8 @@ FailureOr<Value> keyMask(ONNXImporterImpl &im, unsigned i, AffineExpr batch,
                      arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge,
                                            key, read(at)));
                }
-               linalg::YieldOp::create(
-                   nb, nloc,
-                   arith::SelectOp::create(nb, nloc, keep,
-                                           fconst(nb, nloc, et, 0.0),
-                                           fconst(nb, nloc, et, filter))
-                       .getResult());
+               linalg::YieldOp::create(nb, nloc,
+                                       maskValue(nb, nloc, keep, et, filter));
              })
       .getResult(0);
 }
@@ -1165,11 +1164,8 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
             }
             linalg::YieldOp::create(
                 nb, nloc,
-                arith::SelectOp::create(
-                    nb, nloc, keep, fconst(nb, nloc, et, 0.0),
-                    fconst(nb, nloc, et,
-                           -std::numeric_limits<double>::infinity()))
-                    .getResult());
+                maskValue(nb, nloc, keep, et,
+                          -std::numeric_limits<double>::infinity()));
           })
           .getResult(0);
   if (im.hasInput(10)) {
