@@ -113,7 +113,15 @@ LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
     causal = true;
     return success();
   }
-  // Any other boolean mask becomes additive: 0 where kept, -inf elsewhere.
+  // Any other boolean mask becomes additive: 0 where kept, the fill
+  // elsewhere. A fill as large as float-min absorbs any score it is added
+  // to, so the sum is the fill that Where puts there, even in a row whose
+  // every key is masked (which a block span makes of a padded query);
+  // -inf (or a fill beyond f32) stays -inf.
+  float maskedValue =
+      std::isfinite(fill) && fill >= -std::numeric_limits<float>::max()
+          ? static_cast<float>(fill)
+          : -std::numeric_limits<float>::infinity();
   OpBuilder b(softmax);
   auto ct = cast<RankedTensorType>(cond.getType());
   auto ft = RankedTensorType::get(ct.getShape(), b.getF32Type());
@@ -132,8 +140,7 @@ LogicalResult AttentionRaiser::addSelectMask(Value cond, bool keepWhenTrue,
             Value zero =
                 arith::ConstantOp::create(nb, nloc, nb.getF32FloatAttr(0.0f));
             Value ninf = arith::ConstantOp::create(
-                nb, nloc,
-                nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+                nb, nloc, nb.getF32FloatAttr(maskedValue));
             Value r = keepWhenTrue
                           ? arith::SelectOp::create(nb, nloc, args[0], zero,
                                                     ninf)
