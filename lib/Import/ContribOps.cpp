@@ -41,6 +41,13 @@ Value fconst(OpBuilder &b, Location loc, Type et, double v) {
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(et, v));
 }
 
+/// `e` as an extract_slice size: a constant where it is one.
+OpFoldResult foldedSize(ONNXImporterImpl &im, AffineExpr e) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return im.builder.getIndexAttr(c.getValue());
+  return im.dimValue(e);
+}
+
 /// An additive mask's element: 0 where `keep`, `masked` elsewhere.
 Value maskValue(OpBuilder &b, Location loc, Value keep, Type et,
                 double masked) {
@@ -250,10 +257,12 @@ LogicalResult importEmbedLayerNorm(ONNXImporterImpl &im) {
     return im.error() << "input_ids must be [batch, sequence] int32, got "
                       << idsTy;
   if (wordTy.getRank() != 2 || wordTy.isDynamicDim(1) ||
+      wordTy.isDynamicDim(0) || wordTy.getDimSize(0) < 1 ||
       !isa<FloatType>(wordTy.getElementType()))
-    return im.error() << "word_embedding must be a [vocabulary, hidden] float "
-                         "matrix, got "
-                      << wordTy;
+    return im.error()
+           << "word_embedding must be a [vocabulary >= 1, hidden] float "
+              "matrix, got "
+           << wordTy;
   Type et = wordTy.getElementType();
   int64_t hidden = wordTy.getDimSize(1);
   SmallVector<AffineExpr> idDims = im.inputDims(0);
@@ -263,10 +272,10 @@ LogicalResult importEmbedLayerNorm(ONNXImporterImpl &im) {
     if (!im.hasInput(i))
       continue;
     RankedTensorType t = im.inputType(i);
-    if (t.getRank() != 2 || t.getDimSize(1) != hidden ||
-        t.getElementType() != et)
-      return im.error() << name << " must be [rows, " << hidden << "] of " << et
-                        << ", got " << t;
+    if (t.getRank() != 2 || t.getDimSize(1) != hidden || t.isDynamicDim(0) ||
+        t.getDimSize(0) < 1 || t.getElementType() != et)
+      return im.error() << name << " must be [rows >= 1, " << hidden << "] of "
+                        << et << ", got " << t;
   }
   for (auto [i, name] :
        {std::pair<unsigned, StringRef>{1, "segment_ids"}, {7, "mask"}}) {
@@ -652,12 +661,8 @@ LogicalResult importMSAttention(ONNXImporterImpl &im) {
     SmallVector<OpFoldResult> offsets = {im.builder.getIndexAttr(0),
                                          im.builder.getIndexAttr(0),
                                          im.builder.getIndexAttr(offset)};
-    auto sizeOf = [&](AffineExpr e) -> OpFoldResult {
-      if (auto c = dyn_cast<AffineConstantExpr>(e))
-        return im.builder.getIndexAttr(c.getValue());
-      return im.dimValue(e);
-    };
-    SmallVector<OpFoldResult> lens = {sizeOf(pd[0]), sizeOf(pd[1]),
+    SmallVector<OpFoldResult> lens = {foldedSize(im, pd[0]),
+                                      foldedSize(im, pd[1]),
                                       im.builder.getIndexAttr(size)};
     SmallVector<OpFoldResult> strides(3, im.builder.getIndexAttr(1));
     auto resultTy = im.typeFor(d, xt.getElementType());
@@ -890,17 +895,12 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
     int64_t offset = 0;
     for (int64_t heads : {*hq, *hkv, *hkv}) {
       SmallVector<AffineExpr> pd = {qd[0], qd[1], im.cst(heads * d)};
-      auto sizeOf = [&](AffineExpr e) -> OpFoldResult {
-        if (auto c = dyn_cast<AffineConstantExpr>(e))
-          return im.builder.getIndexAttr(c.getValue());
-        return im.dimValue(e);
-      };
       qkv.push_back(tensor::ExtractSliceOp::create(
           im.builder, im.loc, im.typeFor(pd, et), im.input(0),
           ArrayRef<OpFoldResult>{im.builder.getIndexAttr(0),
                                  im.builder.getIndexAttr(0),
                                  im.builder.getIndexAttr(offset)},
-          ArrayRef<OpFoldResult>{sizeOf(qd[0]), sizeOf(qd[1]),
+          ArrayRef<OpFoldResult>{foldedSize(im, qd[0]), foldedSize(im, qd[1]),
                                  im.builder.getIndexAttr(heads * d)},
           ArrayRef<OpFoldResult>(
               SmallVector<OpFoldResult>(3, im.builder.getIndexAttr(1)))));
@@ -982,8 +982,9 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
                            "and 8)";
     RankedTensorType ct = im.inputType(7), st = im.inputType(8);
     if (ct.getRank() != 2 || ct != st || ct.isDynamicDim(1) ||
+        ct.isDynamicDim(0) || ct.getDimSize(0) < 1 ||
         ct.getElementType() != et || 2 * ct.getDimSize(1) > d)
-      return im.error() << "cos_cache and sin_cache must be [positions, "
+      return im.error() << "cos_cache and sin_cache must be [positions >= 1, "
                            "rotary_dim / 2 <= "
                         << d / 2 << "] of " << et << ", got " << ct << " and "
                         << st;
@@ -1057,14 +1058,11 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
       Value shift = rowShift(nb, nloc, row);
       Value isNew = cmp(nb, nloc, arith::CmpIPredicate::sge, j, pastV);
       Value keep = cmp(nb, nloc, arith::CmpIPredicate::sge, j, shift);
+      // New tokens stay where Concat put them; the row's past moves right.
       Value src = arith::SelectOp::create(
-          nb, nloc,
-          arith::OrIOp::create(
-              nb, nloc, isNew,
-              arith::XOrIOp::create(
-                  nb, nloc, keep,
-                  arith::ConstantIntOp::create(nb, nloc, 1, 1))),
-          j, arith::SubIOp::create(nb, nloc, j, shift));
+          nb, nloc, isNew, j,
+          arith::SelectOp::create(
+              nb, nloc, keep, arith::SubIOp::create(nb, nloc, j, shift), j));
       return {src, keep};
     };
     Value catK = tensor::ConcatOp::create(b, loc, presentTy, 2,
