@@ -1029,7 +1029,6 @@ LogicalResult importAttention(ONNXImporterImpl &im) {
   } else if (qt.getRank() != 4) {
     return im.error() << "Q must have rank 3 or 4, got " << qt;
   }
-  auto q4 = cast<RankedTensorType>(q.getType());
   bool causal = im.attrInt("is_causal", 0);
   // ONNX aligns the causal triangle to the top-left, masformer (like
   // FlashAttention) to the bottom-right: they agree only for square scores.

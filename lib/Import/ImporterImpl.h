@@ -88,6 +88,22 @@ public:
                                                   bool allowSymbolic = false,
                                                   bool integer = true);
 
+  /// The whole value of input `i`, which must be a constant (an
+  /// initializer, a Constant node's tensor, or folded on the host): an
+  /// error naming the input otherwise. Weights are read from the model each
+  /// time (the caller holds the copy only while it uses it).
+  FailureOr<HostTensor> constantInput(unsigned i, StringRef what);
+  /// The bytes of input `i`, a constant tensor of uint8 (packed weights, one
+  /// byte per element instead of a HostTensor's eight).
+  FailureOr<std::vector<uint8_t>> constantBytes(unsigned i, StringRef what);
+  /// A weight the importer computes (dequantized, repacked): `fill` writes
+  /// the bytes of `type` (row-major, 64-byte aligned); they count against
+  /// the import's memory budget, checked before they are allocated. The
+  /// result is an arith.constant placed with the model's weights.
+  FailureOr<Value>
+  weightConstant(StringRef name, RankedTensorType type,
+                 llvm::function_ref<void(MutableArrayRef<char>)> fill);
+
   /// Sets output i to `v`, whose dimensions are `dims` (derived from `v`'s
   /// type when empty: static sizes, and a fresh symbol bound to tensor.dim
   /// for each dynamic one).
@@ -210,6 +226,9 @@ private:
 
   Entry *lookup(unsigned i);
   Value materialize(Entry &entry, StringRef name);
+  /// An arith.constant of `attr` at the top of the function, after the
+  /// constants placed before it (weights in first-use order).
+  Value placeConstant(StringRef name, TypedAttr attr);
   /// Where an initializer's external data lies (checked to stay inside the
   /// model's directory and the file).
   struct ExternalRef {
@@ -274,6 +293,8 @@ void registerSearchHandlers(llvm::StringMap<NodeHandler> &handlers);
 /// (com.microsoft), keyed "com.microsoft.<op>", and its
 /// SimplifiedLayerNormalization (default domain).
 void registerContribHandlers(llvm::StringMap<NodeHandler> &handlers);
+/// Products of weights stored quantized (com.microsoft.MatMulNBits).
+void registerQuantizedHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 //===--- Helpers shared by the handler files ------------------------------===//
 

@@ -43,6 +43,7 @@ ONNXImporterImpl::ONNXImporterImpl(MLIRContext *ctx,
   registerContractionHandlers(handlers);
   registerSearchHandlers(handlers);
   registerContribHandlers(handlers);
+  registerQuantizedHandlers(handlers);
 }
 
 /// The key of `n`'s handler: its op type in the default domain,
@@ -179,6 +180,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m[ms + "Attention"] = {2, 7, 2};
     m[ms + "MultiHeadAttention"] = {1, 10, 4};
     m[ms + "GroupQueryAttention"] = {1, 12, 4};
+    m[ms + "MatMulNBits"] = {3, 6, 1};
     return m;
   }();
   auto it = kArity.find(opKey(*node));
@@ -553,6 +555,11 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
       attr = DenseResourceElementsAttr::get(entry.type, name, std::move(blob));
     }
   }
+  entry.value = placeConstant(name, attr);
+  return entry.value;
+}
+
+Value ONNXImporterImpl::placeConstant(StringRef name, TypedAttr attr) {
   // Constants go to the top of the function, in first-use order.
   OpBuilder::InsertionGuard guard(builder);
   if (lastConstant)
@@ -562,8 +569,87 @@ Value ONNXImporterImpl::materialize(Entry &entry, StringRef name) {
   auto cst = arith::ConstantOp::create(
       builder, NameLoc::get(builder.getStringAttr(name)), attr);
   lastConstant = cst;
-  entry.value = cst.getResult();
-  return entry.value;
+  return cst.getResult();
+}
+
+FailureOr<Value> ONNXImporterImpl::weightConstant(
+    StringRef name, RankedTensorType type,
+    llvm::function_ref<void(MutableArrayRef<char>)> fill) {
+  int64_t bytes = type.getNumElements() *
+                  llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  if (failed(reserveMemory(name, bytes)))
+    return failure();
+  AsmResourceBlob blob = HeapAsmResourceBlob::allocate(bytes, /*align=*/64);
+  fill(blob.getMutableData());
+  return placeConstant(
+      name, DenseResourceElementsAttr::get(type, name, std::move(blob)));
+}
+
+FailureOr<HostTensor> ONNXImporterImpl::constantInput(unsigned i,
+                                                      StringRef what) {
+  Entry *e = lookup(i);
+  if (e && e->host && !e->host->isSymbolic())
+    return *e->host;
+  if (!e || !e->initializer)
+    return error() << what << " (input " << i << ", '"
+                   << (hasInput(i) ? node->input(i) : std::string())
+                   << "') must be a constant (an initializer)",
+           failure();
+  // Read for the caller, which drops it: the budget is checked, not held.
+  uint64_t held = heldBytes;
+  FailureOr<HostTensor> t = readHostTensor(*e->initializer);
+  heldBytes = held;
+  return t;
+}
+
+FailureOr<std::vector<uint8_t>>
+ONNXImporterImpl::constantBytes(unsigned i, StringRef what) {
+  Entry *e = lookup(i);
+  // (uint8 and int8 are both i8 here; either one's bytes are the bits.)
+  if (e && !e->type.getElementType().isInteger(8))
+    return error() << what << " (input " << i << ", '" << node->input(i)
+                   << "') must be a tensor of uint8, not " << e->type,
+           failure();
+  std::vector<uint8_t> bytes;
+  if (!e || !e->initializer || !e->initializer->has_raw_data()) {
+    // Small ones are on the host already; typed int32_data fields are
+    // decoded there too. External data is read below.
+    if (e && e->initializer &&
+        e->initializer->data_location() == onnx::TensorProto::EXTERNAL) {
+      FailureOr<ExternalRef> ref = resolveExternal(*e->initializer);
+      if (failed(ref))
+        return failure();
+      int64_t n = e->type.getNumElements();
+      if (ref->length != n)
+        return error() << "initializer '" << node->input(i) << "' holds "
+                       << ref->length << " bytes, expected " << n,
+               failure();
+      if (failed(reserveMemory(node->input(i), n)))
+        return failure();
+      heldBytes -= n;
+      bytes.resize(n);
+      if (failed(readExternal(*ref, reinterpret_cast<char *>(bytes.data()))))
+        return error() << "initializer '" << node->input(i)
+                       << "': cannot read external data '" << ref->path << "'",
+               failure();
+      return bytes;
+    }
+    FailureOr<HostTensor> t = constantInput(i, what);
+    if (failed(t))
+      return failure();
+    bytes.resize(t->numElements());
+    for (int64_t k = 0, n = t->numElements(); k < n; ++k)
+      bytes[k] = static_cast<uint8_t>(t->getInt(k));
+    return bytes;
+  }
+  const std::string &raw = e->initializer->raw_data();
+  if (static_cast<int64_t>(raw.size()) != e->type.getNumElements())
+    return error() << "initializer '" << node->input(i) << "' holds "
+                   << raw.size() << " bytes, expected "
+                   << e->type.getNumElements(),
+           failure();
+  bytes.assign(raw.begin(), raw.end());
+  return bytes;
 }
 
 void ONNXImporterImpl::setOutput(unsigned i, Value v,

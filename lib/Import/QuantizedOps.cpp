@@ -1,0 +1,200 @@
+//===- QuantizedOps.cpp - Weight-quantized products -------------*- C++ -*-===//
+//
+// Models whose weights are stored quantized: com.microsoft.MatMulNBits, what
+// onnxruntime's weight-only quantizer (MatMulNBitsQuantizer) and
+// onnxruntime-genai's model builder (`-p int4`) write for every MatMul of a
+// decoder. The packed weights are dequantized here, once, exactly as
+// onnxruntime dequantizes them, into a weight of the activations' type; the
+// product is then an ordinary MatMul. A rewrite exported back to ONNX keeps
+// the quantized nodes as they are (the exporter edits attention nodes only).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/APFloat.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::masformer;
+
+namespace {
+
+/// Stores `v` as an element of `et` (f32, f16 or bf16; rounded to nearest
+/// even) at `dest`.
+void storeElement(char *dest, float v, FloatType et) {
+  if (et.isF32()) {
+    std::memcpy(dest, &v, 4);
+    return;
+  }
+  APFloat f(v);
+  bool losesInfo;
+  f.convert(et.getFloatSemantics(), APFloat::rmNearestTiesToEven, &losesInfo);
+  auto bits = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+  std::memcpy(dest, &bits, 2);
+}
+
+/// com.microsoft.MatMulNBits: Y = A W (+ bias) for A [..., K]. W is stored
+/// transposed, [N, K], in blocks of `block_size` along K (the last block
+/// zero-padded): B [N, ceil(K / block_size), block_size * bits / 8] holds
+/// `bits` (2, 4 or 8) per element, low bits first; each block has a scale
+/// (A's type) and a zero point (packed like B, `bits` per block, low bits
+/// first, ceil(blocks * bits / 8) bytes per row; or unpacked in A's type;
+/// 2^(bits - 1) when absent). W[k, n] = (q - zero point) * scale.
+///
+/// accuracy_level is onnxruntime's license to compute less exactly (4: A
+/// quantized to int8 per block); masformer computes the product of A and
+/// the dequantized weights in A's type. g_idx (act_order) is refused.
+LogicalResult importMatMulNBits(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes(
+          {"K", "N", "bits", "block_size", "accuracy_level"})))
+    return failure();
+  std::optional<int64_t> kAttr = im.attrInt("K"), nAttr = im.attrInt("N"),
+                         bsAttr = im.attrInt("block_size");
+  if (!kAttr || !nAttr || !bsAttr)
+    return im.error() << "attributes K, N and block_size are required";
+  int64_t K = *kAttr, N = *nAttr, bs = *bsAttr, bits = im.attrInt("bits", 4);
+  if (K <= 0 || N <= 0 || isBadShape({K, N}))
+    return im.error() << "K (" << K << ") and N (" << N
+                      << ") must be positive, and K * N a tensor's size";
+  if (bits != 2 && bits != 4 && bits != 8)
+    return im.error() << "bits must be 2, 4 or 8, got " << bits;
+  if (bs < 16 || bs > (int64_t(1) << 20) || (bs & (bs - 1)))
+    return im.error() << "block_size must be a power of two from 16, got "
+                      << bs;
+  if (im.hasInput(4))
+    return im.error() << "g_idx (input 4, a model quantized with act_order) "
+                         "is not supported";
+
+  RankedTensorType at = im.inputType(0);
+  auto et = dyn_cast<FloatType>(at.getElementType());
+  if (!et || !(et.isF32() || et.isF16() || et.isBF16()))
+    return im.error() << "A (input 0) is " << at
+                      << "; expected elements of f32, f16 or bf16";
+  SmallVector<AffineExpr> ad = im.inputDims(0);
+  if (ad.empty() || ad.back() != im.cst(K))
+    return im.error() << "A (input 0) has dimensions " << im.dimsString(ad)
+                      << "; the last must be K (" << K << ")";
+
+  int64_t blocks = (K + bs - 1) / bs, blobSize = bs * bits / 8;
+  RankedTensorType bt = im.inputType(1);
+  if (bt.getRank() != 3 ||
+      bt.getShape() != ArrayRef<int64_t>{N, blocks, blobSize})
+    return im.error() << "B (input 1) is " << bt << "; expected [" << N << ", "
+                      << blocks << ", " << blobSize
+                      << "] (N, ceil(K / block_size), block_size * bits / 8)";
+  FailureOr<std::vector<uint8_t>> b = im.constantBytes(1, "B");
+  if (failed(b))
+    return failure();
+
+  FailureOr<HostTensor> scales = im.constantInput(2, "scales");
+  if (failed(scales))
+    return failure();
+  if (scales->elemType != et || scales->numElements() != N * blocks)
+    return im.error() << "scales (input 2) is " << scales->getType()
+                      << "; expected " << N * blocks << " elements of " << et
+                      << " (N * ceil(K / block_size))";
+
+  // Zero points: packed (i8 here, uint8 in the model), or unpacked floats.
+  int64_t mask = (int64_t(1) << bits) - 1;
+  int64_t zpRowBytes = (blocks * bits + 7) / 8;
+  std::vector<uint8_t> zpPacked;
+  std::optional<HostTensor> zpFloat;
+  if (im.hasInput(3)) {
+    RankedTensorType zt = im.inputType(3);
+    // (Read first: a constant's shape is static.)
+    if (zt.getElementType().isInteger(8)) {
+      FailureOr<std::vector<uint8_t>> z = im.constantBytes(3, "zero_points");
+      if (failed(z))
+        return failure();
+      if (static_cast<int64_t>(z->size()) != N * zpRowBytes)
+        return im.error() << "zero_points (input 3) is " << zt << "; expected "
+                          << N * zpRowBytes
+                          << " bytes (N rows of ceil(blocks * bits / 8))";
+      zpPacked = std::move(*z);
+    } else if (zt.getElementType() == et) {
+      FailureOr<HostTensor> z = im.constantInput(3, "zero_points");
+      if (failed(z))
+        return failure();
+      if (z->numElements() != N * blocks)
+        return im.error() << "zero_points (input 3) is " << zt << "; expected "
+                          << N * blocks << " elements (N * blocks)";
+      zpFloat = std::move(*z);
+    } else {
+      return im.error() << "zero_points (input 3) is " << zt
+                        << "; expected uint8 or " << et;
+    }
+  }
+
+  std::vector<float> scale(N * blocks), zero(N * blocks);
+  for (int64_t i = 0, e = N * blocks; i < e; ++i) {
+    int64_t n = i / blocks, blk = i % blocks;
+    scale[i] = static_cast<float>(scales->getDouble(i));
+    if (zpFloat) {
+      zero[i] = static_cast<float>(zpFloat->getDouble(i));
+    } else if (!zpPacked.empty()) {
+      int64_t bit = blk * bits;
+      zero[i] = static_cast<float>(
+          (zpPacked[n * zpRowBytes + bit / 8] >> (bit % 8)) & mask);
+    } else {
+      zero[i] = static_cast<float>(int64_t(1) << (bits - 1));
+    }
+  }
+  // W [K, N] in A's type, written in bands of columns so that B's rows and
+  // W's rows are both read and written in runs.
+  auto fill = [&](MutableArrayRef<char> out) {
+    char *w = out.data();
+    int64_t elemBytes = et.getWidth() / 8;
+    constexpr int64_t kBand = 64;
+    for (int64_t n0 = 0; n0 < N; n0 += kBand) {
+      int64_t n1 = std::min(N, n0 + kBand);
+      for (int64_t k = 0; k < K; ++k) {
+        int64_t blk = k / bs, bit = (k % bs) * bits;
+        for (int64_t n = n0; n < n1; ++n) {
+          uint8_t byte = (*b)[(n * blocks + blk) * blobSize + bit / 8];
+          float q = static_cast<float>((byte >> (bit % 8)) & mask);
+          int64_t s = n * blocks + blk;
+          // onnxruntime's order: (q - zero point) in float, then the scale.
+          storeElement(w + (k * N + n) * elemBytes, (q - zero[s]) * scale[s],
+                       et);
+        }
+      }
+    }
+  };
+  std::string name = im.node->input(1) + ".dequantized";
+  FailureOr<Value> weight =
+      im.weightConstant(name, RankedTensorType::get({K, N}, et), fill);
+  if (failed(weight))
+    return failure();
+
+  SmallVector<AffineExpr> outDims;
+  FailureOr<Value> y = buildMatMul(im, im.input(0), ad, *weight,
+                                   {im.cst(K), im.cst(N)}, outDims);
+  if (failed(y))
+    return failure();
+  if (im.hasInput(5)) {
+    RankedTensorType biasType = im.inputType(5);
+    if (biasType.getElementType() != et || biasType.getRank() != 1 ||
+        biasType.getDimSize(0) != N)
+      return im.error() << "bias (input 5) is " << biasType << "; expected ["
+                        << N << "] of " << et;
+    *y = buildBroadcastGeneric(
+        im.builder, im.loc, {*y, im.input(5)}, im.typeFor(outDims, et),
+        [](OpBuilder &bld, Location loc, ValueRange a) -> Value {
+          return arith::AddFOp::create(bld, loc, a[0], a[1]);
+        },
+        im.dynamicSizes(outDims));
+  }
+  im.setOutput(0, *y, outDims);
+  return success();
+}
+
+} // namespace
+
+void mlir::masformer::registerQuantizedHandlers(
+    llvm::StringMap<NodeHandler> &handlers) {
+  handlers["com.microsoft.MatMulNBits"] = importMatMulNBits;
+}
