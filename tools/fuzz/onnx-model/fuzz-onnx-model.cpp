@@ -188,7 +188,8 @@ const char *const kContribOpTypes[] = {"Attention",
                                        "EmbedLayerNormalization",
                                        "FastGelu",
                                        "BiasGelu",
-                                       "QuickGelu"};
+                                       "QuickGelu",
+                                       "MatMulNBits"};
 
 const char *const kAttrNames[] = {"axis",
                                   "axes",
@@ -221,7 +222,12 @@ const char *const kAttrNames[] = {"axis",
                                   "local_window_size",
                                   "do_rotary",
                                   "rotary_interleaved",
-                                  "approximate"};
+                                  "approximate",
+                                  "K",
+                                  "N",
+                                  "bits",
+                                  "block_size",
+                                  "accuracy_level"};
 
 const char *const kLocations[] = {
     "weights.bin",   "outside.bin",        "fifo.bin",
