@@ -293,7 +293,8 @@ void registerSearchHandlers(llvm::StringMap<NodeHandler> &handlers);
 /// (com.microsoft), keyed "com.microsoft.<op>", and its
 /// SimplifiedLayerNormalization (default domain).
 void registerContribHandlers(llvm::StringMap<NodeHandler> &handlers);
-/// Products of weights stored quantized (com.microsoft.MatMulNBits).
+/// Weights stored quantized (com.microsoft.MatMulNBits,
+/// GatherBlockQuantized).
 void registerQuantizedHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 //===--- Helpers shared by the handler files ------------------------------===//
@@ -374,6 +375,10 @@ Value buildReshapeDims(ONNXImporterImpl &im, Value input,
 /// Bytes per element of raw_data for a supported ONNX element type.
 int64_t rawElementSize(int32_t onnxType);
 
+/// An ONNX element type for messages: "INT4 (22)", or the number alone
+/// for one no standard names.
+std::string onnxTypeName(int32_t onnxType);
+
 /// An index size as a value for use inside a region: `e` materialized once,
 /// at the importer's insertion point.
 Value sizeValue(ONNXImporterImpl &im, AffineExpr e);
@@ -421,6 +426,12 @@ FailureOr<Value> createAttention(ONNXImporterImpl &im, Value q, Value k,
 /// counts from `size`) and clamped to [0, size - 1], so that an index out of
 /// range never reads out of bounds.
 Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size);
+
+/// ONNX Gather at run time: data[pre, indices[ind...], post] along `axis`
+/// (dimensions dDims[:axis] + iDims + dDims[axis + 1:]); negative indices
+/// count from the end and indices out of range are clamped.
+Value buildGather(ONNXImporterImpl &im, Value data, ArrayRef<AffineExpr> dDims,
+                  Value indices, ArrayRef<AffineExpr> iDims, int64_t axis);
 
 /// Converts a scalar between element types as ONNX Cast does.
 Value castScalar(OpBuilder &b, Location loc, Value v, Type to);

@@ -382,6 +382,42 @@ Value mlir::masformer::normalizedIndex(OpBuilder &b, Location loc, Value index,
                                 arith::SubIOp::create(b, loc, size, one));
 }
 
+Value mlir::masformer::buildGather(ONNXImporterImpl &im, Value data,
+                                   ArrayRef<AffineExpr> dDims, Value indices,
+                                   ArrayRef<AffineExpr> iDims, int64_t axis) {
+  // out[pre, ind..., post] = data[pre, norm(indices[ind...]), post]. Indices
+  // outside [-n, n) are clamped rather than read out of bounds.
+  SmallVector<AffineExpr> dims(dDims.take_front(axis));
+  llvm::append_range(dims, iDims);
+  llvm::append_range(dims, dDims.drop_front(axis + 1));
+  Type et = cast<RankedTensorType>(data.getType()).getElementType();
+  MLIRContext *ctx = im.getContext();
+  int64_t rank = dims.size(), ir = iDims.size();
+  SmallVector<AffineExpr> indExprs;
+  for (int64_t d = 0; d < ir; ++d)
+    indExprs.push_back(getAffineDimExpr(axis + d, ctx));
+  AffineMap indMap = AffineMap::get(rank, 0, indExprs, ctx);
+  AffineMap outMap = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  Value init = im.emptyTensor(dims, et);
+  Value sizeV = im.dimValue(dDims[axis]);
+  auto generic = linalg::GenericOp::create(
+      im.builder, im.loc, im.typeFor(dims, et), ValueRange{indices},
+      ValueRange{init}, ArrayRef<AffineMap>{indMap, outMap},
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        Value v = normalizedIndex(b, loc, args[0], sizeV);
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < axis; ++d)
+          idx.push_back(linalg::IndexOp::create(b, loc, d));
+        idx.push_back(v);
+        for (int64_t d = axis + ir; d < rank; ++d)
+          idx.push_back(linalg::IndexOp::create(b, loc, d));
+        Value x = tensor::ExtractOp::create(b, loc, data, idx);
+        linalg::YieldOp::create(b, loc, x);
+      });
+  return generic.getResult(0);
+}
+
 namespace {
 
 LogicalResult importGather(ONNXImporterImpl &im) {
@@ -447,35 +483,8 @@ LogicalResult importGather(ONNXImporterImpl &im) {
   }
   if (failed(checkKnownIndices(im, *axis, n)))
     return failure();
-  // out[pre, ind..., post] = data[pre, norm(indices[ind...]), post]. Indices
-  // outside [-n, n) are clamped rather than read out of bounds.
-  MLIRContext *ctx = im.getContext();
-  int64_t rank = shape.size();
-  SmallVector<AffineExpr> indExprs;
-  for (int64_t d = 0; d < ir; ++d)
-    indExprs.push_back(getAffineDimExpr(*axis + d, ctx));
-  AffineMap indMap = AffineMap::get(rank, 0, indExprs, ctx);
-  AffineMap outMap = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  Value data = im.input(0);
-  Value init = im.emptyTensor(dims, dt.getElementType());
-  auto outType = RankedTensorType::get(shape, dt.getElementType());
-  Value sizeV = im.dimValue(dDims[*axis]);
-  auto generic = linalg::GenericOp::create(
-      im.builder, im.loc, outType, ValueRange{im.input(1)}, ValueRange{init},
-      ArrayRef<AffineMap>{indMap, outMap},
-      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-      [&](OpBuilder &b, Location loc, ValueRange args) {
-        Value v = normalizedIndex(b, loc, args[0], sizeV);
-        SmallVector<Value> idx;
-        for (int64_t d = 0; d < *axis; ++d)
-          idx.push_back(linalg::IndexOp::create(b, loc, d));
-        idx.push_back(v);
-        for (int64_t d = *axis + ir; d < rank; ++d)
-          idx.push_back(linalg::IndexOp::create(b, loc, d));
-        Value x = tensor::ExtractOp::create(b, loc, data, idx);
-        linalg::YieldOp::create(b, loc, x);
-      });
-  im.setOutput(0, generic.getResult(0), dims);
+  Value data = im.input(0), indices = im.input(1);
+  im.setOutput(0, buildGather(im, data, dDims, indices, iDims, *axis), dims);
   return success();
 }
 

@@ -181,6 +181,7 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m[ms + "MultiHeadAttention"] = {1, 10, 4};
     m[ms + "GroupQueryAttention"] = {1, 12, 4};
     m[ms + "MatMulNBits"] = {3, 6, 1};
+    m[ms + "GatherBlockQuantized"] = {3, 4, 1};
     return m;
   }();
   auto it = kArity.find(opKey(*node));
@@ -234,7 +235,7 @@ LogicalResult ONNXImporterImpl::addInitializer(const onnx::TensorProto &t,
   if (!elemType)
     return emitError(loc) << "initializer '" << t.name()
                           << "' has unsupported element type "
-                          << t.data_type();
+                          << onnxTypeName(t.data_type());
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
   if (isBadShape(shape))
     return emitError(loc) << "initializer '" << t.name()
@@ -610,43 +611,73 @@ ONNXImporterImpl::constantBytes(unsigned i, StringRef what) {
     return error() << what << " (input " << i << ", '" << node->input(i)
                    << "') must be a tensor of uint8, not " << e->type,
            failure();
+  // A reshape of a constant has the constant's bytes in the same order:
+  // onnxruntime-genai's tied embedding table is the LM head's packed
+  // weights through a Reshape, which stays a run-time op when large.
+  std::string name = hasInput(i) ? node->input(i) : std::string();
+  for (int hops = 0; e && !e->host && !e->initializer && hops < 4; ++hops) {
+    const onnx::NodeProto *p = producerOf(name);
+    if (!p || p->input_size() < 1 ||
+        !llvm::is_contained({StringRef("Reshape"), StringRef("Flatten"),
+                             StringRef("Squeeze"), StringRef("Unsqueeze")},
+                            p->op_type()))
+      break;
+    auto it = values.find(p->input(0));
+    if (it == values.end() || !e->type.hasStaticShape() ||
+        !it->second.type.hasStaticShape() ||
+        it->second.type.getNumElements() != e->type.getNumElements())
+      break;
+    name = p->input(0);
+    e = &it->second;
+  }
+  if (!e || (!e->initializer && (!e->host || e->host->isSymbolic())))
+    return error() << what << " (input " << i << ", '" << node->input(i)
+                   << "') must be a constant (an initializer)",
+           failure();
   std::vector<uint8_t> bytes;
-  if (!e || !e->initializer || !e->initializer->has_raw_data()) {
-    // Small ones are on the host already; typed int32_data fields are
-    // decoded there too. External data is read below.
-    if (e && e->initializer &&
-        e->initializer->data_location() == onnx::TensorProto::EXTERNAL) {
-      FailureOr<ExternalRef> ref = resolveExternal(*e->initializer);
-      if (failed(ref))
-        return failure();
-      int64_t n = e->type.getNumElements();
-      if (ref->length != n)
-        return error() << "initializer '" << node->input(i) << "' holds "
-                       << ref->length << " bytes, expected " << n,
-               failure();
-      if (failed(reserveMemory(node->input(i), n)))
-        return failure();
-      heldBytes -= n;
-      bytes.resize(n);
-      if (failed(readExternal(*ref, reinterpret_cast<char *>(bytes.data()))))
-        return error() << "initializer '" << node->input(i)
-                       << "': cannot read external data '" << ref->path << "'",
-               failure();
-      return bytes;
-    }
-    FailureOr<HostTensor> t = constantInput(i, what);
-    if (failed(t))
-      return failure();
-    bytes.resize(t->numElements());
-    for (int64_t k = 0, n = t->numElements(); k < n; ++k)
-      bytes[k] = static_cast<uint8_t>(t->getInt(k));
+  int64_t n = e->type.getNumElements();
+  if (e->host) {
+    bytes.resize(n);
+    for (int64_t k = 0; k < n; ++k)
+      bytes[k] = static_cast<uint8_t>(e->host->getInt(k));
     return bytes;
   }
-  const std::string &raw = e->initializer->raw_data();
-  if (static_cast<int64_t>(raw.size()) != e->type.getNumElements())
-    return error() << "initializer '" << node->input(i) << "' holds "
-                   << raw.size() << " bytes, expected "
-                   << e->type.getNumElements(),
+  const onnx::TensorProto &t = *e->initializer;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    FailureOr<ExternalRef> ref = resolveExternal(t);
+    if (failed(ref))
+      return failure();
+    if (ref->length != n)
+      return error() << "initializer '" << name << "' holds " << ref->length
+                     << " bytes, expected " << n,
+             failure();
+    // Read for the caller, which drops it: the budget is checked, not held.
+    if (failed(reserveMemory(name, n)))
+      return failure();
+    heldBytes -= n;
+    bytes.resize(n);
+    if (failed(readExternal(*ref, reinterpret_cast<char *>(bytes.data()))))
+      return error() << "initializer '" << name
+                     << "': cannot read external data '" << ref->path << "'",
+             failure();
+    return bytes;
+  }
+  if (!t.has_raw_data()) {
+    // Typed int32_data fields.
+    uint64_t held = heldBytes;
+    FailureOr<HostTensor> h = readHostTensor(t);
+    heldBytes = held;
+    if (failed(h))
+      return failure();
+    bytes.resize(n);
+    for (int64_t k = 0; k < n; ++k)
+      bytes[k] = static_cast<uint8_t>(h->getInt(k));
+    return bytes;
+  }
+  const std::string &raw = t.raw_data();
+  if (static_cast<int64_t>(raw.size()) != n)
+    return error() << "initializer '" << name << "' holds " << raw.size()
+                   << " bytes, expected " << n,
            failure();
   bytes.assign(raw.begin(), raw.end());
   return bytes;
@@ -716,7 +747,7 @@ ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
   if (!elemType)
     return emitError(loc) << "graph input '" << name
                           << "' has unsupported element type "
-                          << tt.elem_type();
+                          << onnxTypeName(tt.elem_type());
   SmallVector<int64_t> shape;
   SmallVector<std::string> symbolic;
   bool hasShape = tt.has_shape();

@@ -3,10 +3,11 @@
 // Models whose weights are stored quantized: com.microsoft.MatMulNBits, what
 // onnxruntime's weight-only quantizer (MatMulNBitsQuantizer) and
 // onnxruntime-genai's model builder (`-p int4`) write for every MatMul of a
-// decoder. The packed weights are dequantized here, once, exactly as
-// onnxruntime dequantizes them, into a weight of the activations' type; the
-// product is then an ordinary MatMul. A rewrite exported back to ONNX keeps
-// the quantized nodes as they are (the exporter edits attention nodes only).
+// decoder, and GatherBlockQuantized, the builder's int4 embedding table. The
+// packed weights are dequantized here, once, exactly as onnxruntime dequantizes
+// them, into a weight of the activations' type; the product is then an ordinary
+// MatMul. A rewrite exported back to ONNX keeps the quantized nodes as they are
+// (the exporter edits attention nodes only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -192,9 +193,120 @@ LogicalResult importMatMulNBits(ONNXImporterImpl &im) {
   return success();
 }
 
+/// com.microsoft.GatherBlockQuantized on uint8 data, what onnxruntime-genai
+/// writes for an int4 embedding table (tied to the LM head: the table is
+/// the head's MatMulNBits weights through a Reshape). data [d0, ..., dn]
+/// packs `bits` (4 or 8) per element along the last axis, low bits first
+/// (logical shape [d0, ..., dn * 8 / bits]); each block of `block_size`
+/// along that axis has a scale (scales: the logical shape with the last
+/// axis in blocks, the output's type) and a zero point (packed like data,
+/// per row; 2^(bits - 1) when absent). The table is dequantized at import
+/// as onnxruntime does, then gathered along axis 0 as ONNX Gather. The
+/// layout onnxruntime takes for uint8 data is the only one: gather_axis 0,
+/// quantize_axis the last.
+LogicalResult importGatherBlockQuantized(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes(
+          {"bits", "block_size", "gather_axis", "quantize_axis"})))
+    return failure();
+  int64_t bits = im.attrInt("bits", 4), bs = im.attrInt("block_size", 128);
+  if (bits != 4 && bits != 8)
+    return im.error() << "bits must be 4 or 8, got " << bits;
+  if (bs < 16 || bs > (int64_t(1) << 20) || (bs & (bs - 1)))
+    return im.error() << "block_size must be a power of two from 16, got "
+                      << bs;
+  RankedTensorType dt = im.inputType(0), it = im.inputType(1);
+  if (!dt.getElementType().isInteger(8) || dt.getRank() < 2 ||
+      !dt.hasStaticShape())
+    return im.error() << "data (input 0) is " << dt
+                      << "; expected a constant of uint8 of rank 2 or more";
+  int64_t rank = dt.getRank();
+  FailureOr<int64_t> gatherAxis =
+      im.normalizeAxis(im.attrInt("gather_axis", 0), rank);
+  FailureOr<int64_t> quantizeAxis =
+      im.normalizeAxis(im.attrInt("quantize_axis", 1), rank);
+  if (failed(gatherAxis) || failed(quantizeAxis))
+    return failure();
+  if (*gatherAxis != 0 || *quantizeAxis != rank - 1)
+    return im.error() << "gather_axis " << *gatherAxis << " and quantize_axis "
+                      << *quantizeAxis
+                      << " are not supported: uint8 data is gathered along "
+                         "axis 0 and quantized along the last";
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return im.error() << "indices must be int32 or int64, got " << it;
+
+  int64_t perByte = 8 / bits, packedCols = dt.getShape().back();
+  SmallVector<int64_t> logical(dt.getShape());
+  logical.back() = packedCols * perByte;
+  int64_t cols = logical.back(), blocks = (cols + bs - 1) / bs;
+  int64_t rows = dt.getNumElements() / packedCols;
+  FailureOr<std::vector<uint8_t>> data = im.constantBytes(0, "data");
+  if (failed(data))
+    return failure();
+  FailureOr<HostTensor> scales = im.constantInput(2, "scales");
+  if (failed(scales))
+    return failure();
+  SmallVector<int64_t> scalesShape(logical);
+  scalesShape.back() = blocks;
+  auto et = dyn_cast<FloatType>(scales->elemType);
+  if (!et || !(et.isF32() || et.isF16() || et.isBF16()) ||
+      ArrayRef<int64_t>(scales->shape) != ArrayRef<int64_t>(scalesShape))
+    return im.error() << "scales (input 2) is " << scales->getType()
+                      << "; expected "
+                      << RankedTensorType::get(scalesShape,
+                                               im.builder.getF32Type())
+                      << " (or f16, bf16): the data's shape with the last "
+                         "axis in blocks of "
+                      << bs;
+  int64_t mask = (int64_t(1) << bits) - 1;
+  int64_t zpRowBytes = (blocks * bits + 7) / 8;
+  std::vector<uint8_t> zp;
+  if (im.hasInput(3)) {
+    FailureOr<std::vector<uint8_t>> z = im.constantBytes(3, "zero_points");
+    if (failed(z))
+      return failure();
+    if (static_cast<int64_t>(z->size()) != rows * zpRowBytes)
+      return im.error() << "zero_points (input 3) is " << im.inputType(3)
+                        << "; expected " << rows * zpRowBytes
+                        << " bytes (the scales' rows, packed like data)";
+    zp = std::move(*z);
+  }
+  auto fill = [&](MutableArrayRef<char> out) {
+    int64_t elemBytes = et.getWidth() / 8;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t bit = c * bits, blk = c / bs, s = r * blocks + blk;
+        float q = static_cast<float>(
+            (data->at(r * packedCols + bit / 8) >> (bit % 8)) & mask);
+        float z = static_cast<float>(int64_t(1) << (bits - 1));
+        if (!zp.empty()) {
+          int64_t zbit = blk * bits;
+          z = static_cast<float>((zp[r * zpRowBytes + zbit / 8] >> (zbit % 8)) &
+                                 mask);
+        }
+        storeElement(out.data() + (r * cols + c) * elemBytes,
+                     (q - z) * static_cast<float>(scales->getDouble(s)), et);
+      }
+    }
+  };
+  std::string name = im.node->input(0) + ".dequantized";
+  FailureOr<Value> table =
+      im.weightConstant(name, RankedTensorType::get(logical, et), fill);
+  if (failed(table))
+    return failure();
+  SmallVector<AffineExpr> tableDims, iDims = im.inputDims(1);
+  for (int64_t d : logical)
+    tableDims.push_back(im.cst(d));
+  Value indices = im.input(1);
+  SmallVector<AffineExpr> dims(iDims);
+  llvm::append_range(dims, ArrayRef<AffineExpr>(tableDims).drop_front());
+  im.setOutput(0, buildGather(im, *table, tableDims, indices, iDims, 0), dims);
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerQuantizedHandlers(
     llvm::StringMap<NodeHandler> &handlers) {
   handlers["com.microsoft.MatMulNBits"] = importMatMulNBits;
+  handlers["com.microsoft.GatherBlockQuantized"] = importGatherBlockQuantized;
 }

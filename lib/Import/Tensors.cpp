@@ -48,6 +48,22 @@ Type ONNXImporterImpl::convertElementType(int32_t t) {
   }
 }
 
+std::string mlir::masformer::onnxTypeName(int32_t t) {
+  // The 4-bit and 8-bit float types are newer than the ONNX headers built
+  // against; their numbers are fixed by the standard.
+  static const char *const kNewer[] = {
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+      "UINT4",        "INT4",           "FLOAT4E2M1"};
+  std::string name;
+  if (onnx::TensorProto_DataType_IsValid(t))
+    name = onnx::TensorProto_DataType_Name(
+        static_cast<onnx::TensorProto_DataType>(t));
+  else if (t >= 17 && t <= 23)
+    name = kNewer[t - 17];
+  return name.empty() ? std::to_string(t)
+                      : name + " (" + std::to_string(t) + ")";
+}
+
 int64_t mlir::masformer::rawElementSize(int32_t t) {
   switch (t) {
   case onnx::TensorProto::DOUBLE:
@@ -293,7 +309,7 @@ ONNXImporterImpl::readHostTensor(const onnx::TensorProto &tensor) {
   if (!t.elemType)
     return emitError(loc) << "tensor '" << tensor.name()
                           << "' has unsupported element type "
-                          << tensor.data_type(),
+                          << onnxTypeName(tensor.data_type()),
            failure();
   for (int64_t d : tensor.dims()) {
     if (d < 0)

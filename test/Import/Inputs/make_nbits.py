@@ -14,6 +14,13 @@ weight-only quantized MatMul) into DIR:
   nbits2-ref.onnx the same product as a plain MatMul by weights this script
                   unpacks with numpy from the op's definition (checked
                   equal to onnxruntime 1.32's MatMulNBits to 6e-7);
+  gathers.onnx    GatherBlockQuantized (uint8 tables: 4 bits, 4 bits with
+                  zero points, 8 bits with zero points) on token ids, and
+  gathers-ref.onnx Gathers of the tables dequantized with numpy (equal to
+                  onnxruntime 1.32's, which packs zero points per row);
+  tied.onnx       the embedding and LM head of an int4 genai model with
+                  tied embeddings (a GatherBlockQuantized of the head's
+                  packed weights through a Reshape);
   bad-*.onnx      models masformer refuses with one error each (see
                   test/Import/matmul-nbits.test).
 
@@ -136,6 +143,84 @@ def two_bits(path, ref_path):
          ref_path)
 
 
+def dequantize_rows(data, scales, bits, block, zero_points=None):
+    """A GatherBlockQuantized table [rows, cols] from its packed rows, with
+    numpy, from the op's definition."""
+    mask = (1 << bits) - 1
+    per_byte = 8 // bits
+    cols = data.shape[1] * per_byte
+    q = np.zeros((data.shape[0], cols), np.float32)
+    for c in range(cols):
+        q[:, c] = (data[:, c // per_byte] >> ((c % per_byte) * bits)) & mask
+    blocks = scales.shape[1]
+    zp = np.full(scales.shape, 1 << (bits - 1), np.float32)
+    if zero_points is not None:
+        for blk in range(blocks):
+            bit = blk * bits
+            zp[:, blk] = (zero_points[:, bit // 8] >> (bit % 8)) & mask
+    return ((q - np.repeat(zp, block, axis=1)[:, :cols]) *
+            np.repeat(scales.astype(np.float32), block, axis=1)[:, :cols])
+
+
+def gather_node(inputs, output, bits, block):
+    return h.make_node("GatherBlockQuantized", inputs, [output],
+                       domain="com.microsoft", bits=bits, block_size=block,
+                       gather_axis=0, quantize_axis=1)
+
+
+def gathers(path, ref_path):
+    """Two GatherBlockQuantized tables on the same ids: 4 bits without zero
+    points, and 4 bits with packed zero points of three blocks per row
+    (onnxruntime 1.32 packs them per row, as masformer reads them; 1.23
+    read them otherwise); and 8 bits with zero points. The reference is a
+    Gather of each table dequantized with numpy."""
+    inits, refs, nodes, ref_nodes, outs = [], [], [], [], []
+    for i, (cols, bits, block, zp) in enumerate(
+            [(64, 4, 32, False), (96, 4, 32, True), (48, 8, 16, True)]):
+        blocks = -(-cols // block)
+        data = RNG.integers(0, 256, (128, cols * bits // 8), dtype=np.uint8)
+        scales = (RNG.standard_normal((128, blocks)) * 0.1).astype(np.float32)
+        ins = [f"t{i}", "ids", f"t{i}_scales"]
+        inits += [nh.from_array(data, f"t{i}"),
+                  nh.from_array(scales, f"t{i}_scales")]
+        z = None
+        if zp:
+            z = RNG.integers(0, 256, (128, -(-blocks * bits // 8)),
+                             dtype=np.uint8)
+            inits.append(nh.from_array(z, f"t{i}_zp"))
+            ins.append(f"t{i}_zp")
+        nodes.append(gather_node(ins, f"y{i}", bits, block))
+        refs.append(nh.from_array(dequantize_rows(data, scales, bits, block, z),
+                                  f"t{i}"))
+        ref_nodes.append(h.make_node("Gather", [f"t{i}", "ids"], [f"y{i}"]))
+        outs.append(floats(f"y{i}", "batch", "sequence", cols))
+    ids = [h.make_tensor_value_info("ids", T.INT64, ["batch", "sequence"])]
+    save(h.make_graph(nodes, "gathers", ids, outs, inits), path)
+    save(h.make_graph(ref_nodes, "gathers_ref", ids, outs, refs), ref_path)
+
+
+def tied(path, vocab=32768, hidden=288):
+    """onnxruntime-genai's int4 decoder in miniature, tied embeddings: the
+    embedding is a GatherBlockQuantized of the LM head's MatMulNBits
+    weights through a Reshape, with the head's scales. The packed table
+    (vocab * hidden / 2 bytes) is larger than what the importer folds on
+    the host, so the Reshape stays a run-time op and the import reads the
+    bytes through it."""
+    inits, ins, _ = quantized("head", hidden, vocab, 4, 32)
+    inits.append(nh.from_array(np.array([vocab, -1], np.int64), "shape"))
+    nodes = [
+        h.make_node("Reshape", ["head_q", "shape"], ["table"]),
+        gather_node(["table", "input_ids", "head_scales"], "embedded", 4, 32),
+        nbits_node(["embedded"] + ins, "logits", hidden, vocab, 4, 32,
+                   accuracy_level=4),
+    ]
+    save(h.make_graph(
+        nodes, "tied",
+        [h.make_tensor_value_info("input_ids", T.INT64,
+                                  ["batch", "sequence"])],
+        [floats("logits", "batch", "sequence", vocab)], inits), path)
+
+
 def bad(path, inputs, inits, k=40, n=24, a_width=40, graph_inputs=(),
         **attrs):
     """A one-node model whose node (named "bad") masformer refuses."""
@@ -171,6 +256,24 @@ def bad_models(d):
     bad(path("zp"), ins, inits[:2] + [zp], **ok)
     bad(path("zp-input"), ins, inits[:2], **ok,
         graph_inputs=[h.make_tensor_value_info("w_zp", T.UINT8, ["n"])])
+    # ONNX's own 4-bit type (data_type 22), raw bytes of two per byte.
+    int4 = h.make_tensor("w_q", T.INT4, [24, 3, 16], vals=b"\0" * 576,
+                         raw=True)
+    bad(path("int4-type"), ins, [int4] + inits[1:], **ok)
+    data = nh.from_array(np.zeros((128, 32), np.uint8), "table")
+    scales = nh.from_array(np.ones((128, 2), np.float32), "table_scales")
+    ids = [h.make_tensor_value_info("ids", T.INT64, ["batch"])]
+    for name, attrs, tensors in [
+            ("gather-axis", dict(gather_axis=1), [data, scales]),
+            ("gather-bits", dict(bits=2), [data, scales]),
+            ("gather-scales", {}, [data, nh.from_array(
+                np.ones((128, 4), np.float32), "table_scales")])]:
+        node = h.make_node("GatherBlockQuantized",
+                           ["table", "ids", "table_scales"], ["y"],
+                           domain="com.microsoft", name="bad", block_size=32,
+                           **attrs)
+        save(h.make_graph([node], "bad", ids, [floats("y", "batch", 64)],
+                          tensors), path(name))
 
 
 def main():
@@ -179,6 +282,8 @@ def main():
     chain(os.path.join(d, "nbits.onnx"))
     f16(os.path.join(d, "nbits-f16.onnx"))
     two_bits(os.path.join(d, "nbits2.onnx"), os.path.join(d, "nbits2-ref.onnx"))
+    gathers(os.path.join(d, "gathers.onnx"), os.path.join(d, "gathers-ref.onnx"))
+    tied(os.path.join(d, "tied.onnx"))
     bad_models(d)
 
 

@@ -189,7 +189,8 @@ const char *const kContribOpTypes[] = {"Attention",
                                        "FastGelu",
                                        "BiasGelu",
                                        "QuickGelu",
-                                       "MatMulNBits"};
+                                       "MatMulNBits",
+                                       "GatherBlockQuantized"};
 
 const char *const kAttrNames[] = {"axis",
                                   "axes",
@@ -227,7 +228,9 @@ const char *const kAttrNames[] = {"axis",
                                   "N",
                                   "bits",
                                   "block_size",
-                                  "accuracy_level"};
+                                  "accuracy_level",
+                                  "gather_axis",
+                                  "quantize_axis"};
 
 const char *const kLocations[] = {
     "weights.bin",   "outside.bin",        "fifo.bin",
