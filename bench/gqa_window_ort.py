@@ -20,7 +20,12 @@ columns: the compiler's window kernels against its full ones, and both
 against onnxruntime.
 
   python3 bench/gqa_window_ort.py [--seqs 2048 4096 8192] [--spans "span=window:512 num-full=2"]
-      [--work /tmp/masformer-bench-gqa] [--threads N] [--no-compiled]
+      [--work /tmp/masformer-bench-gqa] [--threads N] [--no-compiled] [--int4]
+      [--precision bf16] [--runs prompt step]
+
+With --int4 the model's MatMuls are quantized first, as onnxruntime-genai's
+`-p int4` does: onnxruntime runs its int4 kernels, the compiled model the
+weights dequantized in f32 (docs/import.md, "Quantized weights").
 
 Needs a build (build/bin/masformer-opt, masformer-compile, masformer-run),
 numpy, onnx, onnxruntime.
@@ -172,14 +177,39 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--no-compiled", action="store_true",
                     help="onnxruntime only")
+    ap.add_argument("--runs", nargs="+", choices=["prompt", "step"],
+                    default=["prompt", "step"])
+    ap.add_argument("--precision", default="",
+                    help="masformer-compile --precision (bf16: products on "
+                         "bf16 weights, half the bytes a decode step reads)")
+    ap.add_argument("--int4", action="store_true",
+                    help="the model's MatMuls quantized as onnxruntime-genai's "
+                         "-p int4 does (MatMulNBits, 4-bit symmetric blocks of "
+                         "32, accuracy_level 4): onnxruntime runs its int4 "
+                         "kernels, masformer the dequantized weights")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     print(describe())
     print(f"onnxruntime {ort.__version__}; {LAYERS} layers, d_model {HIDDEN}, "
-          f"{HQ} query / {HKV} key-value heads of {D}; spans: {a.spans}")
+          f"{HQ} query / {HKV} key-value heads of {D}; spans: {a.spans}"
+          + (f"; compiled --precision={a.precision}" if a.precision else ""))
     full = os.path.join(a.work, "gqa.onnx")
     make_model(full)
-    rewritten = os.path.join(a.work, "gqa-rewritten.onnx")
+    if a.int4:
+        import logging
+
+        from onnxruntime.quantization import matmul_nbits_quantizer as mnq
+        logging.disable(logging.INFO)
+        config = mnq.DefaultWeightOnlyQuantConfig(
+            block_size=32, is_symmetric=True, accuracy_level=4)
+        q = mnq.MatMulNBitsQuantizer(onnx.load(full), algo_config=config)
+        q.process()
+        full = os.path.join(a.work, "gqa-int4.onnx")
+        onnx.save(q.model.model, full)
+        n = sum(x.op_type == "MatMulNBits" for x in onnx.load(full).graph.node)
+        print(f"int4: {n} MatMulNBits (4-bit symmetric blocks of 32, "
+              "accuracy_level 4)")
+    rewritten = full.replace(".onnx", "-rewritten.onnx")
     r = subprocess.run([os.path.join(ROOT, "build", "bin", "masformer-opt"),
                         full, f"--masformer-rewrite-spans={a.spans}", "-o",
                         rewritten], capture_output=True, text=True)
@@ -194,11 +224,13 @@ def main():
     libs = {}
     if not a.no_compiled:
         for name, spans in (("full", None), ("rewritten", a.spans)):
-            lib = os.path.join(a.work, f"gqa-{name}.so")
+            lib = full.replace(".onnx", f"-{name}.so")
             cmd = [os.path.join(ROOT, "build", "bin", "masformer-compile"),
                    full, "-o", lib]
             if spans:
                 cmd.append(f"--spans={spans}")
+            if a.precision:
+                cmd.append(f"--precision={a.precision}")
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode:
                 sys.exit(r.stderr)
@@ -219,6 +251,8 @@ def main():
           "--- |")
     for s in a.seqs:
         for run, (new, past) in (("prompt", (s, 0)), ("step", (1, s - 1))):
+            if run not in a.runs:
+                continue
             f = feeds(new, past)
             t = {n: timed(sess, f, a.reps) for n, sess in sessions.items()}
             c = {n: compiled_time(lib, f, a.reps, a.work)
