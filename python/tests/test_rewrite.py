@@ -256,3 +256,44 @@ def test_sinks(fixtures, tmp_path):
                           sink=-1)
     with pytest.raises(ValueError, match="give span too"):
         masformer.compile(fixtures / "gpt2.onnx", tmp_path / "x.so", sink=4)
+
+
+def test_int4_model(fixtures, tmp_path):
+    """A model quantized by onnxruntime's weight-only quantizer (every
+    MatMul a 4-bit MatMulNBits, as onnxruntime-genai's -p int4): the
+    rewrite keeps each quantized node and its packed weights byte for byte,
+    and the compiled rewrite computes what onnxruntime computes on the
+    export (at accuracy_level 0: level 4 lets onnxruntime quantize the
+    activations to int8)."""
+    from onnxruntime.quantization import matmul_nbits_quantizer as mnq
+    config = mnq.DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True,
+                                              accuracy_level=0)
+    q = mnq.MatMulNBitsQuantizer(onnx.load(fixtures / "llama.onnx"),
+                                 algo_config=config)
+    q.process()
+    src = tmp_path / "llama-q4.onnx"
+    onnx.save(q.model.model, src)
+    out = tmp_path / "llama-q4-b4.onnx"
+    report = masformer.rewrite(src, out, span="block:4", full_layers=[0],
+                               seq_len=16)
+    assert [c.span_text for c in report.layers] == ["full", "block 4",
+                                                    "block 4"]
+
+    def quantized(path):
+        g = onnx.load(path).graph
+        nodes = [n for n in g.node if n.op_type == "MatMulNBits"]
+        names = {i for n in nodes for i in n.input}
+        return ([n.SerializeToString() for n in nodes],
+                {t.name: t.SerializeToString() for t in g.initializer
+                 if t.name in names})
+    assert len(quantized(src)[0]) == 22
+    assert quantized(out) == quantized(src)
+    lib = tmp_path / "llama-q4-b4.so"
+    masformer.compile(src, lib, span="block:4", full_layers=[0])
+    ids = np.random.default_rng(5).integers(0, 100, (2, 13), dtype=np.int64)
+    got = masformer.Session(lib).run(
+        {"input_ids": ids, "attention_mask": np.ones_like(ids)})["logits"]
+    want = run_ort(out, ids)
+    assert np.abs(got - want).max() < 1e-4
+    # The blocks change what the model computes (the check can fail).
+    assert np.abs(run_ort(src, ids) - want).max() > 1e-3
