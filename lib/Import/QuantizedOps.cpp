@@ -216,9 +216,10 @@ LogicalResult importGatherBlockQuantized(ONNXImporterImpl &im) {
                       << bs;
   RankedTensorType dt = im.inputType(0), it = im.inputType(1);
   if (!dt.getElementType().isInteger(8) || dt.getRank() < 2 ||
-      !dt.hasStaticShape())
+      !dt.hasStaticShape() || dt.getNumElements() == 0)
     return im.error() << "data (input 0) is " << dt
-                      << "; expected a constant of uint8 of rank 2 or more";
+                      << "; expected a constant of uint8 of rank 2 or more, "
+                         "not empty";
   int64_t rank = dt.getRank();
   FailureOr<int64_t> gatherAxis =
       im.normalizeAxis(im.attrInt("gather_axis", 0), rank);

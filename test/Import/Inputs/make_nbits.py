@@ -267,7 +267,11 @@ def bad_models(d):
             ("gather-axis", dict(gather_axis=1), [data, scales]),
             ("gather-bits", dict(bits=2), [data, scales]),
             ("gather-scales", {}, [data, nh.from_array(
-                np.ones((128, 4), np.float32), "table_scales")])]:
+                np.ones((128, 4), np.float32), "table_scales")]),
+            ("gather-empty", {}, [
+                nh.from_array(np.zeros((128, 0), np.uint8), "table"),
+                nh.from_array(np.ones((128, 0), np.float32), "table_scales")
+            ])]:
         node = h.make_node("GatherBlockQuantized",
                            ["table", "ids", "table_scales"], ["y"],
                            domain="com.microsoft", name="bad", block_size=32,
