@@ -38,6 +38,22 @@ void storeElement(char *dest, float v, FloatType et) {
   std::memcpy(dest, &bits, 2);
 }
 
+/// Element `index` of a run of `bits`-bit elements packed low bits first
+/// from `row` (the layout of onnxruntime's packed weights and zero points).
+float unpacked(const uint8_t *row, int64_t index, int64_t bits) {
+  int64_t bit = index * bits;
+  return static_cast<float>((row[bit / 8] >> (bit % 8)) &
+                            ((int64_t(1) << bits) - 1));
+}
+
+/// Fails, naming the node, unless `bs` is a power of two from 16.
+LogicalResult checkBlockSize(ONNXImporterImpl &im, int64_t bs) {
+  if (bs < 16 || bs > (int64_t(1) << 20) || (bs & (bs - 1)))
+    return im.error() << "block_size must be a power of two from 16, got "
+                      << bs;
+  return success();
+}
+
 /// com.microsoft.MatMulNBits: Y = A W (+ bias) for A [..., K]. W is stored
 /// transposed, [N, K], in blocks of `block_size` along K (the last block
 /// zero-padded): B [N, ceil(K / block_size), block_size * bits / 8] holds
@@ -63,9 +79,8 @@ LogicalResult importMatMulNBits(ONNXImporterImpl &im) {
                       << ") must be positive, and K * N a tensor's size";
   if (bits != 2 && bits != 4 && bits != 8)
     return im.error() << "bits must be 2, 4 or 8, got " << bits;
-  if (bs < 16 || bs > (int64_t(1) << 20) || (bs & (bs - 1)))
-    return im.error() << "block_size must be a power of two from 16, got "
-                      << bs;
+  if (failed(checkBlockSize(im, bs)))
+    return failure();
   if (im.hasInput(4))
     return im.error() << "g_idx (input 4, a model quantized with act_order) "
                          "is not supported";
@@ -100,7 +115,6 @@ LogicalResult importMatMulNBits(ONNXImporterImpl &im) {
                       << " (N * ceil(K / block_size))";
 
   // Zero points: packed (i8 here, uint8 in the model), or unpacked floats.
-  int64_t mask = (int64_t(1) << bits) - 1;
   int64_t zpRowBytes = (blocks * bits + 7) / 8;
   std::vector<uint8_t> zpPacked;
   std::optional<HostTensor> zpFloat;
@@ -137,9 +151,7 @@ LogicalResult importMatMulNBits(ONNXImporterImpl &im) {
     if (zpFloat) {
       zero[i] = static_cast<float>(zpFloat->getDouble(i));
     } else if (!zpPacked.empty()) {
-      int64_t bit = blk * bits;
-      zero[i] = static_cast<float>(
-          (zpPacked[n * zpRowBytes + bit / 8] >> (bit % 8)) & mask);
+      zero[i] = unpacked(&zpPacked[n * zpRowBytes], blk, bits);
     } else {
       zero[i] = static_cast<float>(int64_t(1) << (bits - 1));
     }
@@ -153,11 +165,10 @@ LogicalResult importMatMulNBits(ONNXImporterImpl &im) {
     for (int64_t n0 = 0; n0 < N; n0 += kBand) {
       int64_t n1 = std::min(N, n0 + kBand);
       for (int64_t k = 0; k < K; ++k) {
-        int64_t blk = k / bs, bit = (k % bs) * bits;
+        int64_t blk = k / bs;
         for (int64_t n = n0; n < n1; ++n) {
-          uint8_t byte = (*b)[(n * blocks + blk) * blobSize + bit / 8];
-          float q = static_cast<float>((byte >> (bit % 8)) & mask);
           int64_t s = n * blocks + blk;
+          float q = unpacked(&(*b)[s * blobSize], k % bs, bits);
           // onnxruntime's order: (q - zero point) in float, then the scale.
           storeElement(w + (k * N + n) * elemBytes, (q - zero[s]) * scale[s],
                        et);
@@ -211,9 +222,8 @@ LogicalResult importGatherBlockQuantized(ONNXImporterImpl &im) {
   int64_t bits = im.attrInt("bits", 4), bs = im.attrInt("block_size", 128);
   if (bits != 4 && bits != 8)
     return im.error() << "bits must be 4 or 8, got " << bits;
-  if (bs < 16 || bs > (int64_t(1) << 20) || (bs & (bs - 1)))
-    return im.error() << "block_size must be a power of two from 16, got "
-                      << bs;
+  if (failed(checkBlockSize(im, bs)))
+    return failure();
   RankedTensorType dt = im.inputType(0), it = im.inputType(1);
   if (!dt.getElementType().isInteger(8) || dt.getRank() < 2 ||
       !dt.hasStaticShape() || dt.getNumElements() == 0)
@@ -258,7 +268,6 @@ LogicalResult importGatherBlockQuantized(ONNXImporterImpl &im) {
                       << " (or f16, bf16): the data's shape with the last "
                          "axis in blocks of "
                       << bs;
-  int64_t mask = (int64_t(1) << bits) - 1;
   int64_t zpRowBytes = (blocks * bits + 7) / 8;
   std::vector<uint8_t> zp;
   if (im.hasInput(3)) {
@@ -275,15 +284,10 @@ LogicalResult importGatherBlockQuantized(ONNXImporterImpl &im) {
     int64_t elemBytes = et.getWidth() / 8;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
-        int64_t bit = c * bits, blk = c / bs, s = r * blocks + blk;
-        float q = static_cast<float>(
-            (data->at(r * packedCols + bit / 8) >> (bit % 8)) & mask);
-        float z = static_cast<float>(int64_t(1) << (bits - 1));
-        if (!zp.empty()) {
-          int64_t zbit = blk * bits;
-          z = static_cast<float>((zp[r * zpRowBytes + zbit / 8] >> (zbit % 8)) &
-                                 mask);
-        }
+        int64_t blk = c / bs, s = r * blocks + blk;
+        float q = unpacked(&(*data)[r * packedCols], c, bits);
+        float z = zp.empty() ? static_cast<float>(int64_t(1) << (bits - 1))
+                             : unpacked(&zp[r * zpRowBytes], blk, bits);
         storeElement(out.data() + (r * cols + c) * elemBytes,
                      (q - z) * static_cast<float>(scales->getDouble(s)), et);
       }
