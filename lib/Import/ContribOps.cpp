@@ -850,10 +850,17 @@ Value applyRotary(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
 /// Attention-25's local_window_size; onnxruntime 1.23 and earlier took W + 1
 /// keys).
 LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
-  if (failed(im.checkAttributes(
-          {"num_heads", "kv_num_heads", "scale", "local_window_size", "softcap",
-           "do_rotary", "rotary_interleaved", "smooth_softmax", "qk_output"})))
+  if (failed(im.checkAttributes({"num_heads", "kv_num_heads", "scale",
+                                 "local_window_size", "softcap", "do_rotary",
+                                 "rotary_interleaved", "smooth_softmax",
+                                 "qk_output", "sliding_window_cache"})))
     return failure();
+  if (im.attrInt("sliding_window_cache", 0))
+    return im.error()
+           << "sliding_window_cache (a KV cache of the window's capacity, "
+              "which onnxruntime-genai's builder writes for sliding-window "
+              "layers by default) is not supported: build the model with "
+              "--extra_options windowed_kv_cache=false, a cache that grows";
   if (im.attrInt("smooth_softmax", 0))
     return im.error() << "smooth_softmax is not supported";
   if (im.attrInt("qk_output", 0) || im.hasOutput(3))

@@ -336,6 +336,18 @@ def bad_models(d):
          ints("segment_ids", "batch", "sequence")],
         [f32("word", 100, HIDDEN), f32("position", 64, HIDDEN),
          f32("gamma", HIDDEN), f32("beta", HIDDEN)])
+    bad(os.path.join(d, "bad-gqa-window-cache.onnx"),
+        ms("GroupQueryAttention",
+           ["qkv", "", "", "past_key", "past_value", "seqlens_k", "total"],
+           ["y", "present_key", "present_value"], num_heads=2, kv_num_heads=1,
+           local_window_size=4, sliding_window_cache=1),
+        [floats("qkv", "batch", "sequence", 64),
+         floats("past_key", "batch", 1, "past", 16),
+         floats("past_value", "batch", 1, "past", 16),
+         ints("seqlens_k", "batch"), ints("total")],
+        outputs=[floats("y", "batch", "sequence", 32),
+                 floats("present_key", "batch", 1, "total", 16),
+                 floats("present_value", "batch", 1, "total", 16)])
     bad(os.path.join(d, "bad-gelu-approximate.onnx"),
         h.make_node("Gelu", ["x"], ["y"], approximate="erf"), [x])
 
