@@ -124,6 +124,9 @@ def main():
     ap.add_argument("--models", nargs="+", default=["smollm2", "minilm"],
                     choices=["smollm2", "minilm"],
                     help="which models to prepare (each needs its package)")
+    ap.add_argument("--save-hf", action="store_true",
+                    help="also save SmolLM2 as a transformers checkpoint "
+                         "(--out/smollm2-hf), for onnxruntime-genai's builder")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(0)
@@ -145,6 +148,14 @@ def prepare_smollm2(a, text):
     # SmolLM2 ties its output projection to the embedding; the GGUF stores
     # it once, and transformers 4.46 leaves lm_head freshly initialized.
     lm.lm_head.weight = lm.model.embed_tokens.weight
+    if a.save_hf:
+        # A checkpoint onnxruntime-genai's builder reads (the head tied in
+        # the config too, or a reload would leave it uninitialized).
+        lm.config.tie_word_embeddings = True
+        hf = os.path.join(a.out, "smollm2-hf")
+        lm.save_pretrained(hf)
+        tok.save_pretrained(hf)
+        print(f"checkpoint: {hf}")
     ids = np.array(tok(text)["input_ids"], dtype=np.int64)
     np.save(os.path.join(a.out, "smollm2-tokens.npy"), ids)
     print(f"text: {len(text)} characters, {len(ids)} SmolLM2 tokens")
