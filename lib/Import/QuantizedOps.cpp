@@ -14,7 +14,6 @@
 #include "ImporterImpl.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "llvm/ADT/APFloat.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,6 +23,49 @@ using namespace mlir::masformer;
 
 namespace {
 
+/// `f` as IEEE half-precision bits, rounded to nearest even (overflow to
+/// infinity, subnormals kept, NaN quiet): the rounding APFloat does, without
+/// its cost per element (a 7B model has 7e9 weights to convert).
+uint16_t toHalfBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = (u >> 16) & 0x8000u;
+  uint32_t absBits = u & 0x7FFFFFFFu;
+  if (absBits >= 0x7F800000u) // Inf or NaN.
+    return sign | 0x7C00u | (absBits > 0x7F800000u ? 0x200u : 0u);
+  if (absBits >= 0x477FF000u) // Rounds to at least 65520: infinity.
+    return sign | 0x7C00u;
+  if (absBits < 0x38800000u) {
+    // Below the smallest normal half (2^-14): a subnormal half (or zero),
+    // the mantissa with its implicit bit shifted into place, rounded.
+    if (absBits < 0x33000000u) // Below half the smallest subnormal: zero.
+      return sign;
+    uint32_t exp = absBits >> 23, mant = (absBits & 0x7FFFFFu) | 0x800000u;
+    uint32_t shift = 126 - exp; // 14..24: 2^-24 is the half's last bit.
+    uint32_t half = mant >> shift, rest = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1u)))
+      ++half;
+    return sign | static_cast<uint16_t>(half);
+  }
+  // Normal: rebias the exponent (127 -> 15), round the 13 dropped bits.
+  uint32_t bits = absBits - 0x38000000u;
+  uint32_t half = bits >> 13, rest = bits & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))
+    ++half; // A carry into the exponent is the right rounding.
+  return sign | static_cast<uint16_t>(half);
+}
+
+/// `f` as bfloat16 bits, rounded to nearest even (NaN stays NaN).
+uint16_t toBFloat16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu))
+    return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
 /// Stores `v` as an element of `et` (f32, f16 or bf16; rounded to nearest
 /// even) at `dest`.
 void storeElement(char *dest, float v, FloatType et) {
@@ -31,10 +73,7 @@ void storeElement(char *dest, float v, FloatType et) {
     std::memcpy(dest, &v, 4);
     return;
   }
-  APFloat f(v);
-  bool losesInfo;
-  f.convert(et.getFloatSemantics(), APFloat::rmNearestTiesToEven, &losesInfo);
-  auto bits = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+  uint16_t bits = et.isF16() ? toHalfBits(v) : toBFloat16Bits(v);
   std::memcpy(dest, &bits, 2);
 }
 

@@ -9,6 +9,9 @@ weight-only quantized MatMul) into DIR:
                   at accuracy_level 4; 4 bits with float zero points;
   nbits-f16.onnx  4 bits with packed zero points on f16 activations and
                   scales;
+  *-w*.npy        the dequantized weights of each of those products, as
+                  numpy computes them from the definition (the import's
+                  must be equal to the bit);
   nbits2.onnx     2 bits with packed zero points (onnxruntime 1.25 and
                   later run it; 1.23 refuses 2 bits), and
   nbits2-ref.onnx the same product as a plain MatMul by weights this script
@@ -105,8 +108,9 @@ def chain(path):
     ]
     x = "x"
     for i, (k, n, bits, block, zp, extra) in enumerate(layers):
-        init, ins, _ = quantized(f"w{i}", k, n, bits, block, zp,
+        init, ins, w = quantized(f"w{i}", k, n, bits, block, zp,
                                  scale_2d=i % 2 == 0)
+        np.save(path.replace(".onnx", f"-w{i}.npy"), w)
         inits += init
         ins = [x] + ins
         if extra.get("bias"):
@@ -124,7 +128,10 @@ def chain(path):
 
 
 def f16(path):
-    inits, ins, _ = quantized("w", 32, 24, 4, 16, "packed", dtype=np.float16)
+    inits, ins, w = quantized("w", 32, 24, 4, 16, "packed", dtype=np.float16)
+    # The weights the import must write, bit for bit: numpy's f32
+    # (q - zero point) * scale, rounded to f16 (nearest even).
+    np.save(path.replace(".onnx", "-w.npy"), w.astype(np.float16))
     node = nbits_node(["x"] + ins, "y", 32, 24, 4, 16)
     save(h.make_graph([node], "f16",
                       [floats("x", "batch", "sequence", 32, elem=T.FLOAT16)],
