@@ -17,8 +17,9 @@ For each model: the perplexity of the first --seq tokens in onnxruntime
 the activations are quantized to int8), of each rewrite's export in
 onnxruntime, and for the models named by --compile of the model compiled
 by masformer-compile (the products in f32 on the dequantized weights),
-original and rewritten. Each rewrite's export is checked to keep every
-MatMulNBits node and its weights.
+original and rewritten. Each rewrite's export (written as
+model-rewritten.onnx into the model's folder, whose external data it
+shares) is checked to keep every MatMulNBits node and its weights.
 """
 
 import argparse
