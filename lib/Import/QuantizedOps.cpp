@@ -13,6 +13,8 @@
 
 #include "ImporterImpl.h"
 
+#include "masformer/Utils/ConstantData.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <algorithm>
@@ -56,16 +58,6 @@ uint16_t toHalfBits(float f) {
   return sign | static_cast<uint16_t>(half);
 }
 
-/// `f` as bfloat16 bits, rounded to nearest even (NaN stays NaN).
-uint16_t toBFloat16Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu))
-    return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 /// Stores `v` as an element of `et` (f32, f16 or bf16; rounded to nearest
 /// even) at `dest`.
 void storeElement(char *dest, float v, FloatType et) {
@@ -73,7 +65,7 @@ void storeElement(char *dest, float v, FloatType et) {
     std::memcpy(dest, &v, 4);
     return;
   }
-  uint16_t bits = et.isF16() ? toHalfBits(v) : toBFloat16Bits(v);
+  uint16_t bits = et.isF16() ? toHalfBits(v) : toBF16(v);
   std::memcpy(dest, &bits, 2);
 }
 

@@ -11,6 +11,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+#include <cstdint>
+#include <cstring>
 #include <optional>
 
 namespace mlir::masformer {
@@ -28,6 +30,17 @@ inline std::optional<ArrayRef<char>> constantBytes(Attribute value) {
     if (!dense.isSplat())
       return dense.getRawData();
   return std::nullopt;
+}
+
+/// f32 -> bf16 bits, rounding to nearest even (NaN stays NaN): how weights
+/// become bf16 (MixedPrecision, the importer's dequantized weights).
+inline uint16_t toBF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu))
+    return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
 }
 
 } // namespace mlir::masformer

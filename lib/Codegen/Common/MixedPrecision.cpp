@@ -29,16 +29,6 @@ using namespace mlir::masformer;
 
 namespace {
 
-/// f32 -> bf16, rounding to nearest even (NaN stays NaN).
-uint16_t toBF16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu))
-    return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 bool isF32Tensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.getElementType().isF32();
