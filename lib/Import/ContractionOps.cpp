@@ -947,14 +947,16 @@ Value mlir::masformer::mergeHeads(ONNXImporterImpl &im, Value y,
 
 FailureOr<Value> mlir::masformer::createAttention(
     ONNXImporterImpl &im, Value q, Value k, Value v, Value mask, bool causal,
-    std::optional<float> scale, SpanAttr span, std::optional<float> softcap) {
+    std::optional<float> scale, SpanAttr span, std::optional<float> softcap,
+    Value rowOffset) {
   OpBuilder &b = im.builder;
   if (!span)
     span = SpanAttr::get(im.getContext(), SpanKind::Full);
   auto op = AttentionOp::create(
-      b, im.loc, q.getType(), q, k, v, mask, span, b.getBoolAttr(causal),
-      scale ? b.getF32FloatAttr(*scale) : FloatAttr(), IntegerAttr(),
-      ArrayAttr(), softcap ? b.getF32FloatAttr(*softcap) : FloatAttr());
+      b, im.loc, q.getType(), q, k, v, mask, rowOffset, span,
+      b.getBoolAttr(causal), scale ? b.getF32FloatAttr(*scale) : FloatAttr(),
+      IntegerAttr(), ArrayAttr(),
+      softcap ? b.getF32FloatAttr(*softcap) : FloatAttr());
   // The op's verifier checks how Q, K, V and the mask agree (batch, heads,
   // sizes); its message is re-emitted under the node's name.
   std::string problem;

@@ -844,7 +844,8 @@ Value applyRotary(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
 /// p (after the row's past, zeros after them); keys from L on are masked;
 /// the layer is causal with the queries at the end of the keys (for a row
 /// shorter than the cache the mask hides what that admits beyond L, since
-/// onnxruntime takes such rows only with one new token); local_window_size
+/// onnxruntime takes such rows only with one new token), each row's
+/// positions from its first token (row_offset P - p); local_window_size
 /// W is the layer's span, a window of W keys (0 <= i - j < W, as
 /// onnxruntime defines it since 1.24, transformers' sliding_window and ONNX
 /// Attention-25's local_window_size; onnxruntime 1.23 and earlier took W + 1
@@ -1188,8 +1189,28 @@ LogicalResult importGroupQueryAttention(ONNXImporterImpl &im) {
     scale = *s;
   if (std::optional<float> c = im.attrFloat("softcap"); c && *c != 0.0f)
     softcap = *c;
-  FailureOr<Value> y =
-      createAttention(im, q, k, v, mask, /*causal=*/true, scale, span, softcap);
+  // Each row's positions start where its tokens do (P - p in the
+  // right-aligned keys): a rewrite's blocks and sinks count from the row's
+  // first token, as onnxruntime counts them (its keys from 0).
+  Value rowOffset;
+  if (hasPast) {
+    SmallVector<AffineExpr> rows = {batch};
+    Type index = b.getIndexType();
+    rowOffset =
+        linalg::GenericOp::create(
+            b, loc, im.typeFor(rows, index), ValueRange{},
+            ValueRange{im.emptyTensor(rows, index)},
+            ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, ctx)},
+            SmallVector<utils::IteratorType>(1, utils::IteratorType::parallel),
+            [&](OpBuilder &nb, Location nloc, ValueRange) {
+              linalg::YieldOp::create(
+                  nb, nloc,
+                  rowShift(nb, nloc, linalg::IndexOp::create(nb, nloc, 0)));
+            })
+            .getResult(0);
+  }
+  FailureOr<Value> y = createAttention(im, q, k, v, mask, /*causal=*/true,
+                                       scale, span, softcap, rowOffset);
   if (failed(y))
     return failure();
   if (span)

@@ -415,12 +415,13 @@ Value splitHeads(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
 Value mergeHeads(ONNXImporterImpl &im, Value y, ArrayRef<AffineExpr> qDims);
 
 /// A masformer.attention on [B, H, S, D] operands (span `full` unless
-/// given); the op's verifier's complaint, if any, is an error naming the
-/// current node.
+/// given; `rowOffset`, if given, each batch row's position offset); the
+/// op's verifier's complaint, if any, is an error naming the current node.
 FailureOr<Value> createAttention(ONNXImporterImpl &im, Value q, Value k,
                                  Value v, Value mask, bool causal,
                                  std::optional<float> scale, SpanAttr span = {},
-                                 std::optional<float> softcap = {});
+                                 std::optional<float> softcap = {},
+                                 Value rowOffset = {});
 
 /// An index value normalized as ONNX's indexing ops define it (negative
 /// counts from `size`) and clamped to [0, size - 1], so that an index out of

@@ -12,6 +12,7 @@
 #include "masformer/Codegen/CPU/Passes.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
+#include "masformer/Dialect/MASFormer/Utils/RowOffsets.h"
 #include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -2181,6 +2182,8 @@ struct TileAttentionPass final
     options.bf16Dot = bf16Dot;
     options.amx = amx;
     options.readThroughHeadLayouts = true;
+    // Rows with positions of their own: ops the tiles take.
+    resolveAllRowOffsets(getOperation());
     // Each op tiled in turn: the tiling may erase the ops around it (its
     // head splits and merge), which a walk over the ops could be visiting.
     SmallVector<AttentionOp> ops;

@@ -27,12 +27,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "masformer/Conversion/Passes.h"
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
+#include "masformer/Dialect/MASFormer/Utils/RowOffsets.h"
 #include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 #include "masformer/Utils/GPUKernels.h"
 #include "masformer/Utils/IRBuilders.h"
-#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
-#include "masformer/Conversion/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -835,6 +836,8 @@ struct AttentionToGPUPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Rows with positions of their own: ops the kernels take.
+    resolveAllRowOffsets(module);
     // Per-head spans: one kernel per run of heads with the same span.
     if (failed(splitAllHeadSpans(module)))
       return signalPassFailure();

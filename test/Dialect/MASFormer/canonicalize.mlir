@@ -119,3 +119,19 @@ func.func @head_spans_partly_cover(%q: tensor<1x3x64x16xf32>) -> tensor<1x3x64x1
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, head_spans = [#masformer.span<block 100>, #masformer.span<block 16>, #masformer.span<full>]} : tensor<1x3x64x16xf32>, tensor<1x3x64x16xf32>, tensor<1x3x64x16xf32> -> tensor<1x3x64x16xf32>
   return %0 : tensor<1x3x64x16xf32>
 }
+
+// -----
+
+// With row offsets a row's positions start below 0: a block as long as the
+// keys may split them and keys at negative positions are no sinks, so both
+// stay; a window as long as the keys still keeps every pair.
+// CHECK-LABEL: func @row_offset_covers
+// CHECK: span = #masformer.span<block 11>
+// CHECK: span = #masformer.span<window 2, sink 11>
+// CHECK: span = #masformer.span<full>
+func.func @row_offset_covers(%q: tensor<2x2x1x16xf32>, %kv: tensor<2x2x11x16xf32>, %o: tensor<2xindex>) -> (tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>) {
+  %0 = masformer.attention %q, %kv, %kv row_offset(%o : tensor<2xindex>) {span = #masformer.span<block 11>, causal = true} : tensor<2x2x1x16xf32>, tensor<2x2x11x16xf32>, tensor<2x2x11x16xf32> -> tensor<2x2x1x16xf32>
+  %1 = masformer.attention %q, %kv, %kv row_offset(%o : tensor<2xindex>) {span = #masformer.span<window 2, sink 11>, causal = true} : tensor<2x2x1x16xf32>, tensor<2x2x11x16xf32>, tensor<2x2x11x16xf32> -> tensor<2x2x1x16xf32>
+  %2 = masformer.attention %q, %kv, %kv row_offset(%o : tensor<2xindex>) {span = #masformer.span<window 11, sink 3>, causal = true} : tensor<2x2x1x16xf32>, tensor<2x2x11x16xf32>, tensor<2x2x11x16xf32> -> tensor<2x2x1x16xf32>
+  return %0, %1, %2 : tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>
+}

@@ -388,3 +388,19 @@ func.func @model_span_not_span(%q: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, masformer.model_span = 4 : i64} : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x8x4xf32>
   return %0 : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+func.func @row_offset_rows(%q: tensor<2x1x8x4xf32>, %o: tensor<3xindex>) -> tensor<2x1x8x4xf32> {
+  // expected-error @+1 {{row_offset has 3 rows, the query's batch is 2}}
+  %0 = masformer.attention %q, %q, %q row_offset(%o : tensor<3xindex>) {span = #masformer.span<block 4>} : tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32> -> tensor<2x1x8x4xf32>
+  return %0 : tensor<2x1x8x4xf32>
+}
+
+// -----
+
+func.func @row_offset_type(%q: tensor<2x1x8x4xf32>, %o: tensor<2xi64>) -> tensor<2x1x8x4xf32> {
+  // expected-error @+1 {{'masformer.attention' op operand #3 must be 1D tensor of index values, but got 'tensor<2xi64>'}}
+  %0 = masformer.attention %q, %q, %q row_offset(%o : tensor<2xi64>) {span = #masformer.span<block 4>} : tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32> -> tensor<2x1x8x4xf32>
+  return %0 : tensor<2x1x8x4xf32>
+}

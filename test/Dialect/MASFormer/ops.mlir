@@ -64,3 +64,19 @@ func.func @softcap(%q: tensor<1x4x16x32xf32>) -> tensor<1x4x16x32xf32> {
   %0 = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true, softcap = 50.0 : f32} : tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32>, tensor<1x4x16x32xf32> -> tensor<1x4x16x32xf32>
   return %0 : tensor<1x4x16x32xf32>
 }
+
+// Per-row positions (row_offset), after the mask; the generic form keeps
+// both optional operands apart (operandSegmentSizes).
+// CHECK-LABEL: func @row_offset
+// CHECK-SAME: %[[M:[^:]+]]: tensor<2x1x1x11xf32>, %[[O:[^:]+]]: tensor<2xindex>
+// CHECK: masformer.attention %{{.*}}, %{{.*}}, %{{.*}} mask(%[[M]] : tensor<2x1x1x11xf32>) row_offset(%[[O]] : tensor<2xindex>) {causal = true, span = #masformer.span<block 4, sink 2>}
+// CHECK-LABEL: func @row_offset_no_mask
+// CHECK: masformer.attention %{{.*}}, %{{.*}}, %{{.*}} row_offset(%{{.*}} : tensor<?xindex>) {span = #masformer.span<block 4>}
+func.func @row_offset(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x11x16xf32>, %m: tensor<2x1x1x11xf32>, %o: tensor<2xindex>) -> tensor<2x4x1x16xf32> {
+  %0 = masformer.attention %q, %k, %k mask(%m : tensor<2x1x1x11xf32>) row_offset(%o : tensor<2xindex>) {span = #masformer.span<block 4, sink 2>, causal = true} : tensor<2x4x1x16xf32>, tensor<2x2x11x16xf32>, tensor<2x2x11x16xf32> -> tensor<2x4x1x16xf32>
+  return %0 : tensor<2x4x1x16xf32>
+}
+func.func @row_offset_no_mask(%q: tensor<?x4x3x16xf32>, %k: tensor<?x2x11x16xf32>, %o: tensor<?xindex>) -> tensor<?x4x3x16xf32> {
+  %0 = masformer.attention %q, %k, %k row_offset(%o : tensor<?xindex>) {span = #masformer.span<block 4>} : tensor<?x4x3x16xf32>, tensor<?x2x11x16xf32>, tensor<?x2x11x16xf32> -> tensor<?x4x3x16xf32>
+  return %0 : tensor<?x4x3x16xf32>
+}

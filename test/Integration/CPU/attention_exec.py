@@ -153,13 +153,37 @@ CASES = {
                     nan=True),
     "amx-dynamic-gqa": dict(hq=4, hkv=2, span=("window", 40), causal=True,
                             sq=150, skv=150, d=32, dynamic=True),
+    # Row offsets (row_offset): each batch row's positions start at its own
+    # key, as in a batch of sequences of different lengths right-aligned in
+    # one cache (a batched decode step). Blocks and sinks count from each
+    # row's start; all-zero offsets take the block-sparse op as it is.
+    "offsets-block-causal": dict(b=3, span=("block", 4), causal=True, sq=5,
+                                 skv=16, offsets=[0, 3, 7]),
+    "offsets-zero-block-sink": dict(b=2, span=("block", 4, 2), causal=True,
+                                    sq=6, skv=14, offsets=[0, 0]),
+    "offsets-window-sink-decode": dict(b=3, hq=4, hkv=2, sq=1, skv=19,
+                                       span=("window", 4, 2), causal=True,
+                                       mask="padding", offsets=[0, 5, 12]),
+    "offsets-window": dict(b=2, span=("window", 3), causal=True, sq=4,
+                           skv=12, offsets=[2, 6]),
+    "offsets-heads-mask": dict(b=2, hq=4, hkv=2, span=[("block", 4, 1),
+                                                       ("window", 3)],
+                               causal=True, sq=3, skv=15, mask="full4d",
+                               offsets=[4, 1]),
+    "offsets-dynamic-bidirectional": dict(b=2, span=("block", 5, 3),
+                                          causal=False, sq=7, skv=17,
+                                          offsets=[0, 9], dynamic=True),
+    "kernel-offsets-block-sink": dict(b=2, hq=4, hkv=2, span=("block", 16, 4),
+                                      causal=True, sq=24, skv=72, d=32,
+                                      mask="padding-min", offsets=[0, 21]),
     # head_dim 128 (Llama) with one key/value head for two query heads.
     "amx-head-dim-128-mqa": dict(b=1, hq=2, hkv=1, span=("full", 0),
                                  causal=True, sq=140, skv=140, d=128),
 }
 
 DEFAULTS = dict(b=2, hq=3, hkv=3, sq=11, skv=11, d=8, dtype="f32",
-                mask=None, scale=None, softcap=None, dynamic=False, nan=False)
+                mask=None, scale=None, softcap=None, dynamic=False, nan=False,
+                offsets=None)
 
 # Tolerances on |got - want|: f32 accumulates in f32; f16/bf16 round the
 # output to their own precision (values are O(1)).
@@ -322,6 +346,11 @@ def build_module(c, q, k, v, mask):
         mt = mlir_type(mask.shape, "f32")
         args.append(f"%m: {mt}")
         mask_clause = f" mask(%m : {mt})"
+    if c["offsets"] is not None:
+        ot = f"tensor<{'?' if c['dynamic'] is True else len(c['offsets'])}" \
+             "xindex>"
+        args.append(f"%off: {ot}")
+        mask_clause += f" row_offset(%off : {ot})"
     lines.append(f"func.func @attn({', '.join(args)}) -> {dq} {{")
     lines.append(f"  %o = masformer.attention %q, %k, %v{mask_clause} "
                  f"{{{', '.join(attrs)}}} : {dq}, {dk}, {dk} -> {dq}")
@@ -344,6 +373,19 @@ def build_module(c, q, k, v, mask):
             call_args.append(f"%{name}0")
     argtypes = [dq, dk, dk] + ([mlir_type(mask.shape, "f32")]
                                if mask is not None else [])
+    if c["offsets"] is not None:
+        n = len(c["offsets"])
+        values = ", ".join(map(str, c["offsets"]))
+        lines.append(f"  %off0 = arith.constant dense<[{values}]> : "
+                     f"tensor<{n}xindex>")
+        if c["dynamic"] is True:
+            lines.append(f"  %off1 = tensor.cast %off0 : tensor<{n}xindex> "
+                         "to tensor<?xindex>")
+            call_args.append("%off1")
+            argtypes.append("tensor<?xindex>")
+        else:
+            call_args.append("%off0")
+            argtypes.append(f"tensor<{n}xindex>")
     lines.append(f"  %r0 = call @attn({', '.join(call_args)}) : "
                  f"({', '.join(argtypes)}) -> {dq}")
     res = "%r0"
@@ -487,9 +529,9 @@ def main():
         k[1, 2, 35, 5] = np.nan
 
     if a.seq_major:
-        if c["dynamic"] or isinstance(c["span"], list):
-            sys.exit(f"{a.case}: --seq-major needs static shapes and one "
-                     "span")
+        if c["dynamic"] or isinstance(c["span"], list) or c["offsets"]:
+            sys.exit(f"{a.case}: --seq-major needs static shapes, one span "
+                     "and no row offsets")
         module = build_seq_major_module(c, q, k, v, mask)
     else:
         module = build_module(c, q, k, v, mask)
@@ -523,7 +565,7 @@ def main():
         check_tiles(c, run.stdout, a.expect_tiles)
 
     exact = ref.attention(q, k, v, mask, c["span"], c["causal"], c["scale"],
-                          c["softcap"])
+                          c["softcap"], c["offsets"])
     want = ref.round_to(exact, c["dtype"])
     tol = ATOL[c["dtype"]]
     limit = tol
@@ -533,7 +575,7 @@ def main():
         # docs/cpu.md): each weight within 2^-8 of itself, so after the
         # normalization within 2^-7 of sum_k p_k |v_k|.
         mag = ref.attention(q, k, np.abs(v), mask, c["span"], c["causal"],
-                            c["scale"], c["softcap"])
+                            c["scale"], c["softcap"], c["offsets"])
         e = np.floor(np.log2(np.maximum(np.abs(np.nan_to_num(exact)),
                                         2.0 ** -100)))
         limit = 2.0 ** (e - 7) + 2.0 ** -7 * np.nan_to_num(mag)

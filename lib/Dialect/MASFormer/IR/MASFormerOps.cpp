@@ -126,6 +126,13 @@ LogicalResult AttentionOp::verify() {
     }
   }
 
+  if (Value offset = getRowOffset()) {
+    int64_t rows = cast<RankedTensorType>(offset.getType()).getDimSize(0);
+    if (conflict(rows, q[kBatch]))
+      return emitOpError() << "row_offset has " << rows
+                           << " rows, the query's batch is " << q[kBatch];
+  }
+
   if (std::optional<APFloat> scale = getScale()) {
     double s = scale->convertToDouble();
     if (!std::isfinite(s) || s <= 0.0)
@@ -180,6 +187,16 @@ bool AttentionOp::hasSparseSpan() {
   return !getSpan().isFull();
 }
 
+bool AttentionOp::hasPositionalSpan() {
+  auto positional = [](SpanAttr s) {
+    return s.getKind() == SpanKind::Block || s.getSink() > 0;
+  };
+  if (std::optional<ArrayAttr> heads = getHeadSpans())
+    return llvm::any_of(
+        *heads, [&](Attribute a) { return positional(cast<SpanAttr>(a)); });
+  return positional(getSpan());
+}
+
 int64_t AttentionOp::countPairs(int64_t q, int64_t kv) {
   std::optional<ArrayAttr> heads = getHeadSpans();
   if (!heads) {
@@ -206,12 +223,18 @@ LogicalResult AttentionOp::canonicalize(AttentionOp op,
   SpanAttr full = SpanAttr::get(ctx, SpanKind::Full);
   // A block or window at least as long as the key sequence removes no pair:
   // it is a full span, which every backend handles best.
+  // With row offsets, positions lie in [-offset, kvSeq - offset): only a
+  // window of kvSeq keys (differences of positions) still covers them; a
+  // block may split them and keys at negative positions are no sinks.
   int64_t kvSeq = op.getKeyType().getDimSize(kSeq);
+  bool shifted = op.getRowOffset() != nullptr;
   auto simplify = [&](SpanAttr span) {
-    if (span.isFull() || ShapedType::isDynamic(kvSeq) ||
-        !span.coversSequence(kvSeq))
+    if (span.isFull() || ShapedType::isDynamic(kvSeq))
       return span;
-    return full;
+    bool covers =
+        shifted ? span.getKind() == SpanKind::Window && span.getSize() >= kvSeq
+                : span.coversSequence(kvSeq);
+    return covers ? full : span;
   };
   std::optional<ArrayAttr> heads = op.getHeadSpans();
   if (!heads) {

@@ -153,6 +153,14 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
       logitMaps.push_back(
           maskMap(ctx, cast<RankedTensorType>(mask.getType())));
     }
+    // Row b's positions start row_offset[b] into its keys.
+    Value rowOffset = op.getRowOffset();
+    int64_t offsetArg = -1;
+    if (rowOffset && (op.getCausal() || op.hasSparseSpan())) {
+      offsetArg = logitInputs.size();
+      logitInputs.push_back(rowOffset);
+      logitMaps.push_back(dimsMap(ctx, 4, {0}));
+    }
     logitMaps.push_back(id4);
     Value logitsInit = tensor::EmptyOp::create(b, loc, scoreSizes, f32);
     // Each key/value head's span (one for all heads without head_spans).
@@ -192,6 +200,10 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
                 Value i = linalg::IndexOp::create(nb, nloc, 2);
                 Value j = linalg::IndexOp::create(nb, nloc, 3);
                 Value qPos = arith::AddIOp::create(nb, nloc, i, offset);
+                if (offsetArg >= 0) {
+                  qPos = arith::SubIOp::create(nb, nloc, qPos, args[offsetArg]);
+                  j = arith::SubIOp::create(nb, nloc, j, args[offsetArg]);
+                }
                 auto allowedBy = [&](SpanAttr span) -> Value {
                   if (Value a =
                           buildSpanAllowed(nb, nloc, span, causal, qPos, j))

@@ -293,6 +293,12 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
       why = layerName(op, i) + " has other keys than its queries";
       return failure();
     }
+    if (op.getRowOffset()) {
+      why = layerName(op, i) +
+            " starts its batch rows at positions of their own (a model "
+            "with its own KV cache)";
+      return failure();
+    }
   }
 
   // The masks, on a scratch copy of @main whose attention_mask is ones.

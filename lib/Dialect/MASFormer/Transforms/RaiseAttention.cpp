@@ -727,8 +727,9 @@ FailureOr<AttentionOp> AttentionRaiser::raise() {
   }
   Value mask = buildMask(b, loc);
   auto op = AttentionOp::create(
-      b, loc, qTy, q, k, v, mask, span, b.getBoolAttr(causal),
-      b.getF32FloatAttr(static_cast<float>(scale)), IntegerAttr(), ArrayAttr(),
+      b, loc, qTy, q, k, v, mask, /*row_offset=*/Value(), span,
+      b.getBoolAttr(causal), b.getF32FloatAttr(static_cast<float>(scale)),
+      IntegerAttr(), ArrayAttr(),
       softcap ? b.getF32FloatAttr(static_cast<float>(*softcap)) : FloatAttr());
   // The op verifier re-checks shapes (head_dim, batch, mask broadcast).
   ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });

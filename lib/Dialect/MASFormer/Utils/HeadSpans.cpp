@@ -87,11 +87,6 @@ mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
                 tensor::DimOp::create(rewriter, loc, op.getQuery(), 1),
                 arith::ConstantIndexOp::create(rewriter, loc, heads->size()))
                 .getResult();
-  SmallVector<NamedAttribute> attrs;
-  for (NamedAttribute a : op->getAttrs())
-    if (a.getName() != op.getHeadSpansAttrName() &&
-        a.getName() != op.getSpanAttrName())
-      attrs.push_back(a);
   SmallVector<OpFoldResult> outSizes =
       tensor::getMixedSizes(rewriter, loc, op.getQuery());
   Value out = tensor::EmptyOp::create(rewriter, loc, outSizes,
@@ -102,19 +97,21 @@ mlir::masformer::splitHeadSpans(RewriterBase &rewriter, AttentionOp op) {
     OpFoldResult qCount = timesGroup(rewriter, loc, group, run.count);
     OpFoldResult kvStart = rewriter.getIndexAttr(run.start);
     OpFoldResult kvCount = rewriter.getIndexAttr(run.count);
-    SmallVector<Value> operands = {
-        sliceDim(rewriter, loc, op.getQuery(), 1, qStart, qCount),
-        sliceDim(rewriter, loc, op.getKey(), 1, kvStart, kvCount),
-        sliceDim(rewriter, loc, op.getValue(), 1, kvStart, kvCount)};
-    if (mask)
-      operands.push_back(maskHeadDim >= 0 ? sliceDim(rewriter, loc, mask,
-                                                     maskHeadDim, qStart,
-                                                     qCount)
-                                          : mask);
-    SmallVector<NamedAttribute> partAttrs(attrs);
-    partAttrs.push_back(rewriter.getNamedAttr(op.getSpanAttrName(), run.span));
-    auto part = AttentionOp::create(rewriter, loc, operands[0].getType(),
-                                    operands, partAttrs);
+    // (Built in this order: query, key, value, mask.)
+    Value query = sliceDim(rewriter, loc, op.getQuery(), 1, qStart, qCount);
+    Value key = sliceDim(rewriter, loc, op.getKey(), 1, kvStart, kvCount);
+    Value value = sliceDim(rewriter, loc, op.getValue(), 1, kvStart, kvCount);
+    Value partMask = mask;
+    if (mask && maskHeadDim >= 0)
+      partMask = sliceDim(rewriter, loc, mask, maskHeadDim, qStart, qCount);
+    // The op's own attributes but its span and head_spans; the discardable
+    // ones (the model's span) as they were.
+    auto part = AttentionOp::create(
+        rewriter, loc, query.getType(), query, key, value, partMask,
+        op.getRowOffset(), run.span, op.getCausalAttr(), op.getScaleAttr(),
+        op.getLayerAttr(), ArrayAttr(), op.getSoftcapAttr());
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      part->setAttr(a.getName(), a.getValue());
     parts.push_back(part);
     SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0));
     offsets[1] = qStart;

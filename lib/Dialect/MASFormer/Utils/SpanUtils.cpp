@@ -49,8 +49,10 @@ Value mlir::masformer::buildSpanAllowed(OpBuilder &b, Location loc,
   }
   if (rule) {
     Value sink = arith::ConstantIndexOp::create(b, loc, span.getSink());
+    // 0 <= j < sink in one unsigned comparison: a key at a negative
+    // position (a row's padding under a row offset) is no sink.
     Value isSink =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, sink);
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, sink);
     andInto(allowed, arith::OrIOp::create(b, loc, isSink, rule));
   }
   return allowed;

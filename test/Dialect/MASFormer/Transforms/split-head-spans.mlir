@@ -60,3 +60,16 @@ func.func @dynamic_mask_heads(%q: tensor<1x4x8x4xf32>, %kv: tensor<1x2x8x4xf32>,
   %0 = masformer.attention %q, %kv, %kv mask(%m : tensor<1x?x8x8xf32>) {span = #masformer.span<full>, head_spans = [#masformer.span<full>, #masformer.span<window 2>]} : tensor<1x4x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32> -> tensor<1x4x8x4xf32>
   return %0 : tensor<1x4x8x4xf32>
 }
+
+// -----
+
+// Each part keeps the rows' positions (row_offset) and the discardable
+// attributes (the model's span).
+// CHECK-LABEL: func @row_offset
+// CHECK-SAME: %[[O:[^:]+]]: tensor<2xindex>
+// CHECK: masformer.attention {{.+}} row_offset(%[[O]] : tensor<2xindex>) {causal = true, masformer.model_span = #masformer.span<window 8>, span = #masformer.span<block 4>}
+// CHECK: masformer.attention {{.+}} row_offset(%[[O]] : tensor<2xindex>) {causal = true, masformer.model_span = #masformer.span<window 8>, span = #masformer.span<window 8>}
+func.func @row_offset(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x11x16xf32>, %o: tensor<2xindex>) -> tensor<2x4x1x16xf32> {
+  %0 = masformer.attention %q, %k, %k row_offset(%o : tensor<2xindex>) {span = #masformer.span<full>, causal = true, masformer.model_span = #masformer.span<window 8>, head_spans = [#masformer.span<block 4>, #masformer.span<window 8>]} : tensor<2x4x1x16xf32>, tensor<2x2x11x16xf32>, tensor<2x2x11x16xf32> -> tensor<2x4x1x16xf32>
+  return %0 : tensor<2x4x1x16xf32>
+}

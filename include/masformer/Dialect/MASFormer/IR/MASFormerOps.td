@@ -11,7 +11,8 @@ include "masformer/Dialect/MASFormer/IR/MASFormerDialect.td"
 include "masformer/Dialect/MASFormer/IR/MASFormerAttrs.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
+def MASFormer_AttentionOp : MASFormer_Op<"attention",
+    [Pure, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention restricted to a span";
   let description = [{
     Computes `softmax(scale * Q K^T + mask) V` per batch and head, where only
@@ -32,7 +33,20 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     - The result is shaped like `query`.
 
     Query `i` sits at position `i + kv_seq - q_seq` (queries align to the end
-    of the keys). A query row with no allowed key yields zeros.
+    of the keys), key `j` at position `j`. A query row with no allowed key
+    yields zeros.
+
+    `row_offset` (optional, `[batch]` of `index`, each at least 0) moves
+    each batch row's positions back: in row `b`, key `j` sits at
+    `j - row_offset[b]` and query `i` at
+    `i + kv_seq - q_seq - row_offset[b]`. A batch whose rows hold
+    sequences of different lengths right-aligned in one tensor (the
+    shorter ones after padding, which the mask hides) keeps each
+    sequence's own positions so: its blocks start at its first token and
+    its sinks are its first tokens. The causal rule and windows compare
+    positions' differences and do not change; blocks and sinks do. Keys at
+    negative positions (the padding) are never sinks: a sink is a key at
+    position `p` with `0 <= p < sink`.
     Element types are `f32`, `f16` or `bf16` (the same for query, key, value
     and the result); accumulation is in `f32`. `scale` defaults to
     `1/sqrt(head_dim)`. `layer` is the index of this attention among the
@@ -66,6 +80,7 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     AnyRankedTensor:$key,
     AnyRankedTensor:$value,
     Optional<AnyRankedTensor>:$mask,
+    Optional<1DTensorOf<[Index]>>:$row_offset,
     MASFormer_SpanAttr:$span,
     DefaultValuedAttr<BoolAttr, "false">:$causal,
     OptionalAttr<F32Attr>:$scale,
@@ -78,6 +93,7 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
 
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`row_offset` `(` $row_offset^ `:` type($row_offset) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($result)
   }];
@@ -112,6 +128,10 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention", [Pure]> {
     static ::mlir::Value applySoftcap(::mlir::OpBuilder &b,
                                       ::mlir::Location loc, ::mlir::Value x,
                                       std::optional<float> softcap);
+    /// Whether some span (any head's) depends on where positions start
+    /// (blocks, sinks), so that `row_offset` changes which pairs it keeps;
+    /// the causal rule, full spans and windows compare differences only.
+    bool hasPositionalSpan();
     /// Whether key/value heads have spans of their own (`head_spans`).
     bool hasHeadSpans() { return getHeadSpans().has_value(); }
     /// The span of key/value head `kvHead`: its head span, or `span`.

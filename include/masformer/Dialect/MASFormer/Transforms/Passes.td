@@ -169,6 +169,39 @@ def DecomposeAttention : Pass<"masformer-decompose-attention"> {
   ];
 }
 
+def ResolveRowOffsets : Pass<"masformer-resolve-row-offsets"> {
+  let summary = "Attention with per-row positions as ops the kernels take";
+  let description = [{
+    The tiled CPU and GPU kernels take one position layout for every batch
+    row; this pass rewrites each `masformer.attention` with a `row_offset`
+    into ops without one that compute the same:
+
+    - full spans and windows without sinks (the causal rule, windows and
+      full spans compare positions' differences): the offset is dropped;
+    - blocks and sinks (any head's): `scf.if` every offset is 0 (one
+      sequence, or rows as long as the cache), the op as it is, block-sparse
+      work skipped; else the op on a `full` span with the span's rule, at
+      each row's positions, as -inf in its additive mask (dense: rows of
+      different lengths, e.g. a batched decode step, compute every key).
+
+    ```mlir
+    %o = masformer.attention %q, %k, %v mask(%m : tensor<2x1x1x11xf32>)
+           row_offset(%off : tensor<2xindex>)
+           {causal = true, span = #masformer.span<block 4>}
+           : tensor<2x4x1x16xf32>, tensor<2x2x11x16xf32>,
+             tensor<2x2x11x16xf32> -> tensor<2x4x1x16xf32>
+    ```
+    becomes an `scf.if` of the `block 4` op (offsets all zero) and a `full`
+    op whose mask adds -inf outside each row's blocks.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def SplitHeadSpans : Pass<"masformer-split-head-spans"> {
   let summary = "One masformer.attention per run of heads with the same span";
   let description = [{
