@@ -414,9 +414,6 @@ LogicalResult LayerExporter::emitBlockedContribNode(int index) {
 
 LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
   const onnx::NodeProto &att = graph.node(index);
-  if (op.hasHeadSpans())
-    return error() << "per-head spans of com.microsoft.GroupQueryAttention "
-                      "nodes are not supported yet";
   SpanAttr span = op.getSpan(), model = getModelSpan(op);
   onnx::NodeProto copy = att;
   auto setWindow = [&](int64_t w) {
@@ -427,7 +424,8 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
       }
     Emitter::intAttr(copy, "local_window_size", w);
   };
-  if (span.getKind() == SpanKind::Window && span.getSink() == 0) {
+  if (!op.hasHeadSpans() && span.getKind() == SpanKind::Window &&
+      span.getSink() == 0) {
     // The node's own sliding window: local_window_size W keeps the keys
     // with 0 <= i - j < W, as onnxruntime 1.24 and later define it
     // (within the model's window, if it has one).
@@ -474,16 +472,55 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
         emit.node("Reshape", {toI64(att.input(6)), emit.constI64({})});
     std::string kpos =
         emit.node("Reshape", {range(total), emit.constI64({1, 1, 1, -1})});
-    std::string size = emit.constI64({span.getSize()});
-    std::string keep =
-        span.getKind() == SpanKind::Block
-            ? emit.node("Equal", {emit.node("Div", {qpos, size}),
-                                  emit.node("Div", {kpos, size})})
-            : emit.node("Less", {emit.node("Sub", {qpos, kpos}), size});
-    if (span.getSink() > 0)
+    std::string keep;
+    if (!op.hasHeadSpans()) {
+      std::string size = emit.constI64({span.getSize()});
+      keep = span.getKind() == SpanKind::Block
+                 ? emit.node("Equal", {emit.node("Div", {qpos, size}),
+                                       emit.node("Div", {kpos, size})})
+                 : emit.node("Less", {emit.node("Sub", {qpos, kpos}), size});
+      if (span.getSink() > 0)
+        keep = emit.node(
+            "Or",
+            {keep, emit.node("Less", {kpos, emit.constI64({span.getSink()})})});
+    } else {
+      // Per-head spans: each query head's span (its key/value head's) as
+      // [1, Hq, 1, 1] constants, the rule of every kind computed and the
+      // head's chosen: a bias [B, Hq, S, T].
+      std::optional<int64_t> group = op.getStaticGroupSize();
+      int64_t qHeads = op.getQueryType().getDimSize(1);
+      if (!group || ShapedType::isDynamic(qHeads))
+        return error() << "per-head spans need static numbers of heads";
+      SmallVector<int64_t> kinds, sizes, sinks;
+      for (int64_t h = 0; h < qHeads; ++h) {
+        SpanAttr hs = op.getKVHeadSpan(h / *group);
+        kinds.push_back(static_cast<int64_t>(hs.getKind()));
+        sizes.push_back(hs.isFull() ? 1 : hs.getSize());
+        sinks.push_back(hs.getSink());
+      }
+      auto perHead = [&](ArrayRef<int64_t> values) {
+        return emit.node("Reshape", {emit.constI64(values),
+                                     emit.constI64({1, -1, 1, 1})});
+      };
+      std::string kind = perHead(kinds), size = perHead(sizes);
+      auto isKind = [&](SpanKind k) {
+        return emit.node(
+            "Equal", {kind, emit.constI64({static_cast<int64_t>(k)}, true)});
+      };
+      std::string inBlock = emit.node(
+          "Equal", {emit.node("Div", {qpos, size}),
+                    emit.node("Div", {kpos, size})});
+      std::string inWindow =
+          emit.node("Less", {emit.node("Sub", {qpos, kpos}), size});
       keep = emit.node(
           "Or",
-          {keep, emit.node("Less", {kpos, emit.constI64({span.getSink()})})});
+          {emit.node("Or", {isKind(SpanKind::Full),
+                            emit.node("And",
+                                      {isKind(SpanKind::Block), inBlock})}),
+           emit.node("And", {isKind(SpanKind::Window), inWindow})});
+      keep = emit.node(
+          "Or", {keep, emit.node("Less", {kpos, perHead(sinks)})});
+    }
     std::string bias = emit.node(
         "Where",
         {keep, emit.constFloat(0.0, et),
