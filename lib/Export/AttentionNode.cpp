@@ -434,10 +434,11 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
       w = std::min(w, model.getSize());
     setWindow(w);
   } else {
-    // The span as an attention_bias [B, 1, S, T]: the queries of row b at
-    // positions seqlens_k[b] + 1 - S + i, the keys at j (onnxruntime's
-    // layout), -inf where the span hides the pair. The node's causal
-    // triangle and its own window stay.
+    // The span as an attention_bias [B, 1, S, T] ([B, Hq, S, T] with
+    // per-head spans): the queries of row b at positions
+    // seqlens_k[b] + 1 - S + i, the keys at j (onnxruntime's layout), -inf
+    // where the span hides the pair. The node's causal triangle and its own
+    // window stay.
     if (att.input_size() < 7 || att.input(5).empty() || att.input(6).empty())
       return error() << "the GroupQueryAttention node has no seqlens_k or "
                         "total_sequence_length";
