@@ -251,6 +251,31 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
       decode.removeArgAttr(i, kCacheSpanAttrName);
   }
   bool cuda = options.target == "cuda";
+  // Rows of their own lengths (GroupQueryAttention with a KV cache) are
+  // chosen on the host from seqlens_k, which the GPU code keeps in device
+  // memory.
+  if (cuda) {
+    AttentionOp rows;
+    module.walk([&](AttentionOp op) {
+      if (!rows && op.getRowOffset())
+        rows = op;
+      return rows ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    if (rows) {
+      std::string node;
+      if (auto name = dyn_cast<NameLoc>(rows.getLoc()))
+        node = " (node '" + name.getName().str() + "')";
+      std::optional<uint64_t> layer = rows.getLayer();
+      return emitError(rows.getLoc())
+                 << "layer " << (layer ? std::to_string(*layer) : "?") << node
+                 << ": --target=cuda does not take attention over a KV cache "
+                    "whose batch rows have lengths of their own "
+                    "(com.microsoft.GroupQueryAttention with past keys, "
+                    "onnxruntime-genai's decoders) yet: compile it for the "
+                    "CPU",
+             failure();
+    }
+  }
   // The instructions the runtime must check (and, for AMX, ask the kernel
   // for) before it runs the library.
   if (!cuda && options.precision == "bf16" && tools.host.amxBF16 &&
