@@ -473,58 +473,12 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
         emit.node("Reshape", {toI64(att.input(6)), emit.constI64({})});
     std::string kpos =
         emit.node("Reshape", {range(total), emit.constI64({1, 1, 1, -1})});
-    std::string keep;
-    if (!op.hasHeadSpans()) {
-      std::string size = emit.constI64({span.getSize()});
-      keep = span.getKind() == SpanKind::Block
-                 ? emit.node("Equal", {emit.node("Div", {qpos, size}),
-                                       emit.node("Div", {kpos, size})})
-                 : emit.node("Less", {emit.node("Sub", {qpos, kpos}), size});
-      if (span.getSink() > 0)
-        keep = emit.node(
-            "Or",
-            {keep, emit.node("Less", {kpos, emit.constI64({span.getSink()})})});
-    } else {
-      // Per-head spans: each query head's span (its key/value head's) as
-      // [1, Hq, 1, 1] constants, the rule of every kind computed and the
-      // head's chosen: a bias [B, Hq, S, T].
-      std::optional<int64_t> group = op.getStaticGroupSize();
-      int64_t qHeads = op.getQueryType().getDimSize(1);
-      if (!group || ShapedType::isDynamic(qHeads))
-        return error() << "per-head spans need static numbers of heads";
-      SmallVector<int64_t> kinds, sizes, sinks;
-      for (int64_t h = 0; h < qHeads; ++h) {
-        SpanAttr hs = op.getKVHeadSpan(h / *group);
-        kinds.push_back(static_cast<int64_t>(hs.getKind()));
-        sizes.push_back(hs.isFull() ? 1 : hs.getSize());
-        sinks.push_back(hs.getSink());
-      }
-      auto perHead = [&](ArrayRef<int64_t> values) {
-        return emit.node("Reshape", {emit.constI64(values),
-                                     emit.constI64({1, -1, 1, 1})});
-      };
-      std::string kind = perHead(kinds), size = perHead(sizes);
-      auto isKind = [&](SpanKind k) {
-        return emit.node(
-            "Equal", {kind, emit.constI64({static_cast<int64_t>(k)}, true)});
-      };
-      std::string inBlock = emit.node(
-          "Equal", {emit.node("Div", {qpos, size}),
-                    emit.node("Div", {kpos, size})});
-      std::string inWindow =
-          emit.node("Less", {emit.node("Sub", {qpos, kpos}), size});
-      keep = emit.node(
-          "Or",
-          {emit.node("Or", {isKind(SpanKind::Full),
-                            emit.node("And",
-                                      {isKind(SpanKind::Block), inBlock})}),
-           emit.node("And", {isKind(SpanKind::Window), inWindow})});
-      keep = emit.node(
-          "Or", {keep, emit.node("Less", {kpos, perHead(sinks)})});
-    }
+    FailureOr<std::string> keep = emitSpanKeep(qpos, kpos);
+    if (failed(keep))
+      return failure();
     std::string bias = emit.node(
         "Where",
-        {keep, emit.constFloat(0.0, et),
+        {*keep, emit.constFloat(0.0, et),
          emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
     while (copy.input_size() <= 10)
       copy.add_input("");
@@ -532,6 +486,150 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
       bias = emit.node("Add", {copy.input(10), bias});
     copy.set_input(10, bias);
   }
+  emit.nodes.push_back(std::move(copy));
+  return success();
+}
+
+FailureOr<std::string> LayerExporter::emitSpanKeep(const std::string &qpos,
+                                                   const std::string &kpos) {
+  bool causal = op.getCausal();
+  std::string dist = emit.node("Sub", {qpos, kpos});
+  auto inWindow = [&](const std::string &size) {
+    std::string keep = emit.node("Less", {dist, size});
+    if (!causal)
+      keep = emit.node(
+          "And", {keep, emit.node("Less", {emit.node("Neg", {dist}), size})});
+    return keep;
+  };
+  auto inBlock = [&](const std::string &size) {
+    return emit.node("Equal", {emit.node("Div", {qpos, size}),
+                               emit.node("Div", {kpos, size})});
+  };
+  // 0 <= kpos < sink (kpos is never negative here).
+  auto isSink = [&](const std::string &sink) {
+    return emit.node("Less", {kpos, sink});
+  };
+  if (!op.hasHeadSpans()) {
+    SpanAttr span = op.getSpan();
+    if (span.isFull())
+      return emit.node(
+          "GreaterOrEqual",
+          {dist, emit.constI64({std::numeric_limits<int64_t>::min()})});
+    std::string size = emit.constI64({span.getSize()});
+    std::string keep =
+        span.getKind() == SpanKind::Block ? inBlock(size) : inWindow(size);
+    if (span.getSink() > 0)
+      keep = emit.node("Or", {keep, isSink(emit.constI64({span.getSink()}))});
+    return keep;
+  }
+  // Per-head spans: each query head's span (its key/value head's) as
+  // [1, Hq, 1, 1] constants, the rule of every kind computed and the
+  // head's chosen.
+  std::optional<int64_t> group = op.getStaticGroupSize();
+  int64_t qHeads = op.getQueryType().getDimSize(1);
+  if (!group || ShapedType::isDynamic(qHeads))
+    return error() << "per-head spans need static numbers of heads", failure();
+  SmallVector<int64_t> kinds, sizes, sinks;
+  for (int64_t h = 0; h < qHeads; ++h) {
+    SpanAttr hs = op.getKVHeadSpan(h / *group);
+    kinds.push_back(static_cast<int64_t>(hs.getKind()));
+    sizes.push_back(hs.isFull() ? 1 : hs.getSize());
+    sinks.push_back(hs.getSink());
+  }
+  auto perHead = [&](ArrayRef<int64_t> values) {
+    return emit.node("Reshape",
+                     {emit.constI64(values), emit.constI64({1, -1, 1, 1})});
+  };
+  std::string kind = perHead(kinds), size = perHead(sizes);
+  auto isKind = [&](SpanKind k) {
+    return emit.node("Equal",
+                     {kind, emit.constI64({static_cast<int64_t>(k)}, true)});
+  };
+  std::string keep = emit.node(
+      "Or",
+      {emit.node("Or",
+                 {isKind(SpanKind::Full),
+                  emit.node("And", {isKind(SpanKind::Block), inBlock(size)})}),
+       emit.node("And", {isKind(SpanKind::Window), inWindow(size)})});
+  return emit.node("Or", {keep, isSink(perHead(sinks))});
+}
+
+LogicalResult LayerExporter::emitSpanBiasNode(int index, bool contrib) {
+  const onnx::NodeProto &att = graph.node(index);
+  auto has = [&](int i) {
+    return i < att.input_size() && !att.input(i).empty();
+  };
+  FailureOr<RankedTensorType> outTy = typeOf(att.output(0));
+  if (failed(outTy))
+    return failure();
+  int32_t et = onnxFloatType(outTy->getElementType());
+  if (!et)
+    return error() << "unsupported element type " << outTy->getElementType();
+  // The queries' and keys' lengths, from the inputs' shapes (no past: the
+  // import refuses it): the sequence axis of a 3-D input is 1, of a 4-D
+  // one 2; packed keys (contrib Attention, MultiHeadAttention without a
+  // key input) are the queries'.
+  auto length = [&](int input) -> FailureOr<std::string> {
+    FailureOr<RankedTensorType> t = typeOf(att.input(input));
+    if (failed(t))
+      return failure();
+    if (t->getRank() != 3 && t->getRank() != 4)
+      return error() << "input " << input << " of the " << att.op_type()
+                     << " node must have rank 3 or 4, got " << *t,
+             failure();
+    return emit.node(
+        "Gather",
+        {emit.node("Shape", {att.input(input)}),
+         emit.constI64({t->getRank() == 3 ? 1 : 2}, true)},
+        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+  };
+  FailureOr<std::string> s = length(0);
+  if (failed(s))
+    return failure();
+  FailureOr<std::string> t = s;
+  bool packedKeys = att.op_type() == "Attention" ? contrib : !has(1);
+  if (!packedKeys) {
+    t = length(1);
+    if (failed(t))
+      return failure();
+  }
+  auto range = [&](const std::string &n) {
+    return emit.node("Range",
+                     {emit.constI64({0}, true), n, emit.constI64({1}, true)});
+  };
+  // Queries at the end of the keys: i + T - S; keys at j.
+  std::string qpos = emit.node(
+      "Reshape", {emit.node("Add", {range(*s), emit.node("Sub", {*t, *s})}),
+                  emit.constI64({1, 1, -1, 1})});
+  std::string kpos =
+      emit.node("Reshape", {range(*t), emit.constI64({1, 1, 1, -1})});
+  FailureOr<std::string> keep = emitSpanKeep(qpos, kpos);
+  if (failed(keep))
+    return failure();
+  onnx::NodeProto copy = att;
+  int maskInput = contrib ? 5 : 3;
+  while (copy.input_size() <= maskInput)
+    copy.add_input("");
+  std::string mask;
+  if (has(maskInput)) {
+    FailureOr<RankedTensorType> mt = typeOf(att.input(maskInput));
+    if (failed(mt))
+      return failure();
+    // A bool attn_mask (opset-23 Attention) keeps what both keep.
+    if (mt->getElementType().isInteger(1)) {
+      copy.set_input(maskInput,
+                     emit.node("And", {att.input(maskInput), *keep}));
+      emit.nodes.push_back(std::move(copy));
+      return success();
+    }
+    mask = att.input(maskInput);
+  }
+  std::string bias = emit.node(
+      "Where", {*keep, emit.constFloat(0.0, et),
+                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+  if (!mask.empty())
+    bias = emit.node("Add", {mask, bias});
+  copy.set_input(maskInput, bias);
   emit.nodes.push_back(std::move(copy));
   return success();
 }

@@ -327,6 +327,20 @@ private:
   /// KV cache): the same node, a window span as its local_window_size,
   /// other spans as an attention_bias of the pairs they keep.
   LogicalResult emitGroupQueryAttentionNode(int index);
+  /// The pairs the op's span keeps (per-head spans included), as a bool
+  /// tensor broadcast from `qpos` [.., 1, S, 1] and `kpos` [1, 1, 1, T]
+  /// (int64 positions): [.., 1, S, T], or [.., Hq, S, T] with per-head
+  /// spans (each query head its key/value head's rule). Windows are
+  /// one-sided for a causal op (the node's causal rule does the rest) and
+  /// two-sided otherwise; sinks are the keys at 0 <= kpos < K.
+  FailureOr<std::string> emitSpanKeep(const std::string &qpos,
+                                      const std::string &kpos);
+  /// A layer imported from an attention node (opset-23 Attention or
+  /// onnxruntime's Attention or MultiHeadAttention) whose span the blocked
+  /// form does not take (windows, sinks, per-head spans): the same node,
+  /// the span as -inf in its additive mask (`maskInput`: attn_mask of
+  /// Attention, attention_bias of the contrib ops), every pair computed.
+  LogicalResult emitSpanBiasNode(int index, bool contrib);
 
   AttentionOp op;
   onnx::GraphProto &graph;

@@ -343,20 +343,18 @@ LogicalResult LayerExporter::run(
     bool standard = node && !contrib && node->op_type() == "Attention" &&
                     (node->domain().empty() || node->domain() == "ai.onnx");
     if (contrib || standard) {
-      std::string what = (contrib ? "com.microsoft." : "") + node->op_type();
-      if (op.hasHeadSpans())
-        return error() << "per-head spans of " << what
-                       << " nodes are not supported yet";
-      if (op.getSpan().getKind() != SpanKind::Block)
-        return error() << "window spans of " << what
-                       << " nodes are not supported yet";
-      if (op.getSpan().getSink() > 0)
-        return error() << "spans with sinks of " << what
-                       << " nodes are not supported yet";
-      block = op.getSpan().getSize();
-      if (failed(contrib ? emitBlockedContribNode(i)
-                         : emitBlockedAttentionNode(i)))
-        return failure();
+      // Blocks fold into the batch (the node computes only them); windows,
+      // sinks and per-head spans are the node's additive mask.
+      if (op.hasHeadSpans() || op.getSpan().getKind() != SpanKind::Block ||
+          op.getSpan().getSink() > 0) {
+        if (failed(emitSpanBiasNode(i, contrib)))
+          return failure();
+      } else {
+        block = op.getSpan().getSize();
+        if (failed(contrib ? emitBlockedContribNode(i)
+                           : emitBlockedAttentionNode(i)))
+          return failure();
+      }
       removed.push_back(i);
       anchor = i;
       added = std::move(emit.nodes);

@@ -31,6 +31,12 @@ def make_inputs(sess, shapes, seed=7, pad=True):
                     x[-1, -3:] = 0
             else:
                 x = rng.integers(0, 100, size=shape, dtype=itype)
+        elif inp.type == "tensor(bool)":
+            # A boolean attention mask (true: attend), the diagonal kept
+            # so that no query row loses every key.
+            x = rng.random(shape) < 0.8
+            if len(shape) >= 2 and shape[-1] == shape[-2]:
+                x |= np.eye(shape[-1], dtype=bool)
         else:
             dtype = {"tensor(float16)": np.float16,
                      "tensor(double)": np.float64}.get(inp.type, np.float32)

@@ -32,3 +32,22 @@ model = h.make_model(graph, opset_imports=[h.make_opsetid("", 23)])
 model.ir_version = 10  # what onnxruntime 1.23 reads
 onnx.checker.check_model(model, full_check=True)
 onnx.save(model, "attention23-3d.onnx")
+
+# The same encoder with an attn_mask input [batch, 1, seq, seq]: bool (true:
+# attend) and float (added), which a window or sink export combines with
+# the span's mask.
+for name, elem in (("attention23-mask-bool.onnx", T.BOOL),
+                   ("attention23-mask-float.onnx", T.FLOAT)):
+    masked = [n if n.op_type != "Attention" else
+              h.make_node("Attention", ["q", "k", "v", "m"], ["a"],
+                          name="attention", q_num_heads=4, kv_num_heads=2)
+              for n in nodes]
+    graph = h.make_graph(
+        masked, "encoder3d_mask",
+        [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", E]),
+         h.make_tensor_value_info("m", elem, ["batch", 1, "seq", "seq"])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", E])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 23)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, name)
