@@ -204,26 +204,9 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
                   qPos = arith::SubIOp::create(nb, nloc, qPos, args[offsetArg]);
                   j = arith::SubIOp::create(nb, nloc, j, args[offsetArg]);
                 }
-                auto allowedBy = [&](SpanAttr span) -> Value {
-                  if (Value a =
-                          buildSpanAllowed(nb, nloc, span, causal, qPos, j))
-                    return a;
-                  return arith::ConstantIntOp::create(nb, nloc, 1, 1);
-                };
-                // Per-head spans: the span of key/value head h / group,
-                // chosen by a chain of selects.
-                Value allowed = allowedBy(spans.back());
-                if (spans.size() > 1) {
-                  Value kvHead = arith::DivUIOp::create(
-                      nb, nloc, linalg::IndexOp::create(nb, nloc, 1), group);
-                  for (int64_t h = spans.size() - 2; h >= 0; --h) {
-                    Value isH = arith::CmpIOp::create(
-                        nb, nloc, arith::CmpIPredicate::eq, kvHead,
-                        arith::ConstantIndexOp::create(nb, nloc, h));
-                    allowed = arith::SelectOp::create(
-                        nb, nloc, isH, allowedBy(spans[h]), allowed);
-                  }
-                }
+                Value allowed = buildHeadSpansAllowed(
+                    nb, nloc, spans, causal, qPos, j,
+                    linalg::IndexOp::create(nb, nloc, 1), group);
                 Value negInf = arith::ConstantOp::create(
                     nb, nloc, f32,
                     nb.getF32FloatAttr(

@@ -101,23 +101,9 @@ Value spanMask(OpBuilder &b, AttentionOp op) {
         Value qPos = arith::SubIOp::create(
             nb, nloc, arith::AddIOp::create(nb, nloc, i, queryStart), off);
         Value kPos = arith::SubIOp::create(nb, nloc, j, off);
-        auto allowedBy = [&](SpanAttr span) -> Value {
-          if (Value a = buildSpanAllowed(nb, nloc, span, causal, qPos, kPos))
-            return a;
-          return arith::ConstantIntOp::create(nb, nloc, 1, 1);
-        };
-        Value allowed = allowedBy(spans.back());
-        if (spans.size() > 1) {
-          Value kvHead = arith::DivUIOp::create(
-              nb, nloc, linalg::IndexOp::create(nb, nloc, 1), group);
-          for (int64_t h = spans.size() - 2; h >= 0; --h) {
-            Value isH = arith::CmpIOp::create(
-                nb, nloc, arith::CmpIPredicate::eq, kvHead,
-                arith::ConstantIndexOp::create(nb, nloc, h));
-            allowed = arith::SelectOp::create(nb, nloc, isH,
-                                              allowedBy(spans[h]), allowed);
-          }
-        }
+        Value allowed =
+            buildHeadSpansAllowed(nb, nloc, spans, causal, qPos, kPos,
+                                  linalg::IndexOp::create(nb, nloc, 1), group);
         auto ft = cast<FloatType>(et);
         Value zero =
             arith::ConstantOp::create(nb, nloc, ft, nb.getFloatAttr(ft, 0.0));

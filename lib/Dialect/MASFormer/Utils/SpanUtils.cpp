@@ -58,6 +58,30 @@ Value mlir::masformer::buildSpanAllowed(OpBuilder &b, Location loc,
   return allowed;
 }
 
+Value mlir::masformer::buildHeadSpansAllowed(OpBuilder &b, Location loc,
+                                             ArrayRef<SpanAttr> spans,
+                                             bool causal, Value qPos, Value j,
+                                             Value queryHead, Value group) {
+  auto allowedBy = [&](SpanAttr span) -> Value {
+    if (Value a = buildSpanAllowed(b, loc, span, causal, qPos, j))
+      return a;
+    return arith::ConstantIntOp::create(b, loc, 1, 1);
+  };
+  // The span of key/value head h / group, chosen by a chain of selects.
+  Value allowed = allowedBy(spans.back());
+  if (spans.size() > 1) {
+    Value kvHead = arith::DivUIOp::create(b, loc, queryHead, group);
+    for (int64_t h = spans.size() - 2; h >= 0; --h) {
+      Value isH =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kvHead,
+                                arith::ConstantIndexOp::create(b, loc, h));
+      allowed =
+          arith::SelectOp::create(b, loc, isH, allowedBy(spans[h]), allowed);
+    }
+  }
+  return allowed;
+}
+
 Value mlir::masformer::buildSinkKeyEnd(Idx &ix, SpanAttr span, bool causal,
                                        Value qPosLast, Value skv) {
   if (span.getSink() <= 0)

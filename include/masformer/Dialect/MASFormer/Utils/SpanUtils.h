@@ -21,6 +21,14 @@ namespace mlir::masformer {
 Value buildSpanAllowed(OpBuilder &b, Location loc, SpanAttr span, bool causal,
                        Value qPos, Value j);
 
+/// buildSpanAllowed for per-head spans: `spans` holds one span per
+/// key/value head (or one for all), and query head `queryHead` reads
+/// key/value head `queryHead / group` (`group` unused with one span); an
+/// i1, true where every pair is allowed.
+Value buildHeadSpansAllowed(OpBuilder &b, Location loc,
+                            ArrayRef<SpanAttr> spans, bool causal, Value qPos,
+                            Value j, Value queryHead, Value group);
+
 /// The keys [lo, hi) that the queries at positions qPos0..qPosLast may see
 /// under the span's own rule and the causal flag, within [0, skv): the
 /// bounds of the tiled lowerings' key-tile loops. Sinks are not in it (see
