@@ -442,12 +442,9 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
     if (att.input_size() < 7 || att.input(5).empty() || att.input(6).empty())
       return error() << "the GroupQueryAttention node has no seqlens_k or "
                         "total_sequence_length";
-    FailureOr<RankedTensorType> outTy = typeOf(att.output(0));
-    if (failed(outTy))
+    FailureOr<int32_t> et = floatTypeOf(att.output(0));
+    if (failed(et))
       return failure();
-    int32_t et = onnxFloatType(outTy->getElementType());
-    if (!et)
-      return error() << "unsupported element type " << outTy->getElementType();
     auto toI64 = [&](const std::string &x) {
       return emit.node("Cast", {x}, [](onnx::NodeProto &n) {
         Emitter::intAttr(n, "to", onnx::TensorProto::INT64);
@@ -478,8 +475,8 @@ LogicalResult LayerExporter::emitGroupQueryAttentionNode(int index) {
       return failure();
     std::string bias = emit.node(
         "Where",
-        {*keep, emit.constFloat(0.0, et),
-         emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+        {*keep, emit.constFloat(0.0, *et),
+         emit.constFloat(-std::numeric_limits<double>::infinity(), *et)});
     while (copy.input_size() <= 10)
       copy.add_input("");
     if (!copy.input(10).empty())
@@ -559,12 +556,9 @@ LogicalResult LayerExporter::emitSpanBiasNode(int index, bool contrib) {
   auto has = [&](int i) {
     return i < att.input_size() && !att.input(i).empty();
   };
-  FailureOr<RankedTensorType> outTy = typeOf(att.output(0));
-  if (failed(outTy))
+  FailureOr<int32_t> et = floatTypeOf(att.output(0));
+  if (failed(et))
     return failure();
-  int32_t et = onnxFloatType(outTy->getElementType());
-  if (!et)
-    return error() << "unsupported element type " << outTy->getElementType();
   // The queries' and keys' lengths, from the inputs' shapes (no past: the
   // import refuses it): the sequence axis of a 3-D input is 1, of a 4-D
   // one 2; packed keys (contrib Attention, MultiHeadAttention without a
@@ -625,8 +619,9 @@ LogicalResult LayerExporter::emitSpanBiasNode(int index, bool contrib) {
     mask = att.input(maskInput);
   }
   std::string bias = emit.node(
-      "Where", {*keep, emit.constFloat(0.0, et),
-                emit.constFloat(-std::numeric_limits<double>::infinity(), et)});
+      "Where",
+      {*keep, emit.constFloat(0.0, *et),
+       emit.constFloat(-std::numeric_limits<double>::infinity(), *et)});
   if (!mask.empty())
     bias = emit.node("Add", {mask, bias});
   copy.set_input(maskInput, bias);

@@ -327,6 +327,9 @@ private:
   /// KV cache): the same node, a window span as its local_window_size,
   /// other spans as an attention_bias of the pairs they keep.
   LogicalResult emitGroupQueryAttentionNode(int index);
+  /// The ONNX float element type of tensor `name`; an error naming its
+  /// type when it is not a float type.
+  FailureOr<int32_t> floatTypeOf(const std::string &name);
   /// The pairs the op's span keeps (per-head spans included), as a bool
   /// tensor broadcast from `qpos` [.., 1, S, 1] and `kpos` [1, 1, 1, T]
   /// (int64 positions): [.., 1, S, T], or [.., Hq, S, T] with per-head

@@ -318,6 +318,16 @@ FailureOr<RankedTensorType> LayerExporter::typeOf(const std::string &name) {
   return it->second;
 }
 
+FailureOr<int32_t> LayerExporter::floatTypeOf(const std::string &name) {
+  FailureOr<RankedTensorType> t = typeOf(name);
+  if (failed(t))
+    return failure();
+  if (int32_t et = onnxFloatType(t->getElementType()))
+    return et;
+  return error() << "unsupported element type " << t->getElementType(),
+         failure();
+}
+
 LogicalResult LayerExporter::run(
     SmallVectorImpl<int> &removed, int &anchor,
     std::vector<onnx::NodeProto> &added,

@@ -7,9 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 #include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Dialect/MASFormer/Transforms/Passes.h"
+#include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
+#include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/IR/AffineMap.h"
@@ -85,16 +86,6 @@ AffineMap kvMap(MLIRContext *ctx, int64_t group, unsigned seqDim,
 /// The map that broadcasts a mask of rank <= 4 (right-aligned, numpy rules)
 /// to the 4 loop dims [b, h, i, j]. Static size-1 dims broadcast; the others
 /// follow the loop.
-AffineMap maskMap(MLIRContext *ctx, RankedTensorType maskTy) {
-  int64_t offset = 4 - maskTy.getRank();
-  SmallVector<AffineExpr> exprs;
-  for (int64_t d = 0; d < maskTy.getRank(); ++d)
-    exprs.push_back(maskTy.getDimSize(d) == 1
-                        ? getAffineConstantExpr(0, ctx)
-                        : getAffineDimExpr(offset + d, ctx));
-  return AffineMap::get(4, 0, exprs, ctx);
-}
-
 struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -151,7 +142,7 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
     if (Value mask = op.getMask()) {
       logitInputs.push_back(mask);
       logitMaps.push_back(
-          maskMap(ctx, cast<RankedTensorType>(mask.getType())));
+          getMaskBroadcastMap(ctx, cast<RankedTensorType>(mask.getType())));
     }
     // Row b's positions start row_offset[b] into its keys.
     Value rowOffset = op.getRowOffset();
@@ -164,25 +155,12 @@ struct DecomposeAttentionPattern final : OpRewritePattern<AttentionOp> {
     logitMaps.push_back(id4);
     Value logitsInit = tensor::EmptyOp::create(b, loc, scoreSizes, f32);
     // Each key/value head's span (one for all heads without head_spans).
-    SmallVector<SpanAttr> spans;
-    if (std::optional<ArrayAttr> heads = op.getHeadSpans())
-      for (Attribute a : *heads)
-        spans.push_back(cast<SpanAttr>(a));
-    else
-      spans.push_back(op.getSpan());
+    SmallVector<SpanAttr> spans = getKVHeadSpans(op);
     bool causal = op.getCausal();
     bool positional = causal || op.hasSparseSpan();
     // Query heads per key/value head (kv_heads is static with head spans;
     // q_heads may be known only at run time).
-    Value group;
-    if (spans.size() > 1) {
-      if (std::optional<int64_t> g = op.getStaticGroupSize())
-        group = arith::ConstantIndexOp::create(b, loc, *g);
-      else
-        group = arith::DivUIOp::create(
-            b, loc, getValueOrCreateConstantIndexOp(b, loc, qSizes[1]),
-            arith::ConstantIndexOp::create(b, loc, spans.size()));
-    }
+    Value group = buildHeadGroupSize(b, loc, op, qSizes[1]);
     bool hasMask = op.getMask() != nullptr;
     std::optional<float> softcap = op.getSoftcapValue();
     Value logits =

@@ -137,3 +137,36 @@ LogicalResult mlir::masformer::splitAllHeadSpans(Operation *root) {
       return failure();
   return success();
 }
+
+SmallVector<SpanAttr> mlir::masformer::getKVHeadSpans(AttentionOp op) {
+  SmallVector<SpanAttr> spans;
+  if (std::optional<ArrayAttr> heads = op.getHeadSpans())
+    for (Attribute a : *heads)
+      spans.push_back(cast<SpanAttr>(a));
+  else
+    spans.push_back(op.getSpan());
+  return spans;
+}
+
+Value mlir::masformer::buildHeadGroupSize(OpBuilder &b, Location loc,
+                                          AttentionOp op, OpFoldResult qHeads) {
+  std::optional<ArrayAttr> heads = op.getHeadSpans();
+  if (!heads)
+    return Value();
+  if (std::optional<int64_t> g = op.getStaticGroupSize())
+    return arith::ConstantIndexOp::create(b, loc, *g);
+  return arith::DivUIOp::create(
+      b, loc, getValueOrCreateConstantIndexOp(b, loc, qHeads),
+      arith::ConstantIndexOp::create(b, loc, heads->size()));
+}
+
+AffineMap mlir::masformer::getMaskBroadcastMap(MLIRContext *ctx,
+                                               RankedTensorType maskTy) {
+  int64_t offset = 4 - maskTy.getRank();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < maskTy.getRank(); ++d)
+    exprs.push_back(maskTy.getDimSize(d) == 1
+                        ? getAffineConstantExpr(0, ctx)
+                        : getAffineDimExpr(offset + d, ctx));
+  return AffineMap::get(4, 0, exprs, ctx);
+}

@@ -1,6 +1,7 @@
 //===- RowOffsets.cpp - Per-row positions for the kernels -------*- C++ -*-===//
 
 #include "masformer/Dialect/MASFormer/Utils/RowOffsets.h"
+#include "masformer/Dialect/MASFormer/Utils/HeadSpans.h"
 #include "masformer/Dialect/MASFormer/Utils/SpanUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -65,31 +66,13 @@ Value spanMask(OpBuilder &b, AttentionOp op) {
   SmallVector<AffineMap> maps = {
       AffineMap::get(4, 0, getAffineDimExpr(0, ctx), ctx)};
   if (mask) {
-    SmallVector<AffineExpr> exprs;
-    for (int64_t d = 0; d < maskTy.getRank(); ++d)
-      exprs.push_back(maskTy.getDimSize(d) == 1
-                          ? getAffineConstantExpr(0, ctx)
-                          : getAffineDimExpr(maskOffset + d, ctx));
     inputs.push_back(mask);
-    maps.push_back(AffineMap::get(4, 0, exprs, ctx));
+    maps.push_back(getMaskBroadcastMap(ctx, maskTy));
   }
   maps.push_back(AffineMap::getMultiDimIdentityMap(4, ctx));
 
-  SmallVector<SpanAttr> spans;
-  if (std::optional<ArrayAttr> heads = op.getHeadSpans())
-    for (Attribute a : *heads)
-      spans.push_back(cast<SpanAttr>(a));
-  else
-    spans.push_back(op.getSpan());
-  Value group;
-  if (spans.size() > 1) {
-    if (std::optional<int64_t> g = op.getStaticGroupSize())
-      group = arith::ConstantIndexOp::create(b, loc, *g);
-    else
-      group = arith::DivUIOp::create(
-          b, loc, tensor::DimOp::create(b, loc, op.getQuery(), 1),
-          arith::ConstantIndexOp::create(b, loc, spans.size()));
-  }
+  SmallVector<SpanAttr> spans = getKVHeadSpans(op);
+  Value group = buildHeadGroupSize(b, loc, op, sizes[1]);
   bool causal = op.getCausal();
   auto generic = linalg::GenericOp::create(
       b, loc, init.getType(), inputs, ValueRange{init}, maps,

@@ -30,6 +30,20 @@ FailureOr<SmallVector<AttentionOp>> splitHeadSpans(RewriterBase &rewriter,
 /// that cannot be split.
 LogicalResult splitAllHeadSpans(Operation *root);
 
+/// Each key/value head's span: `head_spans`, or the op's one span for all.
+SmallVector<SpanAttr> getKVHeadSpans(AttentionOp op);
+
+/// The query heads per key/value head as an index value built at `b`, for
+/// ops with `head_spans` (a constant when static, else `qHeads` divided by
+/// the number of key/value heads); null without them.
+Value buildHeadGroupSize(OpBuilder &b, Location loc, AttentionOp op,
+                         OpFoldResult qHeads);
+
+/// How an additive mask of type `maskTy` broadcasts (numpy rules,
+/// right-aligned, size-1 dims repeated) onto loops over
+/// [batch, q_heads, q_seq, kv_seq].
+AffineMap getMaskBroadcastMap(MLIRContext *ctx, RankedTensorType maskTy);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_DIALECT_MASFORMER_UTILS_HEADSPANS_H
