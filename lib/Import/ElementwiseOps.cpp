@@ -89,26 +89,27 @@ Value mlir::masformer::buildReshape(OpBuilder &b, Location loc, Value input,
   return tensor::ReshapeOp::create(b, loc, resultType, input, shape);
 }
 
-Value mlir::masformer::castScalar(OpBuilder &b, Location loc, Value v,
-                                  Type to) {
+Value mlir::masformer::castScalar(OpBuilder &b, Location loc, Value v, Type to,
+                                  bool fromUnsigned, bool toUnsigned) {
   Type from = v.getType();
   if (from == to)
     return v;
   bool fromF = isa<FloatType>(from), toF = isa<FloatType>(to);
+  fromUnsigned |= from.isInteger(1);
   if (fromF && toF)
     return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
                ? arith::ExtFOp::create(b, loc, to, v).getResult()
                : arith::TruncFOp::create(b, loc, to, v).getResult();
   if (!fromF && toF)
-    return from.isInteger(1)
-               ? arith::UIToFPOp::create(b, loc, to, v).getResult()
-               : arith::SIToFPOp::create(b, loc, to, v).getResult();
+    return fromUnsigned ? arith::UIToFPOp::create(b, loc, to, v).getResult()
+                        : arith::SIToFPOp::create(b, loc, to, v).getResult();
   if (fromF && !toF) {
     if (to.isInteger(1)) {
       Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(from, 0));
       return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, v, zero);
     }
-    return arith::FPToSIOp::create(b, loc, to, v);
+    return toUnsigned ? arith::FPToUIOp::create(b, loc, to, v).getResult()
+                      : arith::FPToSIOp::create(b, loc, to, v).getResult();
   }
   if (to.isInteger(1)) {
     Value zero = arith::ConstantOp::create(b, loc, b.getIntegerAttr(from, 0));
@@ -116,8 +117,8 @@ Value mlir::masformer::castScalar(OpBuilder &b, Location loc, Value v,
   }
   unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
   if (fw < tw)
-    return from.isInteger(1) ? arith::ExtUIOp::create(b, loc, to, v).getResult()
-                             : arith::ExtSIOp::create(b, loc, to, v).getResult();
+    return fromUnsigned ? arith::ExtUIOp::create(b, loc, to, v).getResult()
+                        : arith::ExtSIOp::create(b, loc, to, v).getResult();
   return arith::TruncIOp::create(b, loc, to, v);
 }
 
@@ -797,9 +798,19 @@ LogicalResult importCast(ONNXImporterImpl &im) {
   RankedTensorType t = im.inputType(0);
   SmallVector<AffineExpr> dims = im.inputDims(0);
   auto outType = RankedTensorType::get(t.getShape(), toType);
+  bool fromUnsigned = im.inputIsUnsigned(0);
+  bool toUnsigned = *to == onnx::TensorProto::UINT8;
   // Exporters leave casts to the same type around; they are no-ops.
+  // (int8 to uint8 and back keeps the bits.)
   if (toType == t.getElementType() && !im.hostInput(0)) {
     im.setOutput(0, im.input(0), dims);
+    if (toUnsigned)
+      im.setOutputUnsigned(0);
+    return success();
+  }
+  // MatMulInteger's product as the f32 it was computed in.
+  if (Value f = im.inputExactFloat(0); f && toType.isF32()) {
+    im.setOutput(0, f, dims);
     return success();
   }
   const HostTensor *h = im.hostInput(0);
@@ -826,18 +837,27 @@ LogicalResult importCast(ONNXImporterImpl &im) {
         out.set(i, h->floats[i]);
       else
         out.setInt(i, h->ints[i]);
+      // 8-bit results wrap, as a C++ cast of the value would.
+      if (toType.isInteger(8))
+        out.ints[i] = toUnsigned ? static_cast<uint8_t>(out.ints[i])
+                                 : static_cast<int8_t>(out.ints[i]);
     }
     im.setHostOutput(0, std::move(out));
+    if (toUnsigned)
+      im.setOutputUnsigned(0);
     return success();
   }
   im.setOutput(0,
                buildBroadcastGeneric(
                    im.builder, im.loc, {im.input(0)}, outType,
                    [&](OpBuilder &b, Location loc, ValueRange args) {
-                     return castScalar(b, loc, args[0], toType);
+                     return castScalar(b, loc, args[0], toType, fromUnsigned,
+                                       toUnsigned);
                    },
                    im.dynamicSizes(dims)),
                dims);
+  if (toUnsigned)
+    im.setOutputUnsigned(0);
   return success();
 }
 

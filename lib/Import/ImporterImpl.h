@@ -35,6 +35,8 @@ using NodeHandler = LogicalResult (*)(ONNXImporterImpl &);
 /// Ops whose results the importer computes on the host when every input is
 /// known there and the result is small.
 constexpr int64_t kMaxHostElements = 1 << 22;
+/// The same for 8-bit integer initializers (quantized weights).
+constexpr int64_t kMaxHostInt8Elements = 1 << 12;
 
 class ONNXImporterImpl {
 public:
@@ -93,6 +95,10 @@ public:
   /// error naming the input otherwise. Weights are read from the model each
   /// time (the caller holds the copy only while it uses it).
   FailureOr<HostTensor> constantInput(unsigned i, StringRef what);
+  /// Whether input `i` is a constant (an initializer, a Constant node's
+  /// tensor, or folded on the host), which constantInput and constantBytes
+  /// read.
+  bool isConstantInput(unsigned i);
   /// The bytes of input `i`, a constant tensor of uint8 (packed weights, one
   /// byte per element instead of a HostTensor's eight).
   FailureOr<std::vector<uint8_t>> constantBytes(unsigned i, StringRef what);
@@ -108,6 +114,26 @@ public:
   /// type when empty: static sizes, and a fresh symbol bound to tensor.dim
   /// for each dynamic one).
   void setOutput(unsigned i, Value v, ArrayRef<AffineExpr> dims = {});
+
+  /// uint8 and int8 are both i8 here: whether input i holds uint8 (an
+  /// initializer, Constant or graph input of that type, an op's uint8
+  /// result, or either moved by Reshape, Transpose, Gather, ...).
+  bool inputIsUnsigned(unsigned i);
+  /// Marks output i (set already) as holding uint8.
+  void setOutputUnsigned(unsigned i);
+  /// An f32 value exactly equal to integer output i (set already), which a
+  /// Cast to float takes instead of converting: MatMulInteger's product,
+  /// computed in f32 and converted to int32, is cast back by the next node.
+  void setOutputExactFloat(unsigned i, Value f);
+  /// Input i's exact f32 value, if its producer set one.
+  Value inputExactFloat(unsigned i);
+
+  /// Values a handler derives from the graph's tensors, under a key it
+  /// names, so that nodes sharing the tensors share the value (the three
+  /// MatMulIntegers of Q, K and V read one quantized X: one X less its zero
+  /// point, in f32, which the raise then sees as the projections' one
+  /// source).
+  llvm::StringMap<Value> derivedValues;
 
   /// How a tensor of the graph was computed, for handlers that recognize
   /// the structure of an input (ScatterND's indices built from sizes): the
@@ -222,9 +248,16 @@ private:
     std::optional<HostTensor> host;
     /// A weight not yet materialized (kept as a proto reference).
     const onnx::TensorProto *initializer = nullptr;
+    /// uint8 elements (the type is i8 either way).
+    bool isUnsigned = false;
+    /// setOutputExactFloat's value.
+    Value exactFloat;
   };
 
   Entry *lookup(unsigned i);
+  /// After the current node's handler: ops that move elements without
+  /// changing them (Reshape, Transpose, Gather, Slice, ...) keep uint8.
+  void propagateUnsigned();
   Value materialize(Entry &entry, StringRef name);
   /// An arith.constant of `attr` at the top of the function, after the
   /// constants placed before it (weights in first-use order).
@@ -293,8 +326,9 @@ void registerSearchHandlers(llvm::StringMap<NodeHandler> &handlers);
 /// (com.microsoft), keyed "com.microsoft.<op>", and its
 /// SimplifiedLayerNormalization (default domain).
 void registerContribHandlers(llvm::StringMap<NodeHandler> &handlers);
-/// Weights stored quantized (com.microsoft.MatMulNBits,
-/// GatherBlockQuantized).
+/// Quantized models: weights stored quantized (com.microsoft.MatMulNBits,
+/// GatherBlockQuantized) and ONNX's int8 ops (DequantizeLinear,
+/// QuantizeLinear, DynamicQuantizeLinear, MatMulInteger).
 void registerQuantizedHandlers(llvm::StringMap<NodeHandler> &handlers);
 
 //===--- Helpers shared by the handler files ------------------------------===//
@@ -434,8 +468,10 @@ Value normalizedIndex(OpBuilder &b, Location loc, Value index, Value size);
 Value buildGather(ONNXImporterImpl &im, Value data, ArrayRef<AffineExpr> dDims,
                   Value indices, ArrayRef<AffineExpr> iDims, int64_t axis);
 
-/// Converts a scalar between element types as ONNX Cast does.
-Value castScalar(OpBuilder &b, Location loc, Value v, Type to);
+/// Converts a scalar between element types as ONNX Cast does; an i8 `v` is
+/// uint8 with `fromUnsigned`, an i8 result uint8 with `toUnsigned`.
+Value castScalar(OpBuilder &b, Location loc, Value v, Type to,
+                 bool fromUnsigned = false, bool toUnsigned = false);
 
 } // namespace mlir::masformer
 

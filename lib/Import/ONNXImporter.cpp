@@ -180,6 +180,10 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m[ms + "Attention"] = {2, 7, 2};
     m[ms + "MultiHeadAttention"] = {1, 10, 4};
     m[ms + "GroupQueryAttention"] = {1, 12, 4};
+    m["DequantizeLinear"] = {2, 3, 1};
+    m["QuantizeLinear"] = {2, 3, 1};
+    m["DynamicQuantizeLinear"] = {1, 1, 3};
+    m["MatMulInteger"] = {2, 4, 1};
     m[ms + "MatMulNBits"] = {3, 6, 1};
     m[ms + "GatherBlockQuantized"] = {3, 4, 1};
     return m;
@@ -242,10 +246,15 @@ LogicalResult ONNXImporterImpl::addInitializer(const onnx::TensorProto &t,
                           << "' has a negative dimension or too many "
                              "elements";
   entry.type = RankedTensorType::get(shape, elemType);
+  entry.isUnsigned = t.data_type() == onnx::TensorProto::UINT8;
   int64_t n = entry.type.getNumElements();
   // Integers, booleans and tiny float tensors take part in folding; weights
-  // stay in the proto until an op uses them.
-  bool host = (elemType.isIntOrIndex() && n <= kMaxHostElements) ||
+  // stay in the proto until an op uses them. 8-bit integers are quantized
+  // weights (int8, packed int4), not sizes or indices: on the host each
+  // would take 8 bytes.
+  int64_t hostLimit =
+      elemType.isInteger(8) ? kMaxHostInt8Elements : kMaxHostElements;
+  bool host = (elemType.isIntOrIndex() && n <= hostLimit) ||
               n <= options.inlineConstantLimit;
   if (host) {
     FailureOr<HostTensor> ht = readHostTensor(t);
@@ -586,6 +595,11 @@ FailureOr<Value> ONNXImporterImpl::weightConstant(
       name, DenseResourceElementsAttr::get(type, name, std::move(blob)));
 }
 
+bool ONNXImporterImpl::isConstantInput(unsigned i) {
+  Entry *e = lookup(i);
+  return e && (e->initializer || (e->host && !e->host->isSymbolic()));
+}
+
 FailureOr<HostTensor> ONNXImporterImpl::constantInput(unsigned i,
                                                       StringRef what) {
   Entry *e = lookup(i);
@@ -707,6 +721,48 @@ void ONNXImporterImpl::setOutput(unsigned i, Value v,
   values[node->output(i)] = std::move(entry);
 }
 
+void ONNXImporterImpl::propagateUnsigned() {
+  // The input whose elements each op's outputs hold.
+  static const llvm::StringMap<int> kDataInput = [] {
+    llvm::StringMap<int> m;
+    for (StringRef op :
+         {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+          "Gather", "GatherElements", "GatherND", "Slice", "Expand", "Tile",
+          "Split", "Concat"})
+      m[op] = 0;
+    m["Where"] = 1;
+    return m;
+  }();
+  auto it = kDataInput.find(opKey(*node));
+  if (it == kDataInput.end() || !inputIsUnsigned(it->second))
+    return;
+  for (int i = 0; i < node->output_size(); ++i) {
+    auto out = values.find(node->output(i));
+    if (out != values.end() && out->second.type.getElementType().isInteger(8))
+      out->second.isUnsigned = true;
+  }
+}
+
+bool ONNXImporterImpl::inputIsUnsigned(unsigned i) {
+  Entry *e = lookup(i);
+  return e && e->isUnsigned;
+}
+
+void ONNXImporterImpl::setOutputUnsigned(unsigned i) {
+  if (hasOutput(i))
+    values[node->output(i)].isUnsigned = true;
+}
+
+void ONNXImporterImpl::setOutputExactFloat(unsigned i, Value f) {
+  if (hasOutput(i))
+    values[node->output(i)].exactFloat = f;
+}
+
+Value ONNXImporterImpl::inputExactFloat(unsigned i) {
+  Entry *e = lookup(i);
+  return e ? e->exactFloat : Value();
+}
+
 void ONNXImporterImpl::setHostOutput(unsigned i, HostTensor t) {
   if (!hasOutput(i))
     return;
@@ -821,6 +877,7 @@ ONNXImporterImpl::addGraphInput(const onnx::ValueInfoProto &info,
   if (!isDynamic(entry.dims))
     entry.dims.clear();
   entry.type = RankedTensorType::get(shape, elemType);
+  entry.isUnsigned = tt.elem_type() == onnx::TensorProto::UINT8;
   argTypes.push_back(entry.type);
   argNames.push_back(name);
   values[name] = std::move(entry);
@@ -887,6 +944,9 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     BlockArgument arg = entryBlock->getArgument(i);
     arg.setLoc(NameLoc::get(builder.getStringAttr(name)));
     func.setArgAttr(i, "onnx.name", builder.getStringAttr(name));
+    // uint8 and int8 are both i8: the runtime's signature tells them apart.
+    if (values[name].isUnsigned)
+      func.setArgAttr(i, "onnx.unsigned", builder.getUnitAttr());
     values[name].value = arg;
   }
   // Which dimensions are the same size, for runtimes that check their
@@ -951,6 +1011,7 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     }
     if (failed(handlers.lookup(opKey(n))(*this)))
       return failure();
+    propagateUnsigned();
     for (int i = 0; i < n.output_size(); ++i)
       if (!n.output(i).empty() && !values.count(n.output(i)))
         return error() << "output " << i << " ('" << n.output(i)
@@ -984,6 +1045,8 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
   func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
   for (auto [i, out] : llvm::enumerate(graph.output())) {
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
+    if (values[out.name()].isUnsigned)
+      func.setResultAttr(i, "onnx.unsigned", builder.getUnitAttr());
     auto type = cast<RankedTensorType>(resultTypes[i]);
     if (!type.hasStaticShape())
       func.setResultAttr(i, "onnx.dims",

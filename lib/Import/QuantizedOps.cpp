@@ -9,6 +9,15 @@
 // MatMul. A rewrite exported back to ONNX keeps the quantized nodes as they are
 // (the exporter edits attention nodes only).
 //
+// ONNX's 8-bit ops, what onnxruntime's quantizers write: quantize_dynamic
+// (DynamicQuantizeLinear on the activations, MatMulInteger against int8
+// weights, DequantizeLinear after gathers from int8 embedding tables) and
+// quantize_static's QDQ format (QuantizeLinear and DequantizeLinear pairs).
+// Each computes what onnxruntime computes: quantized values bit for bit, and
+// MatMulInteger's integer product in f32 (the quantized values and weights are
+// small integers, exact in f32 and bf16; the sum is onnxruntime's int32 up to
+// f32 rounding once it passes 2^24).
+//
 //===----------------------------------------------------------------------===//
 
 #include "ImporterImpl.h"
@@ -16,6 +25,8 @@
 #include "masformer/Utils/ConstantData.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 
 #include <algorithm>
 #include <cstring>
@@ -339,10 +350,539 @@ LogicalResult importGatherBlockQuantized(ONNXImporterImpl &im) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// ONNX's 8-bit quantization ops
+//===----------------------------------------------------------------------===//
+
+/// The values of an 8-bit quantized type: [0, 255] for uint8, [-128, 127]
+/// for int8.
+std::pair<double, double> quantizedRange(bool isUnsigned) {
+  return isUnsigned ? std::make_pair(0.0, 255.0)
+                    : std::make_pair(-128.0, 127.0);
+}
+
+/// An element of an 8-bit quantized tensor (uint8 with `isUnsigned`) or of
+/// an int32 one, as i32.
+Value extendQuantized(OpBuilder &b, Location loc, Value v, bool isUnsigned) {
+  Type i32 = b.getI32Type();
+  if (v.getType() == i32)
+    return v;
+  return isUnsigned ? arith::ExtUIOp::create(b, loc, i32, v).getResult()
+                    : arith::ExtSIOp::create(b, loc, i32, v).getResult();
+}
+
+/// (x - zeroPoint) as `to` (a float type), x and zeroPoint quantized
+/// (zeroPoint null: 0); exact for 8-bit values.
+Value centered(OpBuilder &b, Location loc, Value x, Value zeroPoint,
+               bool isUnsigned, Type to) {
+  Value d = extendQuantized(b, loc, x, isUnsigned);
+  if (zeroPoint)
+    d = arith::SubIOp::create(b, loc, d,
+                              extendQuantized(b, loc, zeroPoint, isUnsigned));
+  return arith::SIToFPOp::create(b, loc, to, d);
+}
+
+/// Fails, naming the node, unless input `i` holds 8-bit integers (and, with
+/// `allowInt32`, int32).
+LogicalResult checkQuantizedInput(ONNXImporterImpl &im, unsigned i,
+                                  StringRef what, bool allowInt32 = false) {
+  Type et = im.inputType(i).getElementType();
+  if (et.isInteger(8) || (allowInt32 && et.isInteger(32)))
+    return success();
+  return im.error() << what << " (input " << i << ") is " << im.inputType(i)
+                    << "; expected uint8 or int8"
+                    << (allowInt32 ? " (or int32)" : "");
+}
+
+/// A quantization parameter (scale or zero point, input `i`) shaped to
+/// broadcast against x (dimensions `xDims`) the way the op reads it: one
+/// value for the whole tensor (a scalar or a tensor of one element), or
+/// one per index of x's `axis` (1-D, that axis' size). Null when the input
+/// is absent.
+FailureOr<Value> quantizationParam(ONNXImporterImpl &im, unsigned i,
+                                   StringRef what, ArrayRef<AffineExpr> xDims,
+                                   int64_t axis) {
+  if (!im.hasInput(i))
+    return Value();
+  RankedTensorType t = im.inputType(i);
+  SmallVector<AffineExpr> pd = im.inputDims(i);
+  if (t.hasStaticShape() && t.getNumElements() == 1) {
+    // One value: a scalar, which broadcasts against any rank.
+    Value v = im.input(i);
+    if (t.getRank() != 0)
+      v = buildReshape(im.builder, im.loc, v,
+                       RankedTensorType::get({}, t.getElementType()));
+    return v;
+  }
+  int64_t rank = xDims.size();
+  if (t.getRank() == 1 && rank > 0 && pd[0] == xDims[axis]) {
+    // Per axis: [C] -> [C, 1, ..., 1] for the dimensions after the axis.
+    SmallVector<AffineExpr> out{pd[0]};
+    out.append(rank - axis - 1, im.cst(1));
+    return buildReshapeDims(im, im.input(i), pd, out);
+  }
+  return im.error() << what << " (input " << i << ") is " << t
+                    << "; expected one value, or one per index of axis " << axis
+                    << " of x " << im.dimsString(xDims)
+                    << " (blocked quantization is not supported)";
+}
+
+/// Checks DequantizeLinear/QuantizeLinear's axis and block_size; the axis
+/// normalized for `rank` (a scale of one value, per tensor, ignores it, as
+/// onnxruntime does: the quantizer writes axis 1 on 1-D biases).
+FailureOr<int64_t> quantizationAxis(ONNXImporterImpl &im, int64_t rank) {
+  if (int64_t bs = im.attrInt("block_size", 0); bs != 0)
+    return im.error() << "blocked quantization (block_size " << bs
+                      << ") is not supported",
+           failure();
+  RankedTensorType st = im.inputType(1);
+  if (rank == 0 || (st.hasStaticShape() && st.getNumElements() == 1))
+    return int64_t(0);
+  return im.normalizeAxis(im.attrInt("axis", 1), rank);
+}
+
+/// Input i's element type for messages: "uint8", "int8", "int32", ...
+std::string quantizedTypeName(ONNXImporterImpl &im, unsigned i) {
+  Type et = im.inputType(i).getElementType();
+  if (et.isInteger(8))
+    return im.inputIsUnsigned(i) ? "uint8" : "int8";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << et;
+  return s;
+}
+
+/// Whether input `i` is a uint8 zero point (an absent one is not).
+bool zeroPointIsUnsigned(ONNXImporterImpl &im, unsigned i) {
+  return im.hasInput(i) && im.inputIsUnsigned(i);
+}
+
+/// DequantizeLinear(x, x_scale, x_zero_point?): y = (x - x_zero_point) *
+/// x_scale in the scale's type, per tensor or per `axis`. x is uint8, int8
+/// or int32 (the QDQ format's biases, with a zero point of 0). A constant x (a
+/// weight stored quantized, as the QDQ format and the int8 embedding tables of
+/// quantize_dynamic hold them) with f32 parameters is dequantized here, once,
+/// into a weight.
+LogicalResult importDequantizeLinear(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({"axis", "block_size", "output_dtype"})))
+    return failure();
+  if (failed(checkQuantizedInput(im, 0, "x", /*allowInt32=*/true)))
+    return failure();
+  RankedTensorType xt = im.inputType(0);
+  SmallVector<AffineExpr> xDims = im.inputDims(0);
+  auto et = dyn_cast<FloatType>(im.inputType(1).getElementType());
+  if (!et || !(et.isF32() || et.isF16() || et.isBF16()))
+    return im.error() << "x_scale (input 1) is " << im.inputType(1)
+                      << "; expected f32, f16 or bf16";
+  if (std::optional<int64_t> out = im.attrInt("output_dtype");
+      out && *out != 0 && im.convertElementType(*out) != et)
+    return im.error() << "output_dtype " << *out << " is not the scale's type ("
+                      << et << ")";
+  bool isUnsigned = im.inputIsUnsigned(0);
+  if (im.hasInput(2)) {
+    if (im.inputType(2).getElementType() != xt.getElementType() ||
+        zeroPointIsUnsigned(im, 2) != isUnsigned)
+      return im.error() << "x_zero_point (input 2) holds "
+                        << quantizedTypeName(im, 2) << " and x (input 0) "
+                        << quantizedTypeName(im, 0)
+                        << ": they must be of one type";
+  }
+  FailureOr<int64_t> axis = quantizationAxis(im, xt.getRank());
+  if (failed(axis))
+    return failure();
+  // A weight: dequantized once (the same arithmetic as below).
+  if (xt.getElementType().isInteger(8) && xt.hasStaticShape() &&
+      xt.getRank() > 0 && et.isF32() && im.isConstantInput(0) &&
+      im.isConstantInput(1) && (!im.hasInput(2) || im.isConstantInput(2))) {
+    FailureOr<std::vector<uint8_t>> q = im.constantBytes(0, "x");
+    FailureOr<HostTensor> scales = im.constantInput(1, "x_scale");
+    std::optional<HostTensor> zeros;
+    if (im.hasInput(2)) {
+      FailureOr<HostTensor> z = im.constantInput(2, "x_zero_point");
+      if (failed(z))
+        return failure();
+      zeros = std::move(*z);
+    }
+    if (failed(q) || failed(scales))
+      return failure();
+    const HostTensor *hs = &*scales, *hz = zeros ? &*zeros : nullptr;
+    int64_t channels = hs->numElements();
+    bool perAxis = hs->shape.size() == 1 && channels == xt.getDimSize(*axis);
+    if (channels != 1 && !perAxis)
+      return im.error() << "x_scale (input 1) is " << hs->getType()
+                        << "; expected one value, or one per index of axis "
+                        << *axis << " of x " << xt;
+    if (hz && hz->numElements() != channels)
+      return im.error() << "x_zero_point (input 2) is " << hz->getType()
+                        << "; expected as many values as x_scale (" << channels
+                        << ")";
+    {
+      int64_t inner = 1;
+      for (int64_t d = *axis + 1; d < xt.getRank(); ++d)
+        inner *= xt.getDimSize(d);
+      auto fill = [&](MutableArrayRef<char> out) {
+        auto *y = reinterpret_cast<float *>(out.data());
+        for (int64_t i = 0, e = xt.getNumElements(); i < e; ++i) {
+          int64_t c = channels == 1 ? 0 : (i / inner) % channels;
+          int32_t v = isUnsigned ? int32_t((*q)[i])
+                                 : int32_t(static_cast<int8_t>((*q)[i]));
+          int32_t z = hz ? static_cast<int32_t>(hz->getInt(c)) : 0;
+          y[i] =
+              static_cast<float>(v - z) * static_cast<float>(hs->getDouble(c));
+        }
+      };
+      FailureOr<Value> w =
+          im.weightConstant(im.node->input(0) + ".dequantized",
+                            RankedTensorType::get(xt.getShape(), et), fill);
+      if (failed(w))
+        return failure();
+      im.setOutput(0, *w);
+      return success();
+    }
+  }
+
+  FailureOr<Value> scale = quantizationParam(im, 1, "x_scale", xDims, *axis);
+  FailureOr<Value> zero =
+      quantizationParam(im, 2, "x_zero_point", xDims, *axis);
+  if (failed(scale) || failed(zero))
+    return failure();
+  SmallVector<Value> ins{im.input(0), *scale};
+  if (*zero)
+    ins.push_back(*zero);
+  im.setOutput(0,
+               buildBroadcastGeneric(
+                   im.builder, im.loc, ins, im.typeFor(xDims, et),
+                   [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+                     Value zp = a.size() > 2 ? a[2] : Value();
+                     return arith::MulFOp::create(
+                         b, loc, centered(b, loc, a[0], zp, isUnsigned, et),
+                         a[1]);
+                   },
+                   im.dynamicSizes(xDims)),
+               xDims);
+  return success();
+}
+
+/// round-half-to-even(x / scale) + zeroPoint, saturated to the quantized
+/// range, as an i8 (f32 operands; zeroPointF the zero point as f32).
+/// onnxruntime's order: a NaN quotient takes the range's low end.
+Value quantizeScalar(OpBuilder &b, Location loc, Value x, Value scale,
+                     Value zeroPointF, bool isUnsigned) {
+  auto [lo, hi] = quantizedRange(isUnsigned);
+  Type f32 = b.getF32Type();
+  Value q = math::RoundEvenOp::create(b, loc,
+                                      arith::DivFOp::create(b, loc, x, scale));
+  q = arith::AddFOp::create(b, loc, q, zeroPointF);
+  q = arith::MaxNumFOp::create(
+      b, loc, q, arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, lo)));
+  q = arith::MinNumFOp::create(
+      b, loc, q, arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, hi)));
+  Value i = arith::FPToSIOp::create(b, loc, b.getI32Type(), q);
+  return arith::TruncIOp::create(b, loc, b.getI8Type(), i);
+}
+
+/// An f32 operand: extended from f16/bf16.
+Value toF32(OpBuilder &b, Location loc, Value v) {
+  Type f32 = b.getF32Type();
+  return v.getType() == f32 ? v : arith::ExtFOp::create(b, loc, f32, v);
+}
+
+/// QuantizeLinear(x, y_scale, y_zero_point?): y = saturate(round(x /
+/// y_scale) + y_zero_point), rounded half to even, per tensor or per
+/// `axis`; y is uint8 or int8 as the zero point (or output_dtype; uint8
+/// when neither says).
+LogicalResult importQuantizeLinear(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes(
+          {"axis", "block_size", "output_dtype", "saturate"})))
+    return failure();
+  RankedTensorType xt = im.inputType(0);
+  auto xe = dyn_cast<FloatType>(xt.getElementType());
+  if (!xe || !(xe.isF32() || xe.isF16() || xe.isBF16()))
+    return im.error() << "x (input 0) is " << xt
+                      << "; expected f32, f16 or bf16";
+  if (!isa<FloatType>(im.inputType(1).getElementType()))
+    return im.error() << "y_scale (input 1) is " << im.inputType(1)
+                      << "; expected floats";
+  bool isUnsigned = true;
+  if (im.hasInput(2)) {
+    if (failed(checkQuantizedInput(im, 2, "y_zero_point")))
+      return failure();
+    isUnsigned = im.inputIsUnsigned(2);
+  } else if (std::optional<int64_t> out = im.attrInt("output_dtype");
+             out && *out != 0) {
+    if (*out != onnx::TensorProto::UINT8 && *out != onnx::TensorProto::INT8)
+      return im.error() << "output_dtype " << *out
+                        << " is not supported (uint8 or int8)";
+    isUnsigned = *out == onnx::TensorProto::UINT8;
+  }
+  SmallVector<AffineExpr> xDims = im.inputDims(0);
+  FailureOr<int64_t> axis = quantizationAxis(im, xt.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> scale = quantizationParam(im, 1, "y_scale", xDims, *axis);
+  FailureOr<Value> zero =
+      quantizationParam(im, 2, "y_zero_point", xDims, *axis);
+  if (failed(scale) || failed(zero))
+    return failure();
+  SmallVector<Value> ins{im.input(0), *scale};
+  if (*zero)
+    ins.push_back(*zero);
+  im.setOutput(
+      0,
+      buildBroadcastGeneric(
+          im.builder, im.loc, ins, im.typeFor(xDims, im.builder.getI8Type()),
+          [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+            Value zp =
+                a.size() > 2
+                    ? centered(b, loc, a[2], Value(), isUnsigned,
+                               b.getF32Type())
+                    : arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+            return quantizeScalar(b, loc, toF32(b, loc, a[0]),
+                                  toF32(b, loc, a[1]), zp, isUnsigned);
+          },
+          im.dynamicSizes(xDims)),
+      xDims);
+  if (isUnsigned)
+    im.setOutputUnsigned(0);
+  return success();
+}
+
+/// x reduced to a scalar (rank 0) by `combine`, from `init`.
+Value reduceToScalar(
+    ONNXImporterImpl &im, Value x, double init,
+    function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
+  OpBuilder &b = im.builder;
+  auto t = cast<RankedTensorType>(x.getType());
+  MLIRContext *ctx = b.getContext();
+  auto scalarType = RankedTensorType::get({}, t.getElementType());
+  Value acc = buildFilled(b, im.loc, scalarType, init);
+  return linalg::GenericOp::create(
+             b, im.loc, scalarType, ValueRange{x}, ValueRange{acc},
+             ArrayRef<AffineMap>{
+                 AffineMap::getMultiDimIdentityMap(t.getRank(), ctx),
+                 AffineMap::get(t.getRank(), 0, {}, ctx)},
+             SmallVector<utils::IteratorType>(t.getRank(),
+                                              utils::IteratorType::reduction),
+             [&](OpBuilder &nb, Location nloc, ValueRange a) {
+               linalg::YieldOp::create(nb, nloc, combine(nb, nloc, a[0], a[1]));
+             })
+      .getResult(0);
+}
+
+/// DynamicQuantizeLinear(x) -> y (uint8), y_scale, y_zero_point (uint8), as
+/// onnxruntime computes them: the range [min(x, 0), max(x, 0)] over the
+/// whole tensor, y_scale = (max - min) / 255 (1 when the range is empty),
+/// y_zero_point = round(clamp(-min / y_scale, 0, 255)), then QuantizeLinear.
+LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  RankedTensorType xt = im.inputType(0);
+  if (!xt.getElementType().isF32())
+    return im.error() << "x (input 0) is " << xt << "; expected f32";
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  SmallVector<AffineExpr> xDims = im.inputDims(0);
+  Value x = im.input(0);
+  // From 0: the range always includes zero.
+  Value lo = reduceToScalar(
+      im, x, 0.0, [](OpBuilder &nb, Location l, Value v, Value acc) -> Value {
+        return arith::MinNumFOp::create(nb, l, v, acc);
+      });
+  Value hi = reduceToScalar(
+      im, x, 0.0, [](OpBuilder &nb, Location l, Value v, Value acc) -> Value {
+        return arith::MaxNumFOp::create(nb, l, v, acc);
+      });
+  Type f32 = b.getF32Type(), i8 = b.getI8Type();
+  auto scalarF32 = RankedTensorType::get({}, f32);
+  auto scalarI8 = RankedTensorType::get({}, i8);
+  MLIRContext *ctx = b.getContext();
+  AffineMap scalarMap = AffineMap::get(0, 0, {}, ctx);
+  auto params = linalg::GenericOp::create(
+      b, loc, TypeRange{scalarF32, scalarI8}, ValueRange{lo, hi},
+      ValueRange{tensor::EmptyOp::create(b, loc, scalarF32, ValueRange{}),
+                 tensor::EmptyOp::create(b, loc, scalarI8, ValueRange{})},
+      SmallVector<AffineMap>(4, scalarMap), ArrayRef<utils::IteratorType>{},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        auto cst = [&](double v) -> Value {
+          return arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(v));
+        };
+        Value range = arith::SubFOp::create(nb, l, a[1], a[0]);
+        Value empty =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, a[1], a[0]);
+        Value scale = arith::SelectOp::create(
+            nb, l, empty, cst(1.0),
+            arith::DivFOp::create(nb, l, range, cst(255)));
+        // qmin - min / scale, clamped, rounded half to even.
+        Value zp = arith::SubFOp::create(
+            nb, l, cst(0), arith::DivFOp::create(nb, l, a[0], scale));
+        zp = arith::MinNumFOp::create(
+            nb, l, arith::MaxNumFOp::create(nb, l, zp, cst(0)), cst(255));
+        zp = math::RoundEvenOp::create(nb, l, zp);
+        Value zpI = arith::TruncIOp::create(
+            nb, l, i8, arith::FPToSIOp::create(nb, l, nb.getI32Type(), zp));
+        linalg::YieldOp::create(nb, l, ValueRange{scale, zpI});
+      });
+  Value scale = params.getResult(0), zeroPoint = params.getResult(1);
+  Value y = buildBroadcastGeneric(
+      b, loc, {x, scale, zeroPoint}, im.typeFor(xDims, i8),
+      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        Value zpF = centered(nb, l, a[2], Value(), /*isUnsigned=*/true, f32);
+        return quantizeScalar(nb, l, a[0], a[1], zpF, /*isUnsigned=*/true);
+      },
+      im.dynamicSizes(xDims));
+  im.setOutput(0, y, xDims);
+  im.setOutputUnsigned(0);
+  im.setOutput(1, scale);
+  im.setOutput(2, zeroPoint);
+  im.setOutputUnsigned(2);
+  return success();
+}
+
+/// A MatMulInteger operand (input `i`, dimensions `dims`) less its zero
+/// point (input `zpInput`), as f32: the zero point is one value, one per
+/// row of A (`perRow`: [M], or A's shape with the last dimension 1) or
+/// one per column of B ([N], or B's shape with the second-to-last 1).
+/// A constant 2-D B with a constant zero point is converted once, into a
+/// weight.
+FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
+                                unsigned zpInput, bool perRow,
+                                ArrayRef<AffineExpr> dims) {
+  StringRef what = i == 0 ? "a_zero_point" : "b_zero_point";
+  bool isUnsigned = im.inputIsUnsigned(i);
+  Type f32 = im.builder.getF32Type();
+  Value zp;
+  RankedTensorType zt;
+  int64_t rank = dims.size();
+  if (im.hasInput(zpInput)) {
+    zt = im.inputType(zpInput);
+    if (!zt.getElementType().isInteger(8) ||
+        im.inputIsUnsigned(zpInput) != isUnsigned)
+      return im.error() << what << " (input " << zpInput << ") holds "
+                        << quantizedTypeName(im, zpInput) << " and "
+                        << (i == 0 ? "A" : "B") << " (input " << i << ") "
+                        << quantizedTypeName(im, i)
+                        << ": they must be of one type";
+    SmallVector<AffineExpr> zd = im.inputDims(zpInput);
+    // The dimension a zero point per row or column runs along.
+    AffineExpr along = perRow ? dims[rank - 2] : dims[rank - 1];
+    if (zt.hasStaticShape() && zt.getNumElements() == 1) {
+      zp = buildReshape(im.builder, im.loc, im.input(zpInput),
+                        RankedTensorType::get({}, zt.getElementType()));
+    } else if (zt.getRank() == 1 && zd[0] == along) {
+      SmallVector<AffineExpr> out{zd[0]};
+      if (perRow)
+        out.push_back(im.cst(1));
+      zp = buildReshapeDims(im, im.input(zpInput), zd, out);
+    } else if (static_cast<int64_t>(zd.size()) == rank &&
+               zd[perRow ? rank - 1 : rank - 2] == im.cst(1) &&
+               succeeded(ONNXImporterImpl::broadcastDims(dims, zd))) {
+      zp = im.input(zpInput);
+    } else {
+      return im.error() << what << " (input " << zpInput << ") has dimensions "
+                        << im.dimsString(zd)
+                        << "; expected one value, or one per "
+                        << (perRow ? "row of A" : "column of B") << " ("
+                        << im.dimString(along) << ")";
+    }
+  }
+
+  RankedTensorType t = im.inputType(i);
+  if (!perRow && rank == 2 && t.hasStaticShape() && im.isConstantInput(i) &&
+      (!zp || im.isConstantInput(zpInput))) {
+    FailureOr<std::vector<uint8_t>> q = im.constantBytes(i, "B");
+    if (failed(q))
+      return failure();
+    std::optional<HostTensor> zeros;
+    if (zp) {
+      FailureOr<HostTensor> z = im.constantInput(zpInput, what);
+      if (failed(z))
+        return failure();
+      zeros = std::move(*z);
+    }
+    const HostTensor *hz = zeros ? &*zeros : nullptr;
+    {
+      int64_t K = t.getDimSize(0), N = t.getDimSize(1);
+      bool perColumn = hz && hz->numElements() == N && N != 1;
+      auto fill = [&](MutableArrayRef<char> out) {
+        auto *w = reinterpret_cast<float *>(out.data());
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t n = 0; n < N; ++n) {
+            uint8_t byte = (*q)[k * N + n];
+            int32_t v =
+                isUnsigned ? int32_t(byte) : int32_t(static_cast<int8_t>(byte));
+            int32_t z =
+                hz ? static_cast<int32_t>(hz->getInt(perColumn ? n : 0)) : 0;
+            w[k * N + n] = static_cast<float>(v - z);
+          }
+      };
+      return im.weightConstant(im.node->input(i) + ".centered",
+                               RankedTensorType::get({K, N}, f32), fill);
+    }
+  }
+  // One per operand and zero point: Q, K and V's products share it.
+  std::string key = "centered:" + im.node->input(i) + ":" +
+                    (zp ? im.node->input(zpInput) : std::string());
+  if (Value v = im.derivedValues.lookup(key))
+    return v;
+  SmallVector<Value> ins{im.input(i)};
+  if (zp)
+    ins.push_back(zp);
+  Value v = buildBroadcastGeneric(
+      im.builder, im.loc, ins, im.typeFor(dims, f32),
+      [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+        return centered(b, loc, a[0], a.size() > 1 ? a[1] : Value(), isUnsigned,
+                        b.getF32Type());
+      },
+      im.dynamicSizes(dims));
+  im.derivedValues[key] = v;
+  return v;
+}
+
+/// MatMulInteger(A, B, a_zero_point?, b_zero_point?): the int32 product
+/// (A - a_zero_point)(B - b_zero_point) of 8-bit operands, as numpy's
+/// matmul. Computed in f32 (each operand less its zero point is an integer
+/// of at most 255 in magnitude: exact, in bf16 too), then converted; a
+/// Cast of the result to float takes the f32 product as it is.
+LogicalResult importMatMulInteger(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  if (failed(checkQuantizedInput(im, 0, "A")) ||
+      failed(checkQuantizedInput(im, 1, "B")))
+    return failure();
+  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
+  if (ad.size() < 2 || bd.size() < 2)
+    return im.error() << "A " << im.dimsString(ad) << " and B "
+                      << im.dimsString(bd)
+                      << " must have two dimensions or more";
+  FailureOr<Value> a = integerOperand(im, 0, 2, /*perRow=*/true, ad);
+  if (failed(a))
+    return failure();
+  FailureOr<Value> b = integerOperand(im, 1, 3, /*perRow=*/false, bd);
+  if (failed(b))
+    return failure();
+  SmallVector<AffineExpr> outDims;
+  FailureOr<Value> y = buildMatMul(im, *a, ad, *b, bd, outDims);
+  if (failed(y))
+    return failure();
+  Value yi = buildBroadcastGeneric(
+      im.builder, im.loc, {*y}, im.typeFor(outDims, im.builder.getI32Type()),
+      [](OpBuilder &nb, Location l, ValueRange v) -> Value {
+        return arith::FPToSIOp::create(nb, l, nb.getI32Type(), v[0]);
+      },
+      im.dynamicSizes(outDims));
+  im.setOutput(0, yi, outDims);
+  im.setOutputExactFloat(0, *y);
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerQuantizedHandlers(
     llvm::StringMap<NodeHandler> &handlers) {
   handlers["com.microsoft.MatMulNBits"] = importMatMulNBits;
   handlers["com.microsoft.GatherBlockQuantized"] = importGatherBlockQuantized;
+  handlers["DequantizeLinear"] = importDequantizeLinear;
+  handlers["QuantizeLinear"] = importQuantizeLinear;
+  handlers["DynamicQuantizeLinear"] = importDynamicQuantizeLinear;
+  handlers["MatMulInteger"] = importMatMulInteger;
 }

@@ -69,6 +69,9 @@ static FailureOr<std::string> signatureLine(StringRef kind, unsigned index,
                                             Location loc) {
   auto tt = dyn_cast<RankedTensorType>(type);
   StringRef dtype = tt ? dtypeName(tt.getElementType()) : "";
+  // uint8 is i8 in the IR; the importer marks the model's uint8 tensors.
+  if (dtype == "i8" && attrs && attrs.get("onnx.unsigned"))
+    dtype = mf_abi_dtypes[MF_U8].name;
   auto nameAttr = attrs ? attrs.getAs<StringAttr>("onnx.name") : nullptr;
   std::string name = nameAttr ? nameAttr.str() : (kind + Twine(index)).str();
   if (dtype.empty())

@@ -97,6 +97,34 @@ def f32(x):
     return np.asarray(x, dtype=np.float32)
 
 
+# Integers are held as int64, an iN value as its signed reading (what an
+# i8 buffer holds): casts between widths wrap, and the unsigned ones read
+# the N bits as unsigned (uint8 is i8 in the IR).
+INT_BITS = {'i64': 64, 'i32': 32, 'i16': 16, 'i8': 8, 'index': 64}
+
+
+def wrap_signed(x, bits):
+    x = np.asarray(x).astype(np.int64)
+    if bits is None or bits >= 64:
+        return x
+    half = 1 << (bits - 1)
+    return ((x + half) % (1 << bits)) - half
+
+
+def as_unsigned(x, bits):
+    x = np.asarray(x).astype(np.int64)
+    return x if bits is None or bits >= 64 else x % (1 << bits)
+
+
+INT_CASTS = {
+    'arith.trunci': lambda x, i, o: wrap_signed(x, o),
+    'arith.extsi': lambda x, i, o: np.asarray(x).astype(np.int64),
+    'arith.extui': lambda x, i, o: as_unsigned(x, i),
+    'arith.uitofp': lambda x, i, o: f32(as_unsigned(x, i)),
+    'arith.fptosi': lambda x, i, o: wrap_signed(np.trunc(f32(x)), o),
+    'arith.fptoui': lambda x, i, o: wrap_signed(np.trunc(f32(x)), o),
+}
+
 UNARY = {
     'arith.negf': lambda x: -f32(x),
     'math.exp': lambda x: np.exp(f32(x)),
@@ -110,13 +138,8 @@ UNARY = {
     'math.cos': lambda x: np.cos(f32(x)),
     'math.floor': lambda x: np.floor(f32(x)),
     'math.ceil': lambda x: np.ceil(f32(x)),
+    'math.roundeven': lambda x: np.rint(f32(x)),
     'arith.sitofp': lambda x: f32(x),
-    'arith.uitofp': lambda x: f32(x),
-    'arith.fptosi': lambda x: np.trunc(f32(x)).astype(np.int64),
-    'arith.fptoui': lambda x: np.trunc(f32(x)).astype(np.int64),
-    'arith.extsi': lambda x: np.asarray(x).astype(np.int64),
-    'arith.extui': lambda x: np.asarray(x).astype(np.int64),
-    'arith.trunci': lambda x: np.asarray(x).astype(np.int64),
     'arith.index_castui': lambda x: np.asarray(x).astype(np.int64),
 }
 
@@ -152,6 +175,13 @@ class ModelBlock(E.Block):
 
     def exec_op(self, op, mask):
         n = op.name
+        if n in INT_CASTS:
+            bits = [INT_BITS.get(elem_of(t)) for t in (op.in_types[0],
+                                                        op.out_types[0])]
+            with np.errstate(all='ignore'):
+                out = INT_CASTS[n](self.v(op.operands[0]), *bits)
+            self.env[op.results[0]] = out
+            return
         if n in UNARY or n in BINARY:
             o = [self.v(x) for x in op.operands]
             with np.errstate(all='ignore'):
@@ -513,6 +543,9 @@ def main():
             failed = True
     for o, got, exp in zip(sess.get_outputs(), outs, want):
         got = np.asarray(got)
+        if exp.dtype == np.uint8:
+            # An i8 buffer holds signed readings; the output is uint8.
+            got = as_unsigned(got, 8)
         atol, rtol = (a.f16_tol if exp.dtype == np.float16
                       else (a.atol, a.rtol))
         if a.rel_rms is not None:

@@ -66,6 +66,8 @@ def mismatch(name, got, want, atol, rtol, what="masformer"):
     shapes agree), else the message naming the worst element."""
     if got.shape != want.shape:
         return f"{name}: shape {got.shape}, onnxruntime {want.shape}"
+    # (In float64: |int8(-128)| is -128 in int8.)
+    want = want.astype(np.float64)
     err = np.abs(got.astype(np.float64) - want)
     bound = atol + rtol * np.abs(want)
     if np.all(err <= bound):
