@@ -14,7 +14,11 @@
       [--work /tmp/masformer-bench]
 
 --precision=bf16 compiles ours with bf16 products and attention (f32
-accumulation); onnxruntime stays f32. --cpu NAME compiles ours for another
+accumulation); onnxruntime stays f32. --int8 quantizes the model first with
+onnxruntime's quantize_dynamic (int8 weights per column, DynamicQuantizeLinear
+and MatMulInteger: what users run on CPUs) and runs both sides on it:
+onnxruntime's 8-bit kernels against ours, which compile each MatMulInteger to
+a product of its integers in f32 (bf16 with --precision=bf16, exact there). --cpu NAME compiles ours for another
 CPU that this one can run (znver3, haswell: an AVX2 server's code);
 onnxruntime runs the kernels it picks for this CPU. Each row prints the time ratio, the
 speed ratio (onnxruntime time / ours), and for the rewrite our rewritten /
@@ -146,6 +150,9 @@ def main():
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--cpu", default="native",
                     help="masformer-compile --cpu: code for this LLVM CPU")
+    ap.add_argument("--int8", action="store_true",
+                    help="quantize the model with onnxruntime's "
+                         "quantize_dynamic first (both sides run it)")
     ap.add_argument("--work", default="/tmp/masformer-bench")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -153,13 +160,22 @@ def main():
     if not os.path.exists(model):
         run([sys.executable, os.path.join(ROOT, "bench", "make_gpt_model.py"),
              "--out", model])
-    rewritten = os.path.join(a.work, "gpt2-small-masformer.onnx")
+    stem = "gpt2-small"
+    if a.int8:
+        stem = "gpt2-small-int8"
+        quantized = os.path.join(a.work, stem + ".onnx")
+        if not os.path.exists(quantized):
+            run([sys.executable, os.path.join(ROOT, "test", "python_utils",
+                                              "quantize_model.py"), model,
+                 quantized, "--per-channel"])
+        model = quantized
+    rewritten = os.path.join(a.work, f"{stem}-masformer.onnx")
     run([os.path.join(BIN, "masformer-opt"), model,
          f"--masformer-rewrite-spans={a.spans}", "-o", rewritten])
 
     tag = a.precision if a.cpu == "native" else f"{a.precision}-{a.cpu}"
-    full_lib = os.path.join(a.work, f"gpt2-small-{tag}.so")
-    ms_lib = os.path.join(a.work, f"gpt2-small-masformer-{tag}.so")
+    full_lib = os.path.join(a.work, f"{stem}-{tag}.so")
+    ms_lib = os.path.join(a.work, f"{stem}-masformer-{tag}.so")
     prec = f"--precision={a.precision}"
     cpu = f"--cpu={a.cpu}"
     _, t_full = run([os.path.join(BIN, "masformer-compile"), model, prec, cpu,
@@ -167,7 +183,9 @@ def main():
     _, t_ms = run([os.path.join(BIN, "masformer-compile"), model, prec, cpu,
                    f"--spans={a.spans}", "-o", ms_lib])
     print(f"machine: {describe()}; onnxruntime {ort.__version__}")
-    print(f"ours: masformer-compile {prec} {cpu}; onnxruntime: f32")
+    print(f"ours: masformer-compile {prec} {cpu}; onnxruntime: "
+          + ("int8 (quantize_dynamic, per-column weights; both sides run "
+             "the quantized model)" if a.int8 else "f32"))
     print(f"compile time (dynamic shapes, {os.path.getsize(model) / 2**20:.0f}"
           f" MiB model): full {t_full:.1f} s, rewritten ({a.spans}) "
           f"{t_ms:.1f} s\n")

@@ -647,26 +647,48 @@ LogicalResult importQuantizeLinear(ONNXImporterImpl &im) {
   return success();
 }
 
-/// x reduced to a scalar (rank 0) by `combine`, from `init`.
+/// x (dimensions `xDims`) reduced to a scalar (rank 0) by `combine`, from
+/// `init`: first along the last dimension (a reduction of rows, in
+/// parallel over them), then the rows' results.
 Value reduceToScalar(
-    ONNXImporterImpl &im, Value x, double init,
+    ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> xDims, double init,
     function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
   OpBuilder &b = im.builder;
-  auto t = cast<RankedTensorType>(x.getType());
   MLIRContext *ctx = b.getContext();
-  auto scalarType = RankedTensorType::get({}, t.getElementType());
-  Value acc = buildFilled(b, im.loc, scalarType, init);
-  return linalg::GenericOp::create(
-             b, im.loc, scalarType, ValueRange{x}, ValueRange{acc},
-             ArrayRef<AffineMap>{
-                 AffineMap::getMultiDimIdentityMap(t.getRank(), ctx),
-                 AffineMap::get(t.getRank(), 0, {}, ctx)},
-             SmallVector<utils::IteratorType>(t.getRank(),
-                                              utils::IteratorType::reduction),
-             [&](OpBuilder &nb, Location nloc, ValueRange a) {
-               linalg::YieldOp::create(nb, nloc, combine(nb, nloc, a[0], a[1]));
-             })
-      .getResult(0);
+  auto reduce = [&](Value in, int64_t keep,
+                    ArrayRef<AffineExpr> outDims) -> Value {
+    auto t = cast<RankedTensorType>(in.getType());
+    int64_t rank = t.getRank();
+    Value acc = buildFilled(b, im.loc, im.typeFor(outDims, t.getElementType()),
+                            init, im.dynamicSizes(outDims));
+    SmallVector<AffineExpr> outExprs;
+    SmallVector<utils::IteratorType> iters;
+    for (int64_t d = 0; d < rank; ++d) {
+      iters.push_back(d < keep ? utils::IteratorType::parallel
+                               : utils::IteratorType::reduction);
+      if (d < keep)
+        outExprs.push_back(getAffineDimExpr(d, ctx));
+    }
+    return linalg::GenericOp::create(
+               b, im.loc, acc.getType(), ValueRange{in}, ValueRange{acc},
+               ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(rank, ctx),
+                                   AffineMap::get(rank, 0, outExprs, ctx)},
+               iters,
+               [&](OpBuilder &nb, Location nloc, ValueRange a) {
+                 linalg::YieldOp::create(nb, nloc,
+                                         combine(nb, nloc, a[0], a[1]));
+               })
+        .getResult(0);
+  };
+  if (xDims.size() < 2)
+    return reduce(x, 0, {});
+  ArrayRef<AffineExpr> rows = xDims.drop_back();
+  return reduce(reduce(x, rows.size(), rows), 0, {});
+}
+
+/// The derivedValues key of a DynamicQuantizeLinear's y and zero point.
+std::string dynamicQuantizeKey(StringRef y, StringRef zeroPoint) {
+  return ("dql:" + y + ":" + zeroPoint).str();
 }
 
 /// DynamicQuantizeLinear(x) -> y (uint8), y_scale, y_zero_point (uint8), as
@@ -685,11 +707,13 @@ LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
   Value x = im.input(0);
   // From 0: the range always includes zero.
   Value lo = reduceToScalar(
-      im, x, 0.0, [](OpBuilder &nb, Location l, Value v, Value acc) -> Value {
+      im, x, xDims, 0.0,
+      [](OpBuilder &nb, Location l, Value v, Value acc) -> Value {
         return arith::MinNumFOp::create(nb, l, v, acc);
       });
   Value hi = reduceToScalar(
-      im, x, 0.0, [](OpBuilder &nb, Location l, Value v, Value acc) -> Value {
+      im, x, xDims, 0.0,
+      [](OpBuilder &nb, Location l, Value v, Value acc) -> Value {
         return arith::MaxNumFOp::create(nb, l, v, acc);
       });
   Type f32 = b.getF32Type(), i8 = b.getI8Type();
@@ -735,6 +759,16 @@ LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
   im.setOutput(1, scale);
   im.setOutput(2, zeroPoint);
   im.setOutputUnsigned(2);
+  // For a MatMulInteger of y less y_zero_point (quantize_dynamic's chain):
+  // x, the scale and the zero point, from which it computes that operand
+  // without y.
+  if (im.hasOutput(0) && im.hasOutput(2)) {
+    std::string key =
+        dynamicQuantizeKey(im.node->output(0), im.node->output(2));
+    im.derivedValues[key + ":x"] = x;
+    im.derivedValues[key + ":scale"] = scale;
+    im.derivedValues[key + ":zero"] = zeroPoint;
+  }
   return success();
 }
 
@@ -824,6 +858,35 @@ FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
                     (zp ? im.node->input(zpInput) : std::string());
   if (Value v = im.derivedValues.lookup(key))
     return v;
+  // y - zero point of a DynamicQuantizeLinear(x) is clamp(round(x / scale),
+  // -zero point, 255 - zero point): computed from x in one pass.
+  if (zp) {
+    std::string dql =
+        dynamicQuantizeKey(im.node->input(i), im.node->input(zpInput));
+    Value x = im.derivedValues.lookup(dql + ":x");
+    Value scale = im.derivedValues.lookup(dql + ":scale");
+    Value zero = im.derivedValues.lookup(dql + ":zero");
+    if (x && scale && zero) {
+      Value v = buildBroadcastGeneric(
+          im.builder, im.loc, {x, scale, zero}, im.typeFor(dims, f32),
+          [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+            Value zf = centered(b, loc, a[2], Value(), /*isUnsigned=*/true,
+                                b.getF32Type());
+            Value q = math::RoundEvenOp::create(
+                b, loc, arith::DivFOp::create(b, loc, a[0], a[1]));
+            Value lo = arith::NegFOp::create(b, loc, zf);
+            Value hi = arith::SubFOp::create(
+                b, loc,
+                arith::ConstantOp::create(b, loc, b.getF32FloatAttr(255)), zf);
+            // maxnumf first: a NaN quotient is y = 0, -zero point.
+            return arith::MinNumFOp::create(
+                b, loc, arith::MaxNumFOp::create(b, loc, q, lo), hi);
+          },
+          im.dynamicSizes(dims));
+      im.derivedValues[key] = v;
+      return v;
+    }
+  }
   SmallVector<Value> ins{im.input(i)};
   if (zp)
     ins.push_back(zp);
