@@ -135,6 +135,13 @@ public:
   /// source).
   llvm::StringMap<Value> derivedValues;
 
+  /// Records, once, why the model's positions depend on each other outside
+  /// its attention (kCrossPositionAttrName on @main), naming the node.
+  void noteCrossPosition(StringRef why) {
+    if (crossPosition.empty())
+      crossPosition = why.str();
+  }
+
   /// How a tensor of the graph was computed, for handlers that recognize
   /// the structure of an input (ScatterND's indices built from sizes): the
   /// node that produced `name` (null for inputs and initializers), its host
@@ -314,6 +321,7 @@ private:
   std::string sourceName;
   llvm::StringMap<Entry> values;
   llvm::StringMap<const onnx::NodeProto *> producers;
+  std::string crossPosition;
   llvm::StringMap<NodeHandler> handlers;
 };
 

@@ -1043,6 +1043,8 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     for (const auto &kv : values)
       (*options.valueTypes)[kv.getKey()] = kv.getValue().type;
   func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
+  if (!crossPosition.empty())
+    func->setAttr(kCrossPositionAttrName, builder.getStringAttr(crossPosition));
   for (auto [i, out] : llvm::enumerate(graph.output())) {
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(out.name()));
     if (values[out.name()].isUnsigned)

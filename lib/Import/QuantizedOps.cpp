@@ -705,6 +705,13 @@ LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
   Location loc = im.loc;
   SmallVector<AffineExpr> xDims = im.inputDims(0);
   Value x = im.input(0);
+  // One scale for every position of a [batch, sequence, ...] activation.
+  if (xDims.size() >= 2)
+    im.noteCrossPosition(
+        "node '" + im.node->name() +
+        "' (DynamicQuantizeLinear) quantizes every position of its input "
+        "with one scale, so a decode step, which computes only the new "
+        "positions, would compute other values than the whole sequence");
   // From 0: the range always includes zero.
   Value lo = reduceToScalar(
       im, x, xDims, 0.0,

@@ -276,6 +276,10 @@ mlir::masformer::deriveDecodeEntry(ModuleOp module, std::string &why,
   FailureOr<LMInputs> in = classifyInputs(main, why);
   if (failed(in))
     return failure();
+  if (auto coupled = main->getAttrOfType<StringAttr>(kCrossPositionAttrName)) {
+    why = coupled.str();
+    return failure();
+  }
   SmallVector<AttentionOp> mainOps;
   main.walk([&](AttentionOp op) { mainOps.push_back(op); });
   if (mainOps.empty()) {

@@ -72,3 +72,20 @@ module {
     return %x : tensor<4xf32>
   }
 }
+
+// -----
+
+// The importer's reason why positions depend on each other outside the
+// attention (a DynamicQuantizeLinear's one scale over every position).
+// expected-error @below {{no decode entry: node 'q' (DynamicQuantizeLinear) quantizes every position}}
+module {
+  func.func @main(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> tensor<1x2x?x8xf32> attributes {masformer.cross_position = "node 'q' (DynamicQuantizeLinear) quantizes every position"} {
+    %c1 = arith.constant 1 : index
+    %s = tensor.dim %ids, %c1 : tensor<?x?xi64>
+    %e = tensor.empty(%s) : tensor<1x2x?x8xf32>
+    %one = arith.constant 1.0 : f32
+    %q = linalg.fill ins(%one : f32) outs(%e : tensor<1x2x?x8xf32>) -> tensor<1x2x?x8xf32>
+    %o = masformer.attention %q, %q, %q {span = #masformer.span<full>, causal = true, layer = 0 : i64} : tensor<1x2x?x8xf32>, tensor<1x2x?x8xf32>, tensor<1x2x?x8xf32> -> tensor<1x2x?x8xf32>
+    return %o : tensor<1x2x?x8xf32>
+  }
+}

@@ -42,6 +42,15 @@ constexpr llvm::StringLiteral kModelSpanAttrName = "masformer.model_span";
 constexpr llvm::StringLiteral kCrossAttentionAttrName =
     "masformer.cross_attention";
 
+/// On a function: a string, why the function's positions depend on each
+/// other outside its attention layers (the importer names the node: a
+/// DynamicQuantizeLinear's one scale over every position), so that a decode
+/// step, which computes only the new positions, would compute something
+/// else than the whole sequence. --masformer-derive-decode refuses it with
+/// this reason.
+constexpr llvm::StringLiteral kCrossPositionAttrName =
+    "masformer.cross_position";
+
 /// On a function argument: the function writes this buffer in place, and
 /// its caller relies on it (a decode entry's cache buffers, which the
 /// entry writes the new keys and values into). --masformer-prepare-entry
