@@ -156,6 +156,11 @@ struct GraphIndex {
 /// One layer's nodes in the original graph.
 struct LayerNodes {
   int qk = -1, softmax = -1, pv = -1;
+  /// Q*K^T as onnxruntime's FusedMatMul (its graph optimizer's MatMul with a
+  /// Transpose and a scaling folded in): whether its second input is K
+  /// (transB), and its alpha.
+  bool qkTransB = false;
+  float qkAlpha = 1.0f;
   /// Nodes between Q*K^T and Softmax, in order, with the index of the input
   /// that carries the scores.
   SmallVector<std::pair<int, int>> chain;

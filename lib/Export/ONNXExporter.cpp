@@ -61,6 +61,37 @@ LogicalResult LayerExporter::findNodes() {
   if (layer.qk < 0 || layer.softmax < 0 || layer.pv < 0)
     return error() << "nodes '" << names[0] << "', '" << names[1] << "', '"
                    << names[2] << "' are not all in the model";
+  // The products: MatMul, or onnxruntime's FusedMatMul with transB and
+  // alpha on Q*K^T (P*V's with neither).
+  for (auto [idx, what] :
+       {std::make_pair(layer.qk, "Q*K^T"), std::make_pair(layer.pv, "P*V")}) {
+    const onnx::NodeProto &n = graph.node(idx);
+    if (n.op_type() == "MatMul" && n.domain().empty())
+      continue;
+    bool fused = n.op_type() == "FusedMatMul" && n.domain() == "com.microsoft";
+    float alpha = 1.0f;
+    bool transB = false, other = false;
+    for (const onnx::AttributeProto &a : n.attribute()) {
+      if (a.name() == "alpha")
+        alpha = a.f();
+      else if (a.name() == "transB")
+        transB = a.i() != 0;
+      else if (a.i() != 0)
+        other = true; // transA, transBatchA, transBatchB
+    }
+    bool isQK = idx == layer.qk;
+    if (!fused || other || (!isQK && (transB || alpha != 1.0f)))
+      return error() << what << " node '" << n.name() << "' ("
+                     << (n.domain().empty() ? "" : n.domain() + ".")
+                     << n.op_type()
+                     << ") is not a MatMul the export can rewrite (a MatMul, "
+                        "or a FusedMatMul with only transB and alpha on "
+                        "Q*K^T)";
+    if (isQK) {
+      layer.qkTransB = transB;
+      layer.qkAlpha = alpha;
+    }
+  }
   // The one consumer of `t`, or -1; with `shapes`, Shape nodes do not
   // count (they are recorded).
   auto next = [&](const std::string &t, bool shapes = false) -> int {
@@ -280,6 +311,35 @@ FailureOr<std::pair<std::string, std::string>> LayerExporter::scoreInputs() {
   FailureOr<RankedTensorType> qTy = typeOf(q);
   if (failed(qTy))
     return failure();
+  // FusedMatMul: alpha Q op(B), as (alpha Q) K^T.
+  if (layer.qkTransB || layer.qkAlpha != 1.0f) {
+    if (qTy->getRank() != 4)
+      return error() << "a FusedMatMul Q*K^T with transB or alpha is "
+                        "rewritten on 4-D operands only",
+             failure();
+    if (layer.qkTransB) {
+      FailureOr<RankedTensorType> kTy = typeOf(kt);
+      if (failed(kTy))
+        return failure();
+      std::string k = kt;
+      kt = emit.node("Transpose", {k}, [](onnx::NodeProto &n) {
+        Emitter::intsAttr(n, "perm", {0, 1, 3, 2});
+      });
+      ArrayRef<int64_t> ks = kTy->getShape();
+      localTypes[kt] = RankedTensorType::get({ks[0], ks[1], ks[3], ks[2]},
+                                             kTy->getElementType());
+    }
+    if (layer.qkAlpha != 1.0f) {
+      FailureOr<int32_t> et = floatTypeOf(q);
+      if (failed(et))
+        return failure();
+      std::string scaled =
+          emit.node("Mul", {q, emit.constFloat(layer.qkAlpha, *et)});
+      localTypes[scaled] = *qTy;
+      q = scaled;
+    }
+    return *(scoreIn = std::make_pair(q, kt));
+  }
   if (qTy->getRank() != 3)
     return *(scoreIn = std::make_pair(q, kt));
   // Heads flattened into the batch: Q = Reshape(Q4), K^T = Transpose(
@@ -502,12 +562,14 @@ LogicalResult LayerExporter::replaceShapeReaders(
       return e.node("Slice", {e.node("Shape", {of}), e.constI64({from}),
                               e.constI64({to}), e.constI64({0})});
     };
+    // (FusedMatMul with transB: B's columns are its rows.)
+    int64_t bCol = layer.qkTransB ? r - 2 : r - 1;
     std::string batch = e.node(
         "Max", {part(qk.input(0), 0, r - 2), part(qk.input(1), 0, r - 2)});
-    e.node(
-        "Concat",
-        {batch, part(qk.input(0), r - 2, r - 1), part(qk.input(1), r - 1, r)},
-        [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
+    e.node("Concat",
+           {batch, part(qk.input(0), r - 2, r - 1),
+            part(qk.input(1), bCol, bCol + 1)},
+           [](onnx::NodeProto &n) { Emitter::intAttr(n, "axis", 0); });
     e.nodes.back().set_output(0, shape.output(0));
     removed.push_back(idx);
     elsewhere.emplace_back(idx, std::move(e.nodes));

@@ -122,6 +122,70 @@ Value gelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
   return mul(mul(fconst(b, loc, et, 0.5), x), onePlus);
 }
 
+/// `x` (dimensions `dims`) with its last two dimensions swapped.
+Value swapLastTwo(ONNXImporterImpl &im, Value x,
+                  SmallVector<AffineExpr> &dims) {
+  int64_t rank = dims.size();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  std::swap(dims[rank - 1], dims[rank - 2]);
+  Value init = im.emptyTensor(dims, getElementTypeOrSelf(x.getType()));
+  return linalg::TransposeOp::create(im.builder, im.loc, x, init, perm)
+      .getResult()[0];
+}
+
+/// FusedMatMul (com.microsoft), what onnxruntime's graph optimizer makes of
+/// a MatMul with a Transpose of either operand's last two dimensions and a
+/// scaling after it (attention's Q K^T / sqrt(d)): alpha * op(A) op(B),
+/// op a transpose of the last two dimensions where transA / transB say.
+/// transBatchA/B (batch dimensions moved) are refused.
+LogicalResult importFusedMatMul(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes(
+          {"alpha", "transA", "transB", "transBatchA", "transBatchB"})))
+    return failure();
+  if (im.attrInt("transBatchA", 0) != 0 || im.attrInt("transBatchB", 0) != 0)
+    return im.error() << "transBatchA and transBatchB are not supported";
+  RankedTensorType at = im.inputType(0), bt = im.inputType(1);
+  if (!isa<FloatType>(at.getElementType()) ||
+      at.getElementType() != bt.getElementType())
+    return im.error() << "A (input 0) " << at << " and B (input 1) " << bt
+                      << " must be floats of one type";
+  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
+  Value a = im.input(0), b = im.input(1);
+  if (im.attrInt("transA", 0) != 0) {
+    if (ad.size() < 2)
+      return im.error() << "transA needs A of rank 2 or more";
+    a = swapLastTwo(im, a, ad);
+  }
+  if (im.attrInt("transB", 0) != 0) {
+    if (bd.size() < 2)
+      return im.error() << "transB needs B of rank 2 or more";
+    b = swapLastTwo(im, b, bd);
+  }
+  SmallVector<AffineExpr> outDims;
+  FailureOr<Value> y = buildMatMul(im, a, ad, b, bd, outDims);
+  if (failed(y))
+    return failure();
+  float alpha = im.attrFloat("alpha", 1.0f);
+  if (alpha != 1.0f) {
+    // alpha as a scalar operand, as Mul by a constant imports (the raise
+    // reads the scale of the scores from it).
+    Type et = at.getElementType();
+    auto scalar = RankedTensorType::get({}, et);
+    Value c = arith::ConstantOp::create(
+        im.builder, im.loc,
+        DenseElementsAttr::get(scalar, im.builder.getFloatAttr(et, alpha)));
+    *y = buildBroadcastGeneric(
+        im.builder, im.loc, {*y, c}, im.typeFor(outDims, et),
+        [&](OpBuilder &nb, Location loc, ValueRange v) -> Value {
+          return arith::MulFOp::create(nb, loc, v[0], v[1]);
+        },
+        im.dynamicSizes(outDims));
+  }
+  im.setOutput(0, *y, outDims);
+  return success();
+}
+
 /// FastGelu (X, bias), BiasGelu (A, B), Gelu and QuickGelu (com.microsoft),
 /// and ONNX's Gelu (opset 20, `approximate`).
 LogicalResult importGelu(ONNXImporterImpl &im) {
@@ -1227,6 +1291,7 @@ void mlir::masformer::registerContribHandlers(
   handlers["SimplifiedLayerNormalization"] = importSimplifiedLayerNorm;
   for (StringRef op : {"FastGelu", "BiasGelu", "Gelu", "QuickGelu"})
     handlers[ms(op)] = importGelu;
+  handlers[ms("FusedMatMul")] = importFusedMatMul;
   handlers[ms("SkipLayerNormalization")] = importSkipNorm;
   handlers[ms("SkipSimplifiedLayerNormalization")] = importSkipNorm;
   handlers[ms("EmbedLayerNormalization")] = importEmbedLayerNorm;

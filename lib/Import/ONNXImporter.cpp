@@ -185,6 +185,9 @@ LogicalResult ONNXImporterImpl::checkArity() {
     m["DynamicQuantizeLinear"] = {1, 1, 3};
     m["MatMulInteger"] = {2, 4, 1};
     m[ms + "MatMulNBits"] = {3, 6, 1};
+    m[ms + "DynamicQuantizeMatMul"] = {3, 5, 1};
+    m[ms + "MatMulIntegerToFloat"] = {4, 7, 1};
+    m[ms + "FusedMatMul"] = {2, 2, 1};
     m[ms + "GatherBlockQuantized"] = {3, 4, 1};
     return m;
   }();

@@ -691,27 +691,22 @@ std::string dynamicQuantizeKey(StringRef y, StringRef zeroPoint) {
   return ("dql:" + y + ":" + zeroPoint).str();
 }
 
-/// DynamicQuantizeLinear(x) -> y (uint8), y_scale, y_zero_point (uint8), as
-/// onnxruntime computes them: the range [min(x, 0), max(x, 0)] over the
-/// whole tensor, y_scale = (max - min) / 255 (1 when the range is empty),
-/// y_zero_point = round(clamp(-min / y_scale, 0, 255)), then QuantizeLinear.
-LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
-  if (failed(im.checkAttributes({})))
-    return failure();
-  RankedTensorType xt = im.inputType(0);
-  if (!xt.getElementType().isF32())
-    return im.error() << "x (input 0) is " << xt << "; expected f32";
+/// The scale (f32) and zero point (uint8) of x (dimensions `xDims`), rank-0
+/// tensors, as onnxruntime's DynamicQuantizeLinear computes them: the range
+/// [min(x, 0), max(x, 0)] over the whole tensor, scale = (max - min) / 255
+/// (1 when the range is empty), zero point = round(clamp(-min / scale, 0,
+/// 255)).
+std::pair<Value, Value> buildDynamicQuantization(ONNXImporterImpl &im, Value x,
+                                                 ArrayRef<AffineExpr> xDims) {
   OpBuilder &b = im.builder;
   Location loc = im.loc;
-  SmallVector<AffineExpr> xDims = im.inputDims(0);
-  Value x = im.input(0);
   // One scale for every position of a [batch, sequence, ...] activation.
   if (xDims.size() >= 2)
     im.noteCrossPosition(
-        "node '" + im.node->name() +
-        "' (DynamicQuantizeLinear) quantizes every position of its input "
-        "with one scale, so a decode step, which computes only the new "
-        "positions, would compute other values than the whole sequence");
+        "node '" + im.node->name() + "' (" + im.node->op_type() +
+        ") quantizes every position of its input with one scale, so a "
+        "decode step, which computes only the new positions, would compute "
+        "other values than the whole sequence");
   // From 0: the range always includes zero.
   Value lo = reduceToScalar(
       im, x, xDims, 0.0,
@@ -753,7 +748,47 @@ LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
             nb, l, i8, arith::FPToSIOp::create(nb, l, nb.getI32Type(), zp));
         linalg::YieldOp::create(nb, l, ValueRange{scale, zpI});
       });
-  Value scale = params.getResult(0), zeroPoint = params.getResult(1);
+  return {params.getResult(0), params.getResult(1)};
+}
+
+/// DynamicQuantizeLinear's y less its zero point, as f32, computed from x:
+/// clamp(round(x / scale), -zero point, 255 - zero point).
+Value buildQuantizedCentered(ONNXImporterImpl &im, Value x,
+                             ArrayRef<AffineExpr> dims, Value scale,
+                             Value zero) {
+  return buildBroadcastGeneric(
+      im.builder, im.loc, {x, scale, zero},
+      im.typeFor(dims, im.builder.getF32Type()),
+      [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+        Value zf = centered(b, loc, a[2], Value(), /*isUnsigned=*/true,
+                            b.getF32Type());
+        Value q = math::RoundEvenOp::create(
+            b, loc, arith::DivFOp::create(b, loc, a[0], a[1]));
+        Value lo = arith::NegFOp::create(b, loc, zf);
+        Value hi = arith::SubFOp::create(
+            b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(255)),
+            zf);
+        // maxnumf first: a NaN quotient is y = 0, -zero point.
+        return arith::MinNumFOp::create(
+            b, loc, arith::MaxNumFOp::create(b, loc, q, lo), hi);
+      },
+      im.dynamicSizes(dims));
+}
+
+/// DynamicQuantizeLinear(x) -> y (uint8), y_scale, y_zero_point (uint8):
+/// buildDynamicQuantization's scale and zero point, then QuantizeLinear.
+LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  RankedTensorType xt = im.inputType(0);
+  if (!xt.getElementType().isF32())
+    return im.error() << "x (input 0) is " << xt << "; expected f32";
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  SmallVector<AffineExpr> xDims = im.inputDims(0);
+  Value x = im.input(0);
+  Type f32 = b.getF32Type(), i8 = b.getI8Type();
+  auto [scale, zeroPoint] = buildDynamicQuantization(im, x, xDims);
   Value y = buildBroadcastGeneric(
       b, loc, {x, scale, zeroPoint}, im.typeFor(xDims, i8),
       [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
@@ -874,22 +909,7 @@ FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
     Value scale = im.derivedValues.lookup(dql + ":scale");
     Value zero = im.derivedValues.lookup(dql + ":zero");
     if (x && scale && zero) {
-      Value v = buildBroadcastGeneric(
-          im.builder, im.loc, {x, scale, zero}, im.typeFor(dims, f32),
-          [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
-            Value zf = centered(b, loc, a[2], Value(), /*isUnsigned=*/true,
-                                b.getF32Type());
-            Value q = math::RoundEvenOp::create(
-                b, loc, arith::DivFOp::create(b, loc, a[0], a[1]));
-            Value lo = arith::NegFOp::create(b, loc, zf);
-            Value hi = arith::SubFOp::create(
-                b, loc,
-                arith::ConstantOp::create(b, loc, b.getF32FloatAttr(255)), zf);
-            // maxnumf first: a NaN quotient is y = 0, -zero point.
-            return arith::MinNumFOp::create(
-                b, loc, arith::MaxNumFOp::create(b, loc, q, lo), hi);
-          },
-          im.dynamicSizes(dims));
+      Value v = buildQuantizedCentered(im, x, dims, scale, zero);
       im.derivedValues[key] = v;
       return v;
     }
@@ -945,6 +965,125 @@ LogicalResult importMatMulInteger(ONNXImporterImpl &im) {
   return success();
 }
 
+/// Y * (a_scale * b_scale) + bias, onnxruntime's output of its quantized
+/// products: a_scale one value, b_scale one or one per column ([N]), bias
+/// [N] (absent: -1); inputs of the current node.
+FailureOr<Value> scaleProduct(ONNXImporterImpl &im, Value y,
+                              ArrayRef<AffineExpr> yDims, Value aScale,
+                              unsigned bScaleInput, int biasInput) {
+  AffineExpr n = yDims.back();
+  auto oneOrColumns = [&](unsigned i, StringRef what,
+                          bool allowOne) -> FailureOr<Value> {
+    RankedTensorType t = im.inputType(i);
+    if (!t.getElementType().isF32())
+      return im.error() << what << " (input " << i << ") is " << t
+                        << "; expected f32";
+    if (allowOne && t.hasStaticShape() && t.getNumElements() == 1)
+      return buildReshape(im.builder, im.loc, im.input(i),
+                          RankedTensorType::get({}, t.getElementType()));
+    SmallVector<AffineExpr> d = im.inputDims(i);
+    if (d.size() == 1 && d[0] == n)
+      return im.input(i);
+    return im.error() << what << " (input " << i << ") has dimensions "
+                      << im.dimsString(d) << "; expected "
+                      << (allowOne ? "one value or " : "") << "["
+                      << im.dimString(n) << "] (one per column)";
+  };
+  FailureOr<Value> bScale = oneOrColumns(bScaleInput, "b_scale", true);
+  if (failed(bScale))
+    return failure();
+  SmallVector<Value> ins{y, aScale, *bScale};
+  if (biasInput >= 0 && im.hasInput(biasInput)) {
+    FailureOr<Value> bias = oneOrColumns(biasInput, "bias", false);
+    if (failed(bias))
+      return failure();
+    ins.push_back(*bias);
+  }
+  Type f32 = im.builder.getF32Type();
+  return buildBroadcastGeneric(
+      im.builder, im.loc, ins, im.typeFor(yDims, f32),
+      [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+        // onnxruntime multiplies by the product of the scales.
+        Value s = arith::MulFOp::create(b, loc, a[1], a[2]);
+        Value r = arith::MulFOp::create(b, loc, a[0], s);
+        return a.size() > 3 ? arith::AddFOp::create(b, loc, r, a[3]) : r;
+      },
+      im.dynamicSizes(yDims));
+}
+
+/// com.microsoft.DynamicQuantizeMatMul(A, B, b_scale, b_zero_point?, bias?),
+/// what onnxruntime's graph optimizer makes of quantize_dynamic's
+/// DynamicQuantizeLinear + MatMulInteger + Cast + Mul (+ Add): A (f32)
+/// quantized to uint8 with one scale, times B (8-bit) less its zero point,
+/// scaled by a_scale * b_scale, plus bias.
+LogicalResult importDynamicQuantizeMatMul(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  RankedTensorType at = im.inputType(0);
+  if (!at.getElementType().isF32())
+    return im.error() << "A (input 0) is " << at << "; expected f32";
+  if (failed(checkQuantizedInput(im, 1, "B")))
+    return failure();
+  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
+  if (ad.size() < 2 || bd.size() < 2)
+    return im.error() << "A " << im.dimsString(ad) << " and B "
+                      << im.dimsString(bd)
+                      << " must have two dimensions or more";
+  Value x = im.input(0);
+  auto [scale, zero] = buildDynamicQuantization(im, x, ad);
+  Value a = buildQuantizedCentered(im, x, ad, scale, zero);
+  FailureOr<Value> b = integerOperand(im, 1, 3, /*perRow=*/false, bd);
+  if (failed(b))
+    return failure();
+  SmallVector<AffineExpr> outDims;
+  FailureOr<Value> y = buildMatMul(im, a, ad, *b, bd, outDims);
+  if (failed(y))
+    return failure();
+  FailureOr<Value> out = scaleProduct(im, *y, outDims, scale, 2, 4);
+  if (failed(out))
+    return failure();
+  im.setOutput(0, *out, outDims);
+  return success();
+}
+
+/// com.microsoft.MatMulIntegerToFloat(A, B, a_scale, b_scale,
+/// a_zero_point?, b_zero_point?, bias?): MatMulInteger's product, scaled by
+/// a_scale * b_scale, plus bias (f32).
+LogicalResult importMatMulIntegerToFloat(ONNXImporterImpl &im) {
+  if (failed(im.checkAttributes({})))
+    return failure();
+  if (failed(checkQuantizedInput(im, 0, "A")) ||
+      failed(checkQuantizedInput(im, 1, "B")))
+    return failure();
+  SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
+  if (ad.size() < 2 || bd.size() < 2)
+    return im.error() << "A " << im.dimsString(ad) << " and B "
+                      << im.dimsString(bd)
+                      << " must have two dimensions or more";
+  RankedTensorType st = im.inputType(2);
+  if (!st.getElementType().isF32() || !st.hasStaticShape() ||
+      st.getNumElements() != 1)
+    return im.error() << "a_scale (input 2) is " << st
+                      << "; expected one f32 value";
+  FailureOr<Value> a = integerOperand(im, 0, 4, /*perRow=*/true, ad);
+  if (failed(a))
+    return failure();
+  FailureOr<Value> b = integerOperand(im, 1, 5, /*perRow=*/false, bd);
+  if (failed(b))
+    return failure();
+  SmallVector<AffineExpr> outDims;
+  FailureOr<Value> y = buildMatMul(im, *a, ad, *b, bd, outDims);
+  if (failed(y))
+    return failure();
+  Value aScale = buildReshape(im.builder, im.loc, im.input(2),
+                              RankedTensorType::get({}, st.getElementType()));
+  FailureOr<Value> out = scaleProduct(im, *y, outDims, aScale, 3, 6);
+  if (failed(out))
+    return failure();
+  im.setOutput(0, *out, outDims);
+  return success();
+}
+
 } // namespace
 
 void mlir::masformer::registerQuantizedHandlers(
@@ -955,4 +1094,6 @@ void mlir::masformer::registerQuantizedHandlers(
   handlers["QuantizeLinear"] = importQuantizeLinear;
   handlers["DynamicQuantizeLinear"] = importDynamicQuantizeLinear;
   handlers["MatMulInteger"] = importMatMulInteger;
+  handlers["com.microsoft.DynamicQuantizeMatMul"] = importDynamicQuantizeMatMul;
+  handlers["com.microsoft.MatMulIntegerToFloat"] = importMatMulIntegerToFloat;
 }

@@ -9,6 +9,10 @@ would before handing it to masformer (test/Compile/int8-models.test):
   quantize_model.py IN OUT --static --shape name=AxB ...
       quantize_static in the QDQ format (QuantizeLinear/DequantizeLinear
       pairs), calibrated on four batches of ort_inputs' inputs.
+  quantize_model.py IN OUT --ort-optimize [--no-quantize]
+      then (or instead) the model as onnxruntime's graph optimizer saves it
+      (level "extended": DynamicQuantizeMatMul, MatMulIntegerToFloat,
+      FusedMatMul for a MatMul with a Transpose and a scaling, ...).
 """
 
 import argparse
@@ -23,6 +27,15 @@ import onnxruntime as ort
 from ort_inputs import make_inputs
 
 
+def optimize(model, out):
+    """`model` as onnxruntime's graph optimizer saves it (level extended)."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    opts.optimized_model_filepath = out
+    opts.log_severity_level = 3
+    ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -31,12 +44,19 @@ def main():
     ap.add_argument("--per-channel", action="store_true")
     ap.add_argument("--static", action="store_true")
     ap.add_argument("--shape", action="append", default=[])
+    ap.add_argument("--ort-optimize", action="store_true")
+    ap.add_argument("--no-quantize", action="store_true")
     a = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     wtype = QuantType.QInt8 if a.weights == "int8" else QuantType.QUInt8
+    if a.no_quantize:
+        optimize(a.model, a.out)
+        return
     if not a.static:
         quantize_dynamic(a.model, a.out, weight_type=wtype,
                          per_channel=a.per_channel)
+        if a.ort_optimize:
+            optimize(a.out, a.out)
         return
 
     shapes = {n: [int(d) for d in dims.split("x")]
