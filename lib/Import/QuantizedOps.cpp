@@ -427,6 +427,31 @@ FailureOr<Value> quantizationParam(ONNXImporterImpl &im, unsigned i,
                     << " (blocked quantization is not supported)";
 }
 
+/// The operands of QuantizeLinear's and DequantizeLinear's element-wise
+/// computation: x (input 0), its scale (input 1) and, when present, its
+/// zero point (input 2), shaped by quantizationParam.
+FailureOr<SmallVector<Value>>
+quantizationOperands(ONNXImporterImpl &im, ArrayRef<AffineExpr> xDims,
+                     int64_t axis, StringRef scaleName, StringRef zeroName) {
+  auto oneValue = [](RankedTensorType t) {
+    return t.hasStaticShape() && t.getNumElements() == 1;
+  };
+  if (im.hasInput(2) &&
+      im.inputType(2).getShape() != im.inputType(1).getShape() &&
+      !(oneValue(im.inputType(1)) && oneValue(im.inputType(2))))
+    return im.error() << zeroName << " (input 2) is " << im.inputType(2)
+                      << "; expected the shape of " << scaleName
+                      << " (input 1), " << im.inputType(1);
+  FailureOr<Value> scale = quantizationParam(im, 1, scaleName, xDims, axis);
+  FailureOr<Value> zero = quantizationParam(im, 2, zeroName, xDims, axis);
+  if (failed(scale) || failed(zero))
+    return failure();
+  SmallVector<Value> ins{im.input(0), *scale};
+  if (*zero)
+    ins.push_back(*zero);
+  return ins;
+}
+
 /// Checks DequantizeLinear/QuantizeLinear's axis and block_size; the axis
 /// normalized for `rank` (a scale of one value, per tensor, ignores it, as
 /// onnxruntime does: the quantizer writes axis 1 on 1-D biases).
@@ -541,17 +566,13 @@ LogicalResult importDequantizeLinear(ONNXImporterImpl &im) {
     }
   }
 
-  FailureOr<Value> scale = quantizationParam(im, 1, "x_scale", xDims, *axis);
-  FailureOr<Value> zero =
-      quantizationParam(im, 2, "x_zero_point", xDims, *axis);
-  if (failed(scale) || failed(zero))
+  FailureOr<SmallVector<Value>> ins =
+      quantizationOperands(im, xDims, *axis, "x_scale", "x_zero_point");
+  if (failed(ins))
     return failure();
-  SmallVector<Value> ins{im.input(0), *scale};
-  if (*zero)
-    ins.push_back(*zero);
   im.setOutput(0,
                buildBroadcastGeneric(
-                   im.builder, im.loc, ins, im.typeFor(xDims, et),
+                   im.builder, im.loc, *ins, im.typeFor(xDims, et),
                    [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
                      Value zp = a.size() > 2 ? a[2] : Value();
                      return arith::MulFOp::create(
@@ -619,18 +640,14 @@ LogicalResult importQuantizeLinear(ONNXImporterImpl &im) {
   FailureOr<int64_t> axis = quantizationAxis(im, xt.getRank());
   if (failed(axis))
     return failure();
-  FailureOr<Value> scale = quantizationParam(im, 1, "y_scale", xDims, *axis);
-  FailureOr<Value> zero =
-      quantizationParam(im, 2, "y_zero_point", xDims, *axis);
-  if (failed(scale) || failed(zero))
+  FailureOr<SmallVector<Value>> ins =
+      quantizationOperands(im, xDims, *axis, "y_scale", "y_zero_point");
+  if (failed(ins))
     return failure();
-  SmallVector<Value> ins{im.input(0), *scale};
-  if (*zero)
-    ins.push_back(*zero);
   im.setOutput(
       0,
       buildBroadcastGeneric(
-          im.builder, im.loc, ins, im.typeFor(xDims, im.builder.getI8Type()),
+          im.builder, im.loc, *ins, im.typeFor(xDims, im.builder.getI8Type()),
           [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
             Value zp =
                 a.size() > 2
@@ -896,7 +913,10 @@ FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
     }
   }
   // One per operand and zero point: Q, K and V's products share it.
-  std::string key = "centered:" + im.node->input(i) + ":" +
+  // (The role is in the key: a zero point per row and one per column of
+  // one tensor broadcast differently.)
+  std::string key = std::string(perRow ? "centered-rows:" : "centered-cols:") +
+                    im.node->input(i) + ":" +
                     (zp ? im.node->input(zpInput) : std::string());
   if (Value v = im.derivedValues.lookup(key))
     return v;

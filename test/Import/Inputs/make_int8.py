@@ -211,6 +211,10 @@ save("bad-zp-type",
       N("DequantizeLinear", ["xi", "s1", "z1"], ["y"], name="bad")],
      x_in, [vi("y", TP.FLOAT, [4, K])],
      [init("s1", np.float32(0.03)), init("z1", np.uint8(120))])
+save("bad-zp-shape",
+     [N("QuantizeLinear", ["x", "ax1_scale", "z1"], ["y"], name="bad", axis=1)],
+     x_in, [vi("y", TP.UINT8, [4, K])],
+     [init("ax1_scale", ax1_scale), init("z1", np.uint8(120))])
 save("bad-scale-size",
      [N("QuantizeLinear", ["x", "s3"], ["y"], name="bad", axis=1)],
      x_in, [vi("y", TP.UINT8, [4, K])],
