@@ -21,6 +21,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -35,7 +36,7 @@ using NodeHandler = LogicalResult (*)(ONNXImporterImpl &);
 /// Ops whose results the importer computes on the host when every input is
 /// known there and the result is small.
 constexpr int64_t kMaxHostElements = 1 << 22;
-/// The same for 8-bit integer initializers (quantized weights).
+/// The same for the 8-bit integer weights of quantized ops.
 constexpr int64_t kMaxHostInt8Elements = 1 << 12;
 
 class ONNXImporterImpl {
@@ -322,6 +323,9 @@ private:
   llvm::StringMap<Entry> values;
   llvm::StringMap<const onnx::NodeProto *> producers;
   std::string crossPosition;
+  /// The inputs of the graph's quantized ops (their 8-bit weights stay in
+  /// the model until read: kMaxHostInt8Elements).
+  llvm::StringSet<> quantizedWeights;
   llvm::StringMap<NodeHandler> handlers;
 };
 

@@ -252,11 +252,13 @@ LogicalResult ONNXImporterImpl::addInitializer(const onnx::TensorProto &t,
   entry.isUnsigned = t.data_type() == onnx::TensorProto::UINT8;
   int64_t n = entry.type.getNumElements();
   // Integers, booleans and tiny float tensors take part in folding; weights
-  // stay in the proto until an op uses them. 8-bit integers are quantized
-  // weights (int8, packed int4), not sizes or indices: on the host each
-  // would take 8 bytes.
-  int64_t hostLimit =
-      elemType.isInteger(8) ? kMaxHostInt8Elements : kMaxHostElements;
+  // stay in the proto until an op uses them. The 8-bit weights of the
+  // quantized ops (int8, packed int4) are not sizes or indices: on the host
+  // each element would take 8 bytes. (Other 8-bit tensors, a uint8 causal
+  // mask among them, still fold.)
+  int64_t hostLimit = elemType.isInteger(8) && quantizedWeights.contains(name)
+                          ? kMaxHostInt8Elements
+                          : kMaxHostElements;
   bool host = (elemType.isIntOrIndex() && n <= hostLimit) ||
               n <= options.inlineConstantLimit;
   if (host) {
@@ -912,6 +914,18 @@ ONNXImporterImpl::run(const onnx::ModelProto &model) {
     return failure();
   }
 
+  // The tensors the quantized ops read their packed or 8-bit weights from.
+  static const llvm::StringSet<> kQuantizedOps = {
+      "com.microsoft.MatMulNBits",
+      "com.microsoft.GatherBlockQuantized",
+      "com.microsoft.DynamicQuantizeMatMul",
+      "com.microsoft.MatMulIntegerToFloat",
+      "MatMulInteger",
+      "DequantizeLinear"};
+  for (const onnx::NodeProto &n : graph.node())
+    if (kQuantizedOps.contains(opKey(n)))
+      for (const std::string &in : n.input())
+        quantizedWeights.insert(in);
   for (const onnx::TensorProto &t : graph.initializer()) {
     // Two initializers of one name: which one a runtime uses is not
     // defined (the last wins in some, the first in others).
