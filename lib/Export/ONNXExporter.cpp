@@ -66,7 +66,8 @@ LogicalResult LayerExporter::findNodes() {
   for (auto [idx, what] :
        {std::make_pair(layer.qk, "Q*K^T"), std::make_pair(layer.pv, "P*V")}) {
     const onnx::NodeProto &n = graph.node(idx);
-    if (n.op_type() == "MatMul" && n.domain().empty())
+    if (n.op_type() == "MatMul" &&
+        (n.domain().empty() || n.domain() == "ai.onnx"))
       continue;
     bool fused = n.op_type() == "FusedMatMul" && n.domain() == "com.microsoft";
     float alpha = 1.0f;
