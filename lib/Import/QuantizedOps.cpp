@@ -382,6 +382,11 @@ Value centered(OpBuilder &b, Location loc, Value x, Value zeroPoint,
   return arith::SIToFPOp::create(b, loc, to, d);
 }
 
+/// A byte of an 8-bit quantized tensor's data as its value.
+int32_t quantizedValue(uint8_t byte, bool isUnsigned) {
+  return isUnsigned ? int32_t(byte) : int32_t(static_cast<int8_t>(byte));
+}
+
 /// Fails, naming the node, unless input `i` holds 8-bit integers (and, with
 /// `allowInt32`, int32).
 LogicalResult checkQuantizedInput(ONNXImporterImpl &im, unsigned i,
@@ -549,8 +554,7 @@ LogicalResult importDequantizeLinear(ONNXImporterImpl &im) {
         auto *y = reinterpret_cast<float *>(out.data());
         for (int64_t i = 0, e = xt.getNumElements(); i < e; ++i) {
           int64_t c = channels == 1 ? 0 : (i / inner) % channels;
-          int32_t v = isUnsigned ? int32_t((*q)[i])
-                                 : int32_t(static_cast<int8_t>((*q)[i]));
+          int32_t v = quantizedValue((*q)[i], isUnsigned);
           int32_t z = hz ? static_cast<int32_t>(hz->getInt(c)) : 0;
           y[i] =
               static_cast<float>(v - z) * static_cast<float>(hs->getDouble(c));
@@ -831,6 +835,16 @@ LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
   return success();
 }
 
+/// Fails, naming the node, unless A and B (dimensions `ad`, `bd`) of a
+/// quantized product have two dimensions or more.
+LogicalResult checkMatrixOperands(ONNXImporterImpl &im, ArrayRef<AffineExpr> ad,
+                                  ArrayRef<AffineExpr> bd) {
+  if (ad.size() >= 2 && bd.size() >= 2)
+    return success();
+  return im.error() << "A " << im.dimsString(ad) << " and B "
+                    << im.dimsString(bd) << " must have two dimensions or more";
+}
+
 /// A MatMulInteger operand (input `i`, dimensions `dims`) less its zero
 /// point (input `zpInput`), as f32: the zero point is one value, one per
 /// row of A (`perRow`: [M], or A's shape with the last dimension 1) or
@@ -900,9 +914,7 @@ FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
         auto *w = reinterpret_cast<float *>(out.data());
         for (int64_t k = 0; k < K; ++k)
           for (int64_t n = 0; n < N; ++n) {
-            uint8_t byte = (*q)[k * N + n];
-            int32_t v =
-                isUnsigned ? int32_t(byte) : int32_t(static_cast<int8_t>(byte));
+            int32_t v = quantizedValue((*q)[k * N + n], isUnsigned);
             int32_t z =
                 hz ? static_cast<int32_t>(hz->getInt(perColumn ? n : 0)) : 0;
             w[k * N + n] = static_cast<float>(v - z);
@@ -960,10 +972,8 @@ LogicalResult importMatMulInteger(ONNXImporterImpl &im) {
       failed(checkQuantizedInput(im, 1, "B")))
     return failure();
   SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
-  if (ad.size() < 2 || bd.size() < 2)
-    return im.error() << "A " << im.dimsString(ad) << " and B "
-                      << im.dimsString(bd)
-                      << " must have two dimensions or more";
+  if (failed(checkMatrixOperands(im, ad, bd)))
+    return failure();
   FailureOr<Value> a = integerOperand(im, 0, 2, /*perRow=*/true, ad);
   if (failed(a))
     return failure();
@@ -1045,10 +1055,8 @@ LogicalResult importDynamicQuantizeMatMul(ONNXImporterImpl &im) {
   if (failed(checkQuantizedInput(im, 1, "B")))
     return failure();
   SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
-  if (ad.size() < 2 || bd.size() < 2)
-    return im.error() << "A " << im.dimsString(ad) << " and B "
-                      << im.dimsString(bd)
-                      << " must have two dimensions or more";
+  if (failed(checkMatrixOperands(im, ad, bd)))
+    return failure();
   Value x = im.input(0);
   auto [scale, zero] = buildDynamicQuantization(im, x, ad);
   Value a = buildQuantizedCentered(im, x, ad, scale, zero);
@@ -1076,10 +1084,8 @@ LogicalResult importMatMulIntegerToFloat(ONNXImporterImpl &im) {
       failed(checkQuantizedInput(im, 1, "B")))
     return failure();
   SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
-  if (ad.size() < 2 || bd.size() < 2)
-    return im.error() << "A " << im.dimsString(ad) << " and B "
-                      << im.dimsString(bd)
-                      << " must have two dimensions or more";
+  if (failed(checkMatrixOperands(im, ad, bd)))
+    return failure();
   RankedTensorType st = im.inputType(2);
   if (!st.getElementType().isF32() || !st.hasStaticShape() ||
       st.getNumElements() != 1)
