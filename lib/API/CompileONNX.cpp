@@ -37,6 +37,7 @@
 #include "masformer/Utils/OutputFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
@@ -288,6 +289,9 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
   PassManager pm(module.getContext());
   TimingScope passTiming = timing.nest("lowering (MLIR passes)");
   pm.enableTiming(passTiming);
+  // The IR is verified before the lowering and after it; after each of its
+  // passes only with --verify-each.
+  pm.enableVerifier(options.verifyEach);
   pm.addPass(createPrepareEntry());
   if (decode) {
     PrepareEntryOptions decodeEntry;
@@ -308,10 +312,20 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
     setCPULowering(lowering, options, tools);
     buildLowerToCPUPipeline(pm, lowering);
   }
+  // The frontend's result was verified, the decode entry derived since.
+  if (failed(verify(module)))
+    return emitError(loc) << "internal error: the model does not verify "
+                             "before its lowering",
+           failure();
   if (failed(pm.run(module)))
     return emitError(loc) << "lowering the model to the "
                           << (cuda ? "GPU (" + options.gpuChip() + ")" : "CPU")
                           << " failed",
+           failure();
+  if (!options.verifyEach && failed(verify(module)))
+    return emitError(loc) << "internal error: the model lowered to the LLVM "
+                             "dialect does not verify (--verify-each names "
+                             "the pass that broke it)",
            failure();
   return entry;
 }

@@ -113,6 +113,12 @@ int main(int argc, char **argv) {
                "passes one by one, LLVM's optimization and machine code, link) "
                "to stderr"),
       cl::init(false), cl::cat(category));
+  cl::opt<bool> verifyEach(
+      "verify-each",
+      cl::desc("Verify the IR after every pass of the lowering (default: "
+               "only its input and its result; a developer's option, which "
+               "names the pass that broke the IR)"),
+      cl::init(false), cl::cat(category));
   cl::opt<int64_t> tileQ("tile-q", cl::desc("Query rows per attention tile"),
                          cl::init(64), cl::cat(category));
   cl::opt<int64_t> tileKV(
@@ -155,6 +161,7 @@ int main(int argc, char **argv) {
   options.tileQ = tileQ;
   options.tileKV = tileKV;
   options.timing = timing;
+  options.verifyEach = verifyEach;
   options.jobs = jobs;
   if (cacheDir.getNumOccurrences())
     options.cacheDir = cacheDir;

@@ -82,6 +82,11 @@ struct CompileONNXOptions {
   /// report (a list of {"name", "wall": {"duration", "percentage"},
   /// "passes": [...]}), once the compile has succeeded.
   std::string *timingJSON = nullptr;
+  /// Verify the IR after every pass of the lowering, as masformer-opt does
+  /// (a pass that breaks the IR is then named). Off, the input of the
+  /// lowering and its result are verified once each: the verifier after
+  /// each of its passes took about a third of the lowering's time.
+  bool verifyEach = false;
 
   /// The chip compiled for: `chip`, or sm_90.
   std::string gpuChip() const { return chip.empty() ? "sm_90" : chip; }
