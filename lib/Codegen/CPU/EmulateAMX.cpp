@@ -7,7 +7,10 @@
 // in Intel's ISA reference, independent of how --masformer-lower-amx-tiles
 // uses them. It is stricter than the hardware: a load or store past its
 // buffer's bounds stops the program with a message naming the operation,
-// and more than 8 tile values live at once is a compile-time error.
+// its indices and the buffer's sizes, and more than 8 tile values live at
+// once is a compile-time error. The emulation depends on nothing but the
+// operations (no location): each layer's kernels stay identical, and
+// --masformer-outline-kernels shares them as it does on the AMX path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,19 +48,17 @@ bool isTileOp(Operation *op) {
 class BlockEmulator {
 public:
   using Files = DenseMap<std::pair<Block *, Type>, Value>;
-  /// What the blocks share: their register files, the module's symbols
+  /// What the blocks share: their register files and the module's symbols
   /// (looked up by name in a table: a module's linear lookup, once per
-  /// bounds check, took seconds on a small model), and the number of
-  /// messages made so far.
+  /// tile operation, took seconds on a small model).
   struct Shared {
     explicit Shared(ModuleOp module) : symbols(module) {}
     Files files;
     SymbolTable symbols;
-    int64_t messages = 0;
   };
   BlockEmulator(RewriterBase &rw, Block &block, Block &anchor, Shared &shared)
       : rw(rw), block(block), anchor(anchor), files(shared.files),
-        symbols(shared.symbols), messages(shared.messages) {}
+        symbols(shared.symbols) {}
 
   LogicalResult run();
 
@@ -71,15 +72,19 @@ private:
     return arith::ConstantIndexOp::create(rw, loc, v);
   }
   /// Stops the program unless the tile at `indices` of `base` (its last two
-  /// dimensions `rows` x `cols`) lies inside the buffer.
-  void checkBounds(Operation *op, Value base, ValueRange indices, int64_t rows,
-                   int64_t cols);
-  void stopUnless(Location loc, Value ok, StringRef msg);
+  /// dimensions `rows` x `cols`) lies inside the buffer; the message names
+  /// `opName`, the indices and the buffer's sizes.
+  void checkBounds(Location loc, StringRef opName, Value base,
+                   ValueRange indices, int64_t rows, int64_t cols);
+  /// The external function `name` of type `fnTy`, declared once.
+  LLVM::LLVMFuncOp declare(Location loc, StringRef name,
+                           LLVM::LLVMFunctionType fnTy);
   /// Copies between a register and memory (`toMemory` for a store).
   void copy(Location loc, Value base, ValueRange indices, Value reg,
             Value regIndex, int64_t rows, int64_t cols, bool toMemory);
-  /// A call of the function that copies a tile between memory of `base`'s
-  /// type and a register (made once per type, shape and direction).
+  /// A call of the function that checks the tile's bounds and copies it
+  /// between memory of `base`'s type and a register (made once per type,
+  /// shape and direction).
   void emitCopy(Operation *op, Value base, ValueRange indices, Value reg,
                 int64_t regIndex, int64_t rows, int64_t cols, bool toMemory);
   void emitZero(amx::TileZeroOp op, int64_t out);
@@ -100,7 +105,6 @@ private:
   /// The register files of each block, by element type.
   Files &files;
   SymbolTable &symbols;
-  int64_t &messages;
 };
 
 Value BlockEmulator::file(Type elt) {
@@ -115,11 +119,30 @@ Value BlockEmulator::file(Type elt) {
   return f;
 }
 
-void BlockEmulator::checkBounds(Operation *op, Value base, ValueRange indices,
-                                int64_t rows, int64_t cols) {
-  Location loc = op->getLoc();
+LLVM::LLVMFuncOp BlockEmulator::declare(Location loc, StringRef name,
+                                        LLVM::LLVMFunctionType fnTy) {
+  if (auto fn = symbols.lookup<LLVM::LLVMFuncOp>(name))
+    return fn;
+  OpBuilder::InsertionGuard g(rw);
+  rw.setInsertionPointToStart(&symbols.getOp()->getRegion(0).front());
+  auto fn = LLVM::LLVMFuncOp::create(rw, loc, name, fnTy);
+  symbols.insert(fn);
+  return fn;
+}
+
+/// Unless every index plus the tile's extent is within its dimension: the
+/// operation, the indices and the sizes to stderr with dprintf(2)
+/// (unbuffered: a printf would be lost in the abort when stdout is a
+/// pipe), then abort.
+void BlockEmulator::checkBounds(Location loc, StringRef opName, Value base,
+                                ValueRange indices, int64_t rows,
+                                int64_t cols) {
+  MLIRContext *ctx = rw.getContext();
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
   auto rank = static_cast<int64_t>(indices.size());
   Value ok;
+  SmallVector<Value> at, sizes;
   for (int64_t d = 0; d < rank; ++d) {
     Value dim = memref::DimOp::create(rw, loc, base, d);
     int64_t extent = d == rank - 2 ? rows : d == rank - 1 ? cols : 1;
@@ -127,54 +150,55 @@ void BlockEmulator::checkBounds(Operation *op, Value base, ValueRange indices,
     Value in =
         arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::ule, end, dim);
     ok = ok ? arith::AndIOp::create(rw, loc, ok, in).getResult() : in;
+    at.push_back(arith::IndexCastOp::create(rw, loc, i64, indices[d]));
+    sizes.push_back(arith::IndexCastOp::create(rw, loc, i64, dim));
   }
   std::string msg;
   llvm::raw_string_ostream os(msg);
-  os << "masformer AMX emulator: " << op->getName() << " of " << rows << " x "
-     << cols << " outside its buffer at " << loc << "\n";
-  stopUnless(loc, ok, msg);
-}
-
-/// Unless `ok`: `msg` to stderr with write(2) (unbuffered: a puts would be
-/// lost in the abort when stdout is a pipe), then abort.
-void BlockEmulator::stopUnless(Location loc, Value ok, StringRef msg) {
-  MLIRContext *ctx = rw.getContext();
-  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-  Type i32 = rw.getI32Type(), i64 = rw.getI64Type();
-  auto declare = [&](StringRef name, Type fnTy) {
-    if (auto fn = symbols.lookup<LLVM::LLVMFuncOp>(name))
-      return fn;
-    OpBuilder::InsertionGuard g(rw);
-    rw.setInsertionPointToStart(&symbols.getOp()->getRegion(0).front());
-    auto fn = LLVM::LLVMFuncOp::create(rw, loc, name, fnTy);
-    symbols.insert(fn);
-    return fn;
-  };
-  LLVM::LLVMFuncOp write =
-      declare("write", LLVM::LLVMFunctionType::get(i64, {i32, ptrTy, i64}));
-  LLVM::LLVMFuncOp abort = declare(
-      "abort", LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {}));
+  os << "masformer AMX emulator: " << opName << " of " << rows << " x " << cols
+     << " at [";
+  for (int64_t d = 0; d < rank; ++d)
+    os << (d ? ", " : "") << "%ld";
+  os << "] outside its buffer of ";
+  for (int64_t d = 0; d < rank; ++d)
+    os << (d ? " x " : "") << "%ld";
+  os << '\n';
+  msg.push_back('\0');
+  // One format per text: the helpers of one shape and direction share it.
   std::string name;
-  do {
-    name = ("__masformer_amx_emulator_message_" + Twine(messages++)).str();
-  } while (symbols.lookup(name));
-  auto strTy = LLVM::LLVMArrayType::get(rw.getI8Type(), msg.size());
-  {
+  for (int64_t i = 0;; ++i) {
+    name = ("__masformer_amx_emulator_message_" + Twine(i)).str();
+    auto global = symbols.lookup<LLVM::GlobalOp>(name);
+    if (!global)
+      break;
+    auto text = dyn_cast_or_null<StringAttr>(global.getValueOrNull());
+    if (text && text.getValue() == msg)
+      break;
+  }
+  if (!symbols.lookup(name)) {
     OpBuilder::InsertionGuard g(rw);
     rw.setInsertionPointToStart(&symbols.getOp()->getRegion(0).front());
+    auto strTy = LLVM::LLVMArrayType::get(rw.getI8Type(), msg.size());
     symbols.insert(LLVM::GlobalOp::create(rw, loc, strTy, /*isConstant=*/true,
                                           LLVM::Linkage::Private, name,
                                           rw.getStringAttr(msg)));
   }
+  LLVM::LLVMFuncOp dprintf = declare(
+      loc, "dprintf",
+      LLVM::LLVMFunctionType::get(i32, {i32, ptrTy}, /*isVarArg=*/true));
+  LLVM::LLVMFuncOp abort =
+      declare(loc, "abort",
+              LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {}));
   Value failed = arith::XOrIOp::create(
       rw, loc, ok, arith::ConstantIntOp::create(rw, loc, 1, 1));
   auto ifOp = scf::IfOp::create(rw, loc, failed, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard g(rw);
   rw.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-  Value text = LLVM::AddressOfOp::create(rw, loc, ptrTy, name);
-  Value fd = LLVM::ConstantOp::create(rw, loc, i32, 2);
-  Value len = LLVM::ConstantOp::create(rw, loc, i64, msg.size());
-  LLVM::CallOp::create(rw, loc, write, ValueRange{fd, text, len});
+  SmallVector<Value> args = {LLVM::ConstantOp::create(rw, loc, i32, 2),
+                             LLVM::AddressOfOp::create(rw, loc, ptrTy, name)};
+  args.append(at);
+  args.append(sizes);
+  LLVM::CallOp::create(rw, loc, dprintf, args);
   LLVM::CallOp::create(rw, loc, abort, ValueRange{});
 }
 
@@ -226,7 +250,9 @@ func::FuncOp BlockEmulator::createHelper(Location loc, StringRef name,
 void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
                              Value reg, int64_t regIndex, int64_t rows,
                              int64_t cols, bool toMemory) {
-  Location loc = op->getLoc();
+  // The helper's location is the module's: no operation's own, so that the
+  // same helper comes out of every model alike.
+  Location loc = symbols.getOp()->getLoc();
   Type index = rw.getIndexType();
   SmallVector<Type> args = {base.getType(), reg.getType(), index};
   args.append(indices.size(), index);
@@ -248,12 +274,15 @@ void BlockEmulator::emitCopy(Operation *op, Value base, ValueRange indices,
     OpBuilder::InsertionGuard g(rw);
     fn = createHelper(loc, name, fnTy);
     Block *body = &fn.getBody().front();
-    copy(loc, body->getArgument(0), body->getArguments().drop_front(3),
-         body->getArgument(1), body->getArgument(2), rows, cols, toMemory);
+    ValueRange at = body->getArguments().drop_front(3);
+    checkBounds(loc, op->getName().getStringRef(), body->getArgument(0), at,
+                rows, cols);
+    copy(loc, body->getArgument(0), at, body->getArgument(1),
+         body->getArgument(2), rows, cols, toMemory);
   }
-  SmallVector<Value> operands = {base, reg, c(loc, regIndex)};
+  SmallVector<Value> operands = {base, reg, c(op->getLoc(), regIndex)};
   operands.append(indices.begin(), indices.end());
-  func::CallOp::create(rw, loc, fn, operands);
+  func::CallOp::create(rw, op->getLoc(), fn, operands);
 }
 
 void BlockEmulator::emitZero(amx::TileZeroOp op, int64_t out) {
@@ -292,7 +321,7 @@ func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
   auto fnTy = rw.getFunctionType(
       {aFile.getType(), cFile.getType(), index, index, index, index}, {});
   OpBuilder::InsertionGuard g(rw);
-  Location loc = op.getLoc();
+  Location loc = symbols.getOp()->getLoc();
   func::FuncOp fn = createHelper(loc, name, fnTy);
   Block *body = &fn.getBody().front();
   Value a = body->getArgument(0), cf = body->getArgument(1);
@@ -401,8 +430,6 @@ LogicalResult BlockEmulator::run() {
         return failure();
       reg[load.getRes()] = *out;
       amx::TileType ty = load.getRes().getType();
-      checkBounds(op, load.getBase(), load.getIndices(), ty.getShape()[0],
-                  ty.getShape()[1]);
       emitCopy(op, load.getBase(), load.getIndices(), file(ty.getElementType()),
                *out, ty.getShape()[0], ty.getShape()[1], /*toMemory=*/false);
     } else if (auto store = dyn_cast<amx::TileStoreOp>(op)) {
@@ -411,8 +438,6 @@ LogicalResult BlockEmulator::run() {
                << "--masformer-emulate-amx: stores with an explicit stride "
                   "are not emulated";
       amx::TileType ty = store.getVal().getType();
-      checkBounds(op, store.getBase(), store.getIndices(), ty.getShape()[0],
-                  ty.getShape()[1]);
       emitCopy(op, store.getBase(), store.getIndices(),
                file(ty.getElementType()), reg[store.getVal()], ty.getShape()[0],
                ty.getShape()[1], /*toMemory=*/true);
