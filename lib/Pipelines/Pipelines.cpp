@@ -209,7 +209,8 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // Head splits and merges (copies of rows) as vector loads and
       // stores of each row.
       "masformer-vectorize-row-copies,"
-      "convert-linalg-to-loops,convert-vector-to-scf,"
+      // The micro-kernels' [rows, W] writes as one vector store per row.
+      "convert-linalg-to-loops,convert-vector-to-scf{full-unroll},"
       "convert-scf-to-openmp,"
       // As in the reference pipeline: views of strided slices folded first
       // (whole imported models with dynamic shapes have them).

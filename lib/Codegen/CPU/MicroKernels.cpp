@@ -96,12 +96,36 @@ static Value buildRegisterBlocks(
                              step(b, red.getInductionVar(), rows, cols,
                                   red.getRegionIterArgs()));
       }
+      // Each column vector's rows as one [nRows, W] write: the tensor's
+      // chain of writes is nv long rather than nRows * nv, which One-Shot
+      // Bufferize's analysis walks back from every write (its time grew
+      // with the square of the chain: half of a fixture's compile). The
+      // rows are inserted into an SSA aggregate and written one by one
+      // again after bufferization (convert-vector-to-scf{full-unroll}):
+      // the same stores.
+      SmallVector<Value> done;
       for (int64_t r = 0; r < nRows; ++r)
         for (int64_t c = 0; c < nv; ++c) {
           Value x = red.getResult(r * nv + c);
-          o = writeVec(b, loc, finish ? finish(b, x, rows[r]) : x, o, rows[r],
-                       cols[c]);
+          done.push_back(finish ? finish(b, x, rows[r]) : x);
         }
+      for (int64_t c = 0; c < nv; ++c) {
+        if (nRows == 1) {
+          o = writeVec(b, loc, done[c], o, rows[0], cols[c]);
+          continue;
+        }
+        auto rowTy = cast<VectorType>(done[c].getType());
+        auto tileTy = VectorType::get({nRows, rowTy.getDimSize(0)},
+                                      rowTy.getElementType());
+        Value tile = arith::ConstantOp::create(b, loc, b.getZeroAttr(tileTy));
+        for (int64_t r = 0; r < nRows; ++r)
+          tile = vector::InsertOp::create(b, loc, done[r * nv + c], tile,
+                                          ArrayRef<int64_t>{r});
+        o = vector::TransferWriteOp::create(b, loc, tile, o,
+                                            ValueRange{rows[0], cols[c]},
+                                            ArrayRef<bool>{true, true})
+                .getResult();
+      }
       return o;
     };
     auto colLoop = ix.loop(0, mainCols, blockCols, ValueRange{o});

@@ -240,7 +240,11 @@
 // CHECK-NEXT:    %[[SCALED:.+]] = arith.mulf %{{.+}}, %[[IVEC]] : vector<16xf32>
 // CHECK-NEXT:    %[[ZEROS:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
 // CHECK-NEXT:    %[[OUTV:.+]] = arith.select %[[NOKEY]], %[[ZEROS]], %[[SCALED]] : vector<16xf32>
-// CHECK-NEXT:    vector.transfer_write %[[OUTV]], %[[O]][%[[PROW]], %{{.+}}] {{.+}} : vector<16xf32>, tensor<16x32xf32>
+// The block's rows inserted into one [8, 16] tile per vector of columns,
+// written at its first row:
+// CHECK:         vector.insert %[[OUTV]], %{{.+}} [0] : vector<16xf32> into vector<8x16xf32>
+// CHECK-COUNT-7: vector.insert {{.+}} : vector<16xf32> into vector<8x16xf32>
+// CHECK-NEXT:    vector.transfer_write %{{.+}}, %[[O]][%[[PROW]], %{{.+}}] {in_bounds = [true, true]} : vector<8x16xf32>, tensor<16x32xf32>
 // Any other last tile (an edge, a partial tile) ran in the loop, with no
 // second copy of its code here: the state is normalized into the output
 // tile (zeros for a query tile with no key tile, whose sums are 0).

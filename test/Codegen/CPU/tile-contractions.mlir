@@ -47,6 +47,19 @@
 // CHECK-COUNT-16:    vector.broadcast %[[ZERO]] : f32 to vector<16xf32>
 // CHECK:             scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args
 // CHECK-COUNT-16:      vector.fma {{.*}} : vector<16xf32>
+// The block's 4 x 4 accumulators written as one [4, 16] tile per vector of
+// columns: 4 writes of the output tensor, not 16 (One-Shot Bufferize walks
+// the chain of writes back from each).
+// CHECK:               scf.yield
+// CHECK-COUNT-4:     vector.insert {{.*}} : vector<16xf32> into vector<4x16xf32>
+// CHECK-NEXT:        %[[W1:.*]] = vector.transfer_write {{.*}} {in_bounds = [true, true]} : vector<4x16xf32>, tensor<64x64xf32>
+// CHECK-COUNT-4:     vector.insert {{.*}} : vector<16xf32> into vector<4x16xf32>
+// CHECK-NEXT:        %[[W2:.*]] = vector.transfer_write {{.*}}, %[[W1]]{{.*}} : vector<4x16xf32>, tensor<64x64xf32>
+// CHECK-COUNT-4:     vector.insert {{.*}} : vector<16xf32> into vector<4x16xf32>
+// CHECK-NEXT:        %[[W3:.*]] = vector.transfer_write {{.*}}, %[[W2]]{{.*}} : vector<4x16xf32>, tensor<64x64xf32>
+// CHECK-COUNT-4:     vector.insert {{.*}} : vector<16xf32> into vector<4x16xf32>
+// CHECK-NEXT:        vector.transfer_write {{.*}}, %[[W3]]{{.*}} : vector<4x16xf32>, tensor<64x64xf32>
+// CHECK-NOT:         vector.transfer_write
 // CHECK:       } else {
 // CHECK:         linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<?x?xf32>)
 // CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
@@ -76,7 +89,7 @@
 // AVX2-COUNT-12:      vector.fma {{.*}} : vector<8xf32>
 // AVX2-NOT:           vector.fma
 // AVX2:               scf.yield
-// AVX2-COUNT-12:    vector.transfer_write {{.*}} : vector<8xf32>, tensor<64x64xf32>
+// AVX2-COUNT-2:     vector.transfer_write {{.*}} : vector<6x8xf32>, tensor<64x64xf32>
 // AVX2:         scf.for {{.*}} to %c64{{(_[0-9]+)?}} step %c16{{(_[0-9]+)?}} iter_args
 // AVX2:           scf.for {{.*}} to %c96{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{[^)]*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // AVX2-COUNT-8:       vector.fma {{.*}} : vector<8xf32>
