@@ -5,7 +5,7 @@ times, alternating within a round so that a burst of the machine hits them
 alike; the best and median wall time of each, and the ratio to the first.
 
   python3 bench/compile_time.py [--models llama gpt2 mistral bert]
-      [--set ''] [--set '--verify-each'] [--bin build/bin/masformer-compile]
+      [--set=''] [--set='--verify-each'] [--bin build/bin/masformer-compile]
       [--bin /tmp/old/masformer-compile] [--rounds 3] [--cold]
 
 A set is one string of masformer-compile options; --bin (repeatable) times
