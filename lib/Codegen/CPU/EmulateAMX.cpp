@@ -164,14 +164,17 @@ void BlockEmulator::checkBounds(Location loc, StringRef opName, Value base,
     os << (d ? " x " : "") << "%ld";
   os << '\n';
   msg.push_back('\0');
-  // One format per text: the helpers of one shape and direction share it.
+  // One global per text (the helpers of one operation, tile and rank share
+  // it): the first free name, or the global that holds this text.
   std::string name;
   for (int64_t i = 0;; ++i) {
     name = ("__masformer_amx_emulator_message_" + Twine(i)).str();
-    auto global = symbols.lookup<LLVM::GlobalOp>(name);
-    if (!global)
+    Operation *symbol = symbols.lookup(name);
+    if (!symbol)
       break;
-    auto text = dyn_cast_or_null<StringAttr>(global.getValueOrNull());
+    auto global = dyn_cast<LLVM::GlobalOp>(symbol);
+    auto text = global ? dyn_cast_or_null<StringAttr>(global.getValueOrNull())
+                       : nullptr;
     if (text && text.getValue() == msg)
       break;
   }
