@@ -64,6 +64,9 @@ if {"amx_tile", "amx_bf16"} <= _flags:
     config.available_features.add("cpu-amx-bf16")
 if "avx512_bf16" in _flags:
     config.available_features.add("cpu-avx512-bf16")
+# 8-bit products on vpdpbusd (test/Import/int8-ops.test): AVX512-VNNI.
+if {"avx512f", "avx512_vnni"} <= _flags:
+    config.available_features.add("cpu-avx512-vnni")
 # Code for --cpu=znver4 runs on a CPU with Zen 4's AVX-512 extensions
 # (Sapphire Rapids and later, Zen 4 and 5), not on every CPU with
 # AVX512-BF16 (Cooper Lake lacks VBMI2, BITALG, GFNI and more).

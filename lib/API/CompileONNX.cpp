@@ -216,6 +216,7 @@ void setCPULowering(LowerToCPUOptions &lowering,
       options.precision == "bf16" && (tools.host.amxBF16 || options.emulateAMX);
   lowering.emulateAMX = options.emulateAMX;
   lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
+  lowering.avx512VNNI = tools.host.avx512VNNI;
   // bf16 attention where its kernels beat the f32 ones: on AMX tiles, on
   // vdpbf16ps (AMD), or with no AVX512-BF16 at all (--emulate-amx on an
   // AVX2 CPU, a test of the bf16 attention kernels); f32 on Intel's

@@ -772,6 +772,21 @@ std::pair<Value, Value> buildDynamicQuantization(ONNXImporterImpl &im, Value x,
   return {params.getResult(0), params.getResult(1)};
 }
 
+/// x (dimensions `dims`) quantized to uint8 with the rank-0 scale and zero
+/// point: DynamicQuantizeLinear's y.
+Value buildQuantized(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
+                     Value scale, Value zero) {
+  return buildBroadcastGeneric(
+      im.builder, im.loc, {x, scale, zero},
+      im.typeFor(dims, im.builder.getI8Type()),
+      [&](OpBuilder &b, Location loc, ValueRange a) -> Value {
+        Value zpF = centered(b, loc, a[2], Value(), /*isUnsigned=*/true,
+                             b.getF32Type());
+        return quantizeScalar(b, loc, a[0], a[1], zpF, /*isUnsigned=*/true);
+      },
+      im.dynamicSizes(dims));
+}
+
 /// DynamicQuantizeLinear's y less its zero point, as f32, computed from x:
 /// clamp(round(x / scale), -zero point, 255 - zero point).
 Value buildQuantizedCentered(ONNXImporterImpl &im, Value x,
@@ -804,19 +819,10 @@ LogicalResult importDynamicQuantizeLinear(ONNXImporterImpl &im) {
   RankedTensorType xt = im.inputType(0);
   if (!xt.getElementType().isF32())
     return im.error() << "x (input 0) is " << xt << "; expected f32";
-  OpBuilder &b = im.builder;
-  Location loc = im.loc;
   SmallVector<AffineExpr> xDims = im.inputDims(0);
   Value x = im.input(0);
-  Type f32 = b.getF32Type(), i8 = b.getI8Type();
   auto [scale, zeroPoint] = buildDynamicQuantization(im, x, xDims);
-  Value y = buildBroadcastGeneric(
-      b, loc, {x, scale, zeroPoint}, im.typeFor(xDims, i8),
-      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        Value zpF = centered(nb, l, a[2], Value(), /*isUnsigned=*/true, f32);
-        return quantizeScalar(nb, l, a[0], a[1], zpF, /*isUnsigned=*/true);
-      },
-      im.dynamicSizes(xDims));
+  Value y = buildQuantized(im, x, xDims, scale, zeroPoint);
   im.setOutput(0, y, xDims);
   im.setOutputUnsigned(0);
   im.setOutput(1, scale);
@@ -845,6 +851,23 @@ LogicalResult checkMatrixOperands(ONNXImporterImpl &im, ArrayRef<AffineExpr> ad,
                     << im.dimsString(bd) << " must have two dimensions or more";
 }
 
+/// Whether zero point input `zpInput` (when present) holds the type of
+/// operand `i`; an error naming both otherwise.
+LogicalResult checkZeroPointType(ONNXImporterImpl &im, unsigned i,
+                                 unsigned zpInput) {
+  if (!im.hasInput(zpInput))
+    return success();
+  RankedTensorType zt = im.inputType(zpInput);
+  if (zt.getElementType().isInteger(8) &&
+      im.inputIsUnsigned(zpInput) == im.inputIsUnsigned(i))
+    return success();
+  return im.error() << (i == 0 ? "a_zero_point" : "b_zero_point") << " (input "
+                    << zpInput << ") holds " << quantizedTypeName(im, zpInput)
+                    << " and " << (i == 0 ? "A" : "B") << " (input " << i
+                    << ") " << quantizedTypeName(im, i)
+                    << ": they must be of one type";
+}
+
 /// A MatMulInteger operand (input `i`, dimensions `dims`) less its zero
 /// point (input `zpInput`), as f32: the zero point is one value, one per
 /// row of A (`perRow`: [M], or A's shape with the last dimension 1) or
@@ -861,14 +884,9 @@ FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
   RankedTensorType zt;
   int64_t rank = dims.size();
   if (im.hasInput(zpInput)) {
+    if (failed(checkZeroPointType(im, i, zpInput)))
+      return failure();
     zt = im.inputType(zpInput);
-    if (!zt.getElementType().isInteger(8) ||
-        im.inputIsUnsigned(zpInput) != isUnsigned)
-      return im.error() << what << " (input " << zpInput << ") holds "
-                        << quantizedTypeName(im, zpInput) << " and "
-                        << (i == 0 ? "A" : "B") << " (input " << i << ") "
-                        << quantizedTypeName(im, i)
-                        << ": they must be of one type";
     SmallVector<AffineExpr> zd = im.inputDims(zpInput);
     // The dimension a zero point per row or column runs along.
     AffineExpr along = perRow ? dims[rank - 2] : dims[rank - 1];
@@ -960,6 +978,230 @@ FailureOr<Value> integerOperand(ONNXImporterImpl &im, unsigned i,
   return v;
 }
 
+/// Whether an integer product applies: B (input `bInput`) a constant 2-D
+/// tensor of static shape, its zero point (input `bZp`) absent or a
+/// constant of one value or one per column, A's zero point (input `aZp`,
+/// -1: none) absent or one value, A's last dimension B's first.
+bool integerProductApplies(ONNXImporterImpl &im, int aZp, unsigned bInput,
+                           unsigned bZp, ArrayRef<AffineExpr> ad) {
+  RankedTensorType bt = im.inputType(bInput);
+  if (bt.getRank() != 2 || !bt.hasStaticShape() ||
+      !im.isConstantInput(bInput) || ad.size() < 2 ||
+      ad.back() != im.cst(bt.getDimSize(0)))
+    return false;
+  if (im.hasInput(bZp)) {
+    RankedTensorType zt = im.inputType(bZp);
+    if (!im.isConstantInput(bZp) || !zt.hasStaticShape() ||
+        !(zt.getNumElements() == 1 ||
+          (zt.getRank() == 1 && zt.getDimSize(0) == bt.getDimSize(1))))
+      return false;
+  }
+  if (aZp >= 0 && im.hasInput(aZp)) {
+    RankedTensorType zt = im.inputType(aZp);
+    if (!zt.hasStaticShape() || zt.getNumElements() != 1)
+      return false;
+  }
+  return true;
+}
+
+/// The sums of the rows (the last dimension) of `x`, 8-bit integers
+/// (uint8 with `isUnsigned`) of dimensions `dims`, as i32 [dims less the
+/// last].
+Value reduceRows(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
+                 bool isUnsigned) {
+  OpBuilder &b = im.builder;
+  MLIRContext *ctx = b.getContext();
+  int64_t rank = dims.size();
+  SmallVector<AffineExpr> rows(dims.begin(), dims.end() - 1);
+  Value acc = buildFilled(b, im.loc, im.typeFor(rows, b.getI32Type()), 0.0,
+                          im.dynamicSizes(rows));
+  SmallVector<utils::IteratorType> iters(rank - 1,
+                                         utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, im.loc, acc.getType(), ValueRange{x}, ValueRange{acc},
+             ArrayRef<AffineMap>{
+                 AffineMap::getMultiDimIdentityMap(rank, ctx),
+                 AffineMap::getMultiDimIdentityMap(rank, ctx).getMajorSubMap(
+                     rank - 1)},
+             iters,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               Value v = extendQuantized(nb, l, a[0], isUnsigned);
+               linalg::YieldOp::create(
+                   nb, l, arith::AddIOp::create(nb, l, a[1], v).getResult());
+             })
+      .getResult(0);
+}
+
+/// The product (A - a_zero_point)(B - b_zero_point) of 8-bit A (`a`, the
+/// graph's tensor `aName`, dimensions `ad`, uint8 with `aUnsigned`; its
+/// zero point `aZero` a
+/// one-element tensor or null) and the constant 2-D B of input `bInput`
+/// (zero point input `bZp`), exactly, as onnxruntime's int32 sums, in
+/// element type `outElem` (i32, or f32 converted from them); `outDims` is
+/// set to the result's dimensions. integerProductApplies must hold.
+///
+/// The product itself is one of uint8 by int8, the operands of x86's
+/// vpdpbusd (`--masformer-tile-contractions` runs it there, other targets
+/// in f32, exact up to 2^24): A' = A (+128 for int8 A) and B' = B (-128
+/// for uint8 B) with zero points za' and zb' moved alike, then
+/// (A - za)(B - zb) = A'B' - za' C'[n] - zb'[n] R'[m] + K za' zb'[n], with
+/// C' the column sums of B' (constants) and R' the row sums of A' (only
+/// where some zb' is not zero).
+FailureOr<Value> buildIntegerProduct(ONNXImporterImpl &im, Value a,
+                                     StringRef aName, ArrayRef<AffineExpr> ad,
+                                     bool aUnsigned, Value aZero,
+                                     unsigned bInput, unsigned bZp,
+                                     Type outElem,
+                                     SmallVector<AffineExpr> &outDims) {
+  OpBuilder &b = im.builder;
+  Location loc = im.loc;
+  MLIRContext *ctx = b.getContext();
+  Type i8 = b.getI8Type(), i32 = b.getI32Type();
+  RankedTensorType bt = im.inputType(bInput);
+  int64_t K = bt.getDimSize(0), N = bt.getDimSize(1);
+  bool bUnsigned = im.inputIsUnsigned(bInput);
+  FailureOr<std::vector<uint8_t>> bytes = im.constantBytes(bInput, "B");
+  if (failed(bytes))
+    return failure();
+  std::vector<int32_t> zb(N, 0);
+  if (im.hasInput(bZp)) {
+    FailureOr<HostTensor> z = im.constantInput(bZp, "b_zero_point");
+    if (failed(z))
+      return failure();
+    for (int64_t n = 0; n < N; ++n)
+      zb[n] = static_cast<int32_t>(z->getInt(z->numElements() == 1 ? 0 : n));
+  }
+  // B' (int8) = B - 128 for uint8 B: its bytes with the top bit flipped.
+  int32_t offB = bUnsigned ? 128 : 0;
+  std::vector<int32_t> colSums(N, 0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      colSums[n] += quantizedValue((*bytes)[k * N + n], bUnsigned) - offB;
+  bool rowSums = false;
+  std::vector<int32_t> zbShifted(N), d(N);
+  for (int64_t n = 0; n < N; ++n) {
+    zbShifted[n] = zb[n] - offB;
+    rowSums |= zbShifted[n] != 0;
+    d[n] = static_cast<int32_t>(K) * zbShifted[n] - colSums[n];
+  }
+  std::string bName = im.node->input(bInput);
+  FailureOr<Value> bw = im.weightConstant(
+      bName + ".s8", RankedTensorType::get({K, N}, i8),
+      [&](MutableArrayRef<char> out) {
+        for (int64_t i = 0; i < K * N; ++i)
+          out[i] = static_cast<char>((*bytes)[i] ^ (bUnsigned ? 0x80 : 0));
+      });
+  if (failed(bw))
+    return failure();
+  auto columnConstant = [&](StringRef suffix,
+                            ArrayRef<int32_t> v) -> FailureOr<Value> {
+    return im.weightConstant(
+        (bName + suffix + ":" +
+         (im.hasInput(bZp) ? im.node->input(bZp) : std::string()))
+            .str(),
+        RankedTensorType::get({N}, i32), [&](MutableArrayRef<char> out) {
+          std::memcpy(out.data(), v.data(), N * sizeof(int32_t));
+        });
+  };
+  FailureOr<Value> dConst = columnConstant(".colterm", d);
+  if (failed(dConst))
+    return failure();
+
+  // A' (uint8) = A + 128 for int8 A: the top bit flipped (one for the
+  // products that share A: the raise sees Q, K and V project one source).
+  std::string aKey = ("uint8:" + aName).str();
+  if (Value shared = im.derivedValues.lookup(aKey); !aUnsigned && shared)
+    a = shared;
+  else if (!aUnsigned)
+    a = im.derivedValues[aKey] = buildBroadcastGeneric(
+        b, loc, {a}, cast<RankedTensorType>(a.getType()),
+        [&](OpBuilder &nb, Location l, ValueRange v) -> Value {
+          return arith::XOrIOp::create(
+              nb, l, v[0],
+              arith::ConstantOp::create(nb, l, nb.getIntegerAttr(i8, -128)));
+        },
+        im.dynamicSizes(ad));
+
+  // A'B': loops batch..., m, n, k.
+  int64_t br = ad.size() - 2, rank = br + 3;
+  int64_t dm = br, dn = br + 1, dk = br + 2;
+  SmallVector<AffineExpr> aExprs, cExprs;
+  for (int64_t d0 = 0; d0 < br + 2; ++d0)
+    cExprs.push_back(getAffineDimExpr(d0, ctx));
+  aExprs.assign(cExprs.begin(), cExprs.begin() + br);
+  aExprs.push_back(getAffineDimExpr(dm, ctx));
+  aExprs.push_back(getAffineDimExpr(dk, ctx));
+  outDims.assign(ad.begin(), ad.end() - 1);
+  outDims.push_back(im.cst(N));
+  RankedTensorType pt = im.typeFor(outDims, i32);
+  Value init = buildFilled(b, loc, pt, 0.0, im.dynamicSizes(outDims));
+  SmallVector<utils::IteratorType> iters(br + 2, utils::IteratorType::parallel);
+  iters.push_back(utils::IteratorType::reduction);
+  Value p =
+      linalg::GenericOp::create(
+          b, loc, pt, ValueRange{a, *bw}, ValueRange{init},
+          ArrayRef<AffineMap>{AffineMap::get(rank, 0, aExprs, ctx),
+                              AffineMap::get(rank, 0,
+                                             {getAffineDimExpr(dk, ctx),
+                                              getAffineDimExpr(dn, ctx)},
+                                             ctx),
+                              AffineMap::get(rank, 0, cExprs, ctx)},
+          iters,
+          [&](OpBuilder &nb, Location l, ValueRange v) {
+            Value x = arith::ExtUIOp::create(nb, l, i32, v[0]);
+            Value y = arith::ExtSIOp::create(nb, l, i32, v[1]);
+            Value prod = arith::MulIOp::create(nb, l, x, y);
+            linalg::YieldOp::create(
+                nb, l, arith::AddIOp::create(nb, l, v[2], prod).getResult());
+          })
+          .getResult(0);
+
+  // The corrections, in the epilogue: P + za' D[n] - zb'[n] R'[m].
+  SmallVector<Value> ins{p, *dConst};
+  if (aZero)
+    ins.push_back(buildReshape(b, loc, aZero, RankedTensorType::get({}, i8)));
+  Value zbConst;
+  if (rowSums) {
+    FailureOr<Value> z = columnConstant(".zeropoint", zbShifted);
+    if (failed(z))
+      return failure();
+    SmallVector<AffineExpr> rows(ad.begin(), ad.end() - 1);
+    SmallVector<AffineExpr> rowsOne(rows);
+    rowsOne.push_back(im.cst(1));
+    // (One per A: the products that share it share its row sums.)
+    Value &r = im.derivedValues["row-sums:" + aKey];
+    if (!r)
+      r = reduceRows(im, a, ad, /*isUnsigned=*/true);
+    ins.push_back(buildReshapeDims(im, r, rows, rowsOne));
+    ins.push_back(*z);
+  }
+  int32_t offA = aUnsigned ? 0 : 128;
+  bool hasZero = !!aZero;
+  return buildBroadcastGeneric(
+      b, loc, ins, im.typeFor(outDims, outElem),
+      [&](OpBuilder &nb, Location l, ValueRange v) -> Value {
+        auto c32 = [&](int32_t x) -> Value {
+          return arith::ConstantOp::create(nb, l, nb.getI32IntegerAttr(x));
+        };
+        // za' = za (+128 for int8 A).
+        Value za = hasZero ? extendQuantized(nb, l, v[2], aUnsigned) : c32(0);
+        if (offA)
+          za = arith::AddIOp::create(nb, l, za, c32(offA));
+        Value y = arith::AddIOp::create(nb, l, v[0],
+                                        arith::MulIOp::create(nb, l, za, v[1]));
+        if (rowSums) {
+          unsigned at = hasZero ? 3 : 2;
+          y = arith::SubIOp::create(
+              nb, l, y, arith::MulIOp::create(nb, l, v[at + 1], v[at]));
+        }
+        if (outElem.isF32())
+          return arith::SIToFPOp::create(nb, l, outElem, y);
+        return y;
+      },
+      im.dynamicSizes(outDims));
+}
+
 /// MatMulInteger(A, B, a_zero_point?, b_zero_point?): the int32 product
 /// (A - a_zero_point)(B - b_zero_point) of 8-bit operands, as numpy's
 /// matmul. Computed in f32 (each operand less its zero point is an integer
@@ -972,15 +1214,27 @@ LogicalResult importMatMulInteger(ONNXImporterImpl &im) {
       failed(checkQuantizedInput(im, 1, "B")))
     return failure();
   SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
-  if (failed(checkMatrixOperands(im, ad, bd)))
+  if (failed(checkMatrixOperands(im, ad, bd)) ||
+      failed(checkZeroPointType(im, 0, 2)) ||
+      failed(checkZeroPointType(im, 1, 3)))
     return failure();
+  SmallVector<AffineExpr> outDims;
+  if (integerProductApplies(im, 2, 1, 3, ad)) {
+    FailureOr<Value> y = buildIntegerProduct(
+        im, im.input(0), im.node->input(0), ad, im.inputIsUnsigned(0),
+        im.hasInput(2) ? im.input(2) : Value(), 1, 3, im.builder.getI32Type(),
+        outDims);
+    if (failed(y))
+      return failure();
+    im.setOutput(0, *y, outDims);
+    return success();
+  }
   FailureOr<Value> a = integerOperand(im, 0, 2, /*perRow=*/true, ad);
   if (failed(a))
     return failure();
   FailureOr<Value> b = integerOperand(im, 1, 3, /*perRow=*/false, bd);
   if (failed(b))
     return failure();
-  SmallVector<AffineExpr> outDims;
   FailureOr<Value> y = buildMatMul(im, *a, ad, *b, bd, outDims);
   if (failed(y))
     return failure();
@@ -1057,14 +1311,33 @@ LogicalResult importDynamicQuantizeMatMul(ONNXImporterImpl &im) {
   SmallVector<AffineExpr> ad = im.inputDims(0), bd = im.inputDims(1);
   if (failed(checkMatrixOperands(im, ad, bd)))
     return failure();
-  Value x = im.input(0);
-  auto [scale, zero] = buildDynamicQuantization(im, x, ad);
-  Value a = buildQuantizedCentered(im, x, ad, scale, zero);
-  FailureOr<Value> b = integerOperand(im, 1, 3, /*perRow=*/false, bd);
-  if (failed(b))
+  if (failed(checkZeroPointType(im, 1, 3)))
     return failure();
+  Value x = im.input(0);
+  // One quantization of x for the products that read it (Q, K and V).
+  std::string key = "dynamic-quantization:" + im.node->input(0);
+  Value scale = im.derivedValues.lookup(key + ":scale");
+  Value zero = im.derivedValues.lookup(key + ":zero");
+  if (!scale || !zero) {
+    std::tie(scale, zero) = buildDynamicQuantization(im, x, ad);
+    im.derivedValues[key + ":scale"] = scale;
+    im.derivedValues[key + ":zero"] = zero;
+  }
   SmallVector<AffineExpr> outDims;
-  FailureOr<Value> y = buildMatMul(im, a, ad, *b, bd, outDims);
+  FailureOr<Value> y;
+  if (integerProductApplies(im, -1, 1, 3, ad)) {
+    Value q = im.derivedValues.lookup(key + ":y");
+    if (!q)
+      q = im.derivedValues[key + ":y"] = buildQuantized(im, x, ad, scale, zero);
+    y = buildIntegerProduct(im, q, key, ad, /*aUnsigned=*/true, zero, 1, 3,
+                            im.builder.getF32Type(), outDims);
+  } else {
+    Value a = buildQuantizedCentered(im, x, ad, scale, zero);
+    FailureOr<Value> b = integerOperand(im, 1, 3, /*perRow=*/false, bd);
+    if (failed(b))
+      return failure();
+    y = buildMatMul(im, a, ad, *b, bd, outDims);
+  }
   if (failed(y))
     return failure();
   FailureOr<Value> out = scaleProduct(im, *y, outDims, scale, 2, 4);
@@ -1091,14 +1364,25 @@ LogicalResult importMatMulIntegerToFloat(ONNXImporterImpl &im) {
       st.getNumElements() != 1)
     return im.error() << "a_scale (input 2) is " << st
                       << "; expected one f32 value";
-  FailureOr<Value> a = integerOperand(im, 0, 4, /*perRow=*/true, ad);
-  if (failed(a))
-    return failure();
-  FailureOr<Value> b = integerOperand(im, 1, 5, /*perRow=*/false, bd);
-  if (failed(b))
+  if (failed(checkZeroPointType(im, 0, 4)) ||
+      failed(checkZeroPointType(im, 1, 5)))
     return failure();
   SmallVector<AffineExpr> outDims;
-  FailureOr<Value> y = buildMatMul(im, *a, ad, *b, bd, outDims);
+  FailureOr<Value> y;
+  if (integerProductApplies(im, 4, 1, 5, ad)) {
+    y = buildIntegerProduct(im, im.input(0), im.node->input(0), ad,
+                            im.inputIsUnsigned(0),
+                            im.hasInput(4) ? im.input(4) : Value(), 1, 5,
+                            im.builder.getF32Type(), outDims);
+  } else {
+    FailureOr<Value> a = integerOperand(im, 0, 4, /*perRow=*/true, ad);
+    if (failed(a))
+      return failure();
+    FailureOr<Value> b = integerOperand(im, 1, 5, /*perRow=*/false, bd);
+    if (failed(b))
+      return failure();
+    y = buildMatMul(im, *a, ad, *b, bd, outDims);
+  }
   if (failed(y))
     return failure();
   Value aScale = buildReshape(im.builder, im.loc, im.input(2),

@@ -111,6 +111,12 @@ void mlir::masformer::buildLowerToCPUPipeline(
   // Weights that the model transposes (a tied LM head) are transposed once,
   // here, not in every run.
   pm.addPass(createFoldConstantTransposes());
+  // A quantized model's 8-bit products on vpdpbusd where the CPU has it;
+  // the others (every one without it) as f32 products, before the bf16
+  // rewrite takes them.
+  bool u8s8Dot = options.avx512VNNI && options.vectorWidth == 16;
+  pm.addPass(createIntegerProductsToFloat(
+      IntegerProductsToFloatOptions{/*keepVPDPBUSD=*/u8s8Dot}));
   // Products and attention on bf16 operands (weights converted here, once).
   if (options.precision == "bf16") {
     MixedPrecisionOptions mixed;
@@ -126,6 +132,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
     contractions.vectorWidth = options.vectorWidth;
     contractions.amx = options.amx;
     contractions.bf16Dot = options.avx512BF16 && options.vectorWidth == 16;
+    contractions.u8s8Dot = u8s8Dot;
     contractions.l2Bytes = options.l2Bytes;
     pm.addPass(createTileContractions(contractions));
   }
@@ -221,6 +228,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // expand-strided-metadata crashes on those too.
       "canonicalize,masformer-expand-shapes-as-casts,"
       "expand-strided-metadata,lower-affine,"
+      // (The 8-bit products' steps as vpdpbusd: LLVM intrinsic calls,
+      // which bufferization would not have taken.)
+      "masformer-lower-dot-u8s8,"
       // The micro-kernels' transfers become plain vector loads and stores,
       // their FMAs llvm.intr.fma. (The packed tiles' transposes are
       // shuffles already, from --masformer-tile-attention: a
@@ -359,6 +369,9 @@ void mlir::masformer::buildModelToNVVMPipeline(
   // forward pass at S = 2048 on an H200).
   pm.addPass(createFoldConstantTransposes(
       FoldConstantTransposesOptions{/*minElements=*/1, /*intoProducts=*/true}));
+  // A quantized model's 8-bit products as f32 ones: the GPU's product
+  // kernels are float.
+  pm.addPass(createIntegerProductsToFloat());
   if (options.precision == "bf16")
     pm.addPass(createMixedPrecision());
   pm.addPass(createContractionsToGPU());

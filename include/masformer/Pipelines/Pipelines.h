@@ -75,6 +75,14 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "take, and bf16 attention, on AVX512-BF16's vdpbf16ps "
                      "(the CPU has AVX512-BF16)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> avx512VNNI{
+      *this, "avx512-vnni",
+      llvm::cl::desc("A quantized model's 8-bit products (uint8 by int8 "
+                     "weights) on AVX512-VNNI's vpdpbusd, with i32 sums "
+                     "(the CPU has AVX512-VNNI; with vector-width 16); "
+                     "off, they run as f32 products "
+                     "(--masformer-integer-products-to-float)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> attentionBF16{
       *this, "attention-bf16",
       llvm::cl::desc("With precision=bf16: attention on bf16 operands too "

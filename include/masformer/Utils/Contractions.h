@@ -27,6 +27,25 @@ struct MatmulDims {
 FailureOr<MatmulDims> matchMatmul(linalg::GenericOp op,
                                   bool f32ResultOnly = true);
 
+/// A product of 8-bit integers accumulated in i32: C[batch..., m, n] +=
+/// ext(A[..., m, k]) * ext(B[..., k, n]), each operand extended signed or
+/// unsigned (`aUnsigned`, `bUnsigned`): what the importer makes of an ONNX
+/// MatMulInteger against constant weights.
+struct IntegerMatmul {
+  MatmulDims dims;
+  bool aUnsigned, bUnsigned;
+};
+
+/// Matches an integer matrix product on tensors (i8 operands, i32 result,
+/// a static reduction length).
+FailureOr<IntegerMatmul> matchIntegerMatmul(linalg::GenericOp op);
+
+/// Whether `--masformer-tile-contractions` runs integer product `op` on
+/// AVX512-VNNI's vpdpbusd (with its u8s8-dot): uint8 A by int8 B, B a
+/// constant of two dimensions (weights it packs at compile time), k a
+/// multiple of 4.
+bool isVPDPBUSDProduct(linalg::GenericOp op, const IntegerMatmul &product);
+
 } // namespace mlir::masformer
 
 #endif // MASFORMER_LIB_DIALECT_MASFORMER_TRANSFORMS_CONTRACTIONS_H

@@ -2,6 +2,7 @@
 
 #include "MicroKernels.h"
 #include "masformer/Codegen/CPU/Passes.h"
+#include "masformer/Dialect/MASFormer/IR/MASFormerOps.h"
 #include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -229,6 +230,46 @@ Value mlir::masformer::buildBlockedDotBF16(
   };
   return buildRegisterBlocks(b, loc, out, tq, n, w, /*targetWidth=*/16,
                              kLen / 2, init, finish, atRows, step);
+}
+
+Value mlir::masformer::buildBlockedDotU8S8(
+    OpBuilder &b, Location loc, Value a, Value bq, Value out, int64_t tq,
+    int64_t n, int64_t kLen,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init) {
+  constexpr int64_t w = 16;
+  Type i8 = b.getI8Type(), i32 = b.getI32Type();
+  auto quadsTy = VectorType::get({4 * w}, i8);
+  auto accTy = VectorType::get({w}, i32);
+  auto step = [&](OpBuilder &sb, Value k4, ArrayRef<Value> rows,
+                  ArrayRef<Value> cols, ValueRange acc) {
+    Idx kx{sb, loc};
+    Value zero = arith::ConstantOp::create(sb, loc, sb.getZeroAttr(i8));
+    SmallVector<Value> bv;
+    for (Value col : cols)
+      bv.push_back(vector::TransferReadOp::create(
+          sb, loc, quadsTy, bq, ValueRange{k4, kx.mul(col, kx.c(4))}, zero,
+          ArrayRef<bool>{true}));
+    SmallVector<Value> next;
+    for (auto [r, row] : llvm::enumerate(rows)) {
+      // The row's four k as one i32, broadcast to every lane.
+      Value quad = vector::TransferReadOp::create(
+          sb, loc, VectorType::get({4}, i8), a,
+          ValueRange{row, kx.mul(k4, kx.c(4))}, zero, ArrayRef<bool>{true});
+      Value word = vector::ExtractOp::create(
+          sb, loc,
+          vector::BitCastOp::create(sb, loc, VectorType::get({1}, i32), quad),
+          ArrayRef<int64_t>{0});
+      Value av = vector::BitCastOp::create(
+          sb, loc, quadsTy, vector::BroadcastOp::create(sb, loc, accTy, word));
+      for (auto [c, bc] : llvm::enumerate(bv))
+        next.push_back(DotU8S8Op::create(sb, loc, accTy,
+                                         acc[r * cols.size() + c], av, bc));
+    }
+    return next;
+  };
+  return buildRegisterBlocks(b, loc, out, tq, n, w, /*targetWidth=*/16,
+                             kLen / 4, init, /*finish=*/nullptr,
+                             /*atRows=*/nullptr, step);
 }
 
 Value mlir::masformer::buildExpNonPositive(OpBuilder &b, Location loc,

@@ -103,6 +103,20 @@ Value buildBlockedDotBF16(
     bool transposedA = false,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows = nullptr);
 
+/// out[i, j] = init(i, j) + sum_k a[i, k] * bq[k / 4, 4 j + k % 4] over a
+/// static [tq, n] tile of i32 sums with AVX512-VNNI's vpdpbusd: `a` [tq,
+/// kLen] uint8, `bq` the panel [kLen / 4, 4 n] of int8 quads (four k side
+/// by side), 16 sums a vector. Each step of the register block (as
+/// buildBlockedMatmul's) loads the block's vectors of 64 bytes of bq and
+/// broadcasts the row's four bytes of a as one 32-bit value; each
+/// vpdpbusd adds the four products of uint8 by int8 of every lane to it
+/// (exact: no saturation, i32 sums wrap as onnxruntime's). tq must be a
+/// multiple of kRows, n of 16, kLen of 4.
+Value buildBlockedDotU8S8(
+    OpBuilder &b, Location loc, Value a, Value bq, Value out, int64_t tq,
+    int64_t n, int64_t kLen,
+    llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init);
+
 /// exp(x) for a vector of f32 with x <= 0 (a softmax's logits minus their
 /// row maximum): buildExp2NonPositive(x log2(e)).
 Value buildExpNonPositive(OpBuilder &b, Location loc, Value x);

@@ -77,11 +77,12 @@ Value kPanel(OpBuilder &b, Location loc, Value t, bool kFirst, int64_t k0,
 /// as the constant [ceil(n / tileN), k, tileN]: the panel of each column
 /// tile contiguous, in the layout the micro-kernel reads, zeros past n. A
 /// model's products then neither copy nor transpose their weights per
-/// tile; null when B is not such a constant. With `vnni` (AMX), each panel
-/// holds pairs of k side by side: [ceil(n / tileN), k / 2, tileN, 2], k
-/// even.
+/// tile; null when B is not such a constant. With `group` g of 2 (AMX,
+/// vdpbf16ps) or 4 (vpdpbusd), each panel holds g consecutive k side by
+/// side, VNNI's layout: [ceil(n / tileN), k / g, tileN, g], k a multiple of
+/// g.
 Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
-                    int64_t tileN, bool vnni = false) {
+                    int64_t tileN, int64_t group = 1) {
   auto cst = bm.getDefiningOp<arith::ConstantOp>();
   auto ty = dyn_cast<RankedTensorType>(bm.getType());
   if (!cst || !ty || ty.getRank() != 2 || !ty.hasStaticShape())
@@ -93,9 +94,10 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
   int64_t n = ty.getDimSize(transposed ? 0 : 1);
   int64_t es = et.getIntOrFloatBitWidth() / 8;
   std::optional<ArrayRef<char>> bytes = constantBytes(cst.getValue());
-  if (n < tileN || !bytes ||
-      static_cast<int64_t>(bytes->size()) != kLen * n * es ||
-      (vnni && kLen % 2))
+  // (Fewer columns than a tile are packed for vpdpbusd only, which has no
+  // other path.)
+  if ((n < tileN && group != 4) || !bytes ||
+      static_cast<int64_t>(bytes->size()) != kLen * n * es || kLen % group)
     return {};
   int64_t tiles = llvm::divideCeil(n, tileN);
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
@@ -108,13 +110,13 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
     char *panel = out.data() + t * kLen * tileN * es;
     for (int64_t k = 0; k < kLen; ++k) {
       char *row = panel + k * tileN * es;
-      if (vnni) {
-        // (k, j) at [k / 2, j, k % 2].
-        char *pairs = panel + ((k / 2) * tileN * 2 + k % 2) * es;
+      if (group > 1) {
+        // (k, j) at [k / g, j, k % g].
+        char *groups = panel + ((k / group) * tileN * group + k % group) * es;
         for (int64_t j = 0; j < cols; ++j) {
           int64_t from = transposed ? (t * tileN + j) * kLen + k
                                     : k * n + t * tileN + j;
-          std::memcpy(pairs + j * 2 * es, in + from * es, es);
+          std::memcpy(groups + j * group * es, in + from * es, es);
         }
         continue;
       }
@@ -127,13 +129,38 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
     }
   }
   auto packedTy =
-      vnni ? RankedTensorType::get({tiles, kLen / 2, tileN, 2}, et)
-           : RankedTensorType::get({tiles, kLen, tileN}, et);
+      group > 1 ? RankedTensorType::get({tiles, kLen / group, tileN, group}, et)
+                : RankedTensorType::get({tiles, kLen, tileN}, et);
   return arith::ConstantOp::create(
              b, loc,
              DenseResourceElementsAttr::get(packedTy, "packed_weight",
                                             std::move(blob)))
       .getResult();
+}
+
+/// C[m, n] += A[m, 4 k4 + kk] * B[k4, n, kk] of uint8 A and int8 B (the
+/// quads of a packed panel), in i32: a partial tile of a vpdpbusd product.
+Value buildQuadsProduct(OpBuilder &b, Location loc, Value a, Value bQuads,
+                        Value c) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr m, n, k4, kk;
+  bindDims(ctx, m, n, k4, kk);
+  Type i32 = b.getI32Type();
+  return linalg::GenericOp::create(
+             b, loc, c.getType(), ValueRange{a, bQuads}, ValueRange{c},
+             ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k4 * 4 + kk}, ctx),
+                                 AffineMap::get(4, 0, {k4, n, kk}, ctx),
+                                 AffineMap::get(4, 0, {m, n}, ctx)},
+             ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value x = arith::ExtUIOp::create(nb, nl, i32, args[0]);
+               Value y = arith::ExtSIOp::create(nb, nl, i32, args[1]);
+               Value p = arith::MulIOp::create(nb, nl, x, y);
+               linalg::YieldOp::create(
+                   nb, nl,
+                   arith::AddIOp::create(nb, nl, args[2], p).getResult());
+             })
+      .getResult(0);
 }
 
 /// One matrix product rewritten as a parallel loop over (batch..., row
@@ -167,8 +194,13 @@ struct ContractionTiler {
   /// layout (rank 4) for AMX.
   Value packedB;
   bool vnni = false;
-  /// The VNNI panels run on vdpbf16ps (else on AMX).
+  /// The VNNI panels run on vdpbf16ps or vpdpbusd (else on AMX).
   bool dot = false;
+  /// An integer product of uint8 A and int8 B (constant, packed in quads)
+  /// on vpdpbusd: i32 sums.
+  bool u8s8 = false;
+  /// k side by side in B's packed panel: 1, 2 (bf16) or 4 (8-bit).
+  int64_t group = 1;
   /// The scalar C starts at when the product's init is a linalg.fill (a
   /// MatMul's zeros): full tiles then never read C, and the fill's pass
   /// over the whole result is gone.
@@ -330,7 +362,7 @@ Value ContractionTiler::slice(Value t, AffineMap map, int64_t rows,
 }
 
 Value ContractionTiler::packB(OpBuilder &tb) {
-  if (dot) // [k / 2, tileN, 2] as rows of pairs [k / 2, 2 tileN]
+  if (dot) // [k / g, tileN, g] as rows of groups [k / g, g tileN]
     return tensor::CollapseShapeOp::create(
                tb, loc, bTile, ArrayRef<ReassociationIndices>{{0}, {1, 2}})
         .getResult();
@@ -373,6 +405,14 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
                                          bool fromFill) {
   // A vector of accumulators starts at the fill, or at C's tile.
   auto init = [&](OpBuilder &nb, Value o, Value row, Value col) -> Value {
+    if (u8s8) {
+      auto vt = VectorType::get({width}, nb.getI32Type());
+      if (fromFill)
+        return vector::BroadcastOp::create(nb, loc, vt, fill);
+      Value pad = arith::ConstantOp::create(nb, loc, nb.getI32IntegerAttr(0));
+      return vector::TransferReadOp::create(
+          nb, loc, vt, o, ValueRange{row, col}, pad, ArrayRef<bool>{true});
+    }
     if (fromFill)
       return vector::BroadcastOp::create(
           nb, loc, VectorType::get({width}, nb.getF32Type()),
@@ -380,18 +420,24 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
     return readF32(nb, loc, o, row, col, width);
   };
   if (dot) {
-    // Rows k0 / 2 .. (k0 + len) / 2 of the pairs panel.
+    // Rows k0 / g .. (k0 + len) / g of the panel of groups of k.
     Idx kx{kb, loc};
-    OpFoldResult row = k0v ? OpFoldResult(kx.fdiv(k0v, kx.c(2)))
-                           : OpFoldResult(kb.getIndexAttr(k0 / 2));
+    OpFoldResult row = k0v ? OpFoldResult(kx.fdiv(k0v, kx.c(group)))
+                           : OpFoldResult(kb.getIndexAttr(k0 / group));
     auto bty = cast<RankedTensorType>(bt.getType());
-    Value pairs = tensor::ExtractSliceOp::create(
+    Value groups = tensor::ExtractSliceOp::create(
         kb, loc,
-        RankedTensorType::get({len / 2, 2 * tileN}, bty.getElementType()), bt,
-        ArrayRef<OpFoldResult>{row, kb.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{kb.getIndexAttr(len / 2),
-                               kb.getIndexAttr(2 * tileN)},
+        RankedTensorType::get({len / group, group * tileN},
+                              bty.getElementType()),
+        bt, ArrayRef<OpFoldResult>{row, kb.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{kb.getIndexAttr(len / group),
+                               kb.getIndexAttr(group * tileN)},
         ArrayRef<OpFoldResult>{kb.getIndexAttr(1), kb.getIndexAttr(1)});
+    if (u8s8)
+      return buildBlockedDotU8S8(kb, loc,
+                                 kPanel(kb, loc, at, false, k0, k0v, len),
+                                 groups, c, rows, tileN, len, init);
+    Value pairs = groups;
     return buildBlockedDotBF16(kb, loc,
                                kPanel(kb, loc, at, false, k0, k0v, len), pairs,
                                c, rows, tileN, len, init);
@@ -518,26 +564,28 @@ Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
   // k in chunks of at most kChunk, accumulating into the C tile, so that
   // the chunk of B's panel stays in L1. Starting from a fill, the
   // first chunk is peeled: it alone starts from the fill value.
-  int64_t first = fromFill ? std::min(kChunk, kLen) : 0;
+  // (8-bit B: four times the k in the same bytes of B's panel.)
+  int64_t chunk = u8s8 ? 4 * kChunk : kChunk;
+  int64_t first = fromFill ? std::min(chunk, kLen) : 0;
   Value r = ct;
   if (first > 0)
     r = buildKernelChunk(tb, at, bt, r, 0, Value(), first, rows, true);
-  int64_t chunks = (kLen - first) / kChunk, rest = (kLen - first) % kChunk;
+  int64_t chunks = (kLen - first) / chunk, rest = (kLen - first) % chunk;
   if (chunks == 1) {
-    r = buildKernelChunk(tb, at, bt, r, first, Value(), kChunk, rows);
+    r = buildKernelChunk(tb, at, bt, r, first, Value(), chunk, rows);
   } else if (chunks > 1) {
     Idx tix{tb, loc};
-    auto loop = tix.loop(first, first + chunks * kChunk, kChunk, ValueRange{r});
+    auto loop = tix.loop(first, first + chunks * chunk, chunk, ValueRange{r});
     OpBuilder::InsertionGuard g(tb);
     tb.setInsertionPointToStart(loop.getBody());
     scf::YieldOp::create(tb, loc,
                          buildKernelChunk(tb, at, bt, loop.getRegionIterArg(0),
-                                          0, loop.getInductionVar(), kChunk,
+                                          0, loop.getInductionVar(), chunk,
                                           rows));
     r = loop.getResult(0);
   }
   if (rest > 0)
-    r = buildKernelChunk(tb, at, bt, r, first + chunks * kChunk, Value(), rest,
+    r = buildKernelChunk(tb, at, bt, r, first + chunks * chunk, Value(), rest,
                          rows);
   return r;
 }
@@ -545,15 +593,17 @@ Value ContractionTiler::buildKernel(OpBuilder &tb, Value at, Value bt, Value ct,
 Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
   MLIRContext *ctx = eb.getContext();
   if (vnni) {
-    // The panel's first ns columns of pairs: C[m, n] += A[m, 2 k2 + kk] *
-    // B[k2, n, kk].
+    // The panel's first ns columns of groups: C[m, n] += A[m, g kg + kk] *
+    // B[kg, n, kk].
     Value bt = tensor::ExtractSliceOp::create(
         eb, loc, bTile,
         ArrayRef<OpFoldResult>{eb.getIndexAttr(0), eb.getIndexAttr(0),
                                eb.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{eb.getIndexAttr(kLen / 2), ns,
-                               eb.getIndexAttr(2)},
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(kLen / group), ns,
+                               eb.getIndexAttr(group)},
         SmallVector<OpFoldResult>(3, eb.getIndexAttr(1)));
+    if (u8s8)
+      return buildQuadsProduct(eb, loc, aTile, bt, cTile);
     return buildPairsProduct(eb, loc, aTile, bt, cTile).getResult(0);
   }
   bool transposed = dims.transposedB && !packedB;
@@ -669,12 +719,13 @@ void ContractionTiler::sliceOperands(Value a, Value bm) {
     auto pty = cast<RankedTensorType>(packedB.getType());
     bTile = tensor::ExtractSliceOp::create(
         b, loc,
-        RankedTensorType::get({kLen / 2, tileN, 2}, pty.getElementType()),
+        RankedTensorType::get({kLen / group, tileN, group},
+                              pty.getElementType()),
         packedB,
         ArrayRef<OpFoldResult>{nTile, b.getIndexAttr(0), b.getIndexAttr(0),
                                b.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(kLen / 2),
-                               b.getIndexAttr(tileN), b.getIndexAttr(2)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(kLen / group),
+                               b.getIndexAttr(tileN), b.getIndexAttr(group)},
         SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
   } else if (packedB) {
     auto pty = cast<RankedTensorType>(packedB.getType());
@@ -696,11 +747,19 @@ void ContractionTiler::sliceOperands(Value a, Value bm) {
 Value ContractionTiler::build(linalg::GenericOp op) {
   // Weights shared by every batch (B indexed by k and n alone) are packed
   // at compile time.
-  if (amxApplies(op) || dotApplies(op)) {
+  if (u8s8) {
+    // (The pattern checked that B is such a constant.)
+    group = 4;
     packedB = packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB,
-                            tileN, /*vnni=*/true);
+                            tileN, group);
+    vnni = dot = true;
+  } else if (amxApplies(op) || dotApplies(op)) {
+    packedB = packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB,
+                            tileN, /*group=*/2);
     vnni = !!packedB;
     dot = vnni && !amxApplies(op);
+    if (vnni)
+      group = 2;
   }
   if (!packedB && maps[1].getNumResults() == 2) {
     packedB =
@@ -814,26 +873,37 @@ Value ContractionTiler::buildTile() {
 
 struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {
   TileContractionPattern(MLIRContext *ctx, int64_t tileM, int64_t tileN,
-                         int64_t width, bool amx, bool bf16Dot,
+                         int64_t width, bool amx, bool bf16Dot, bool u8s8Dot,
                          int64_t rowGroupBytes)
       : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width),
-        rowGroupBytes(rowGroupBytes), amx(amx), bf16Dot(bf16Dot) {}
+        rowGroupBytes(rowGroupBytes), amx(amx), bf16Dot(bf16Dot),
+        u8s8Dot(u8s8Dot) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override;
 
   int64_t tileM, tileN, width, rowGroupBytes;
-  bool amx, bf16Dot;
+  bool amx, bf16Dot, u8s8Dot;
 };
 
 LogicalResult
 TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
                                         PatternRewriter &rewriter) const {
   FailureOr<MatmulDims> dims = matchMatmul(op);
-  if (failed(dims))
-    return rewriter.notifyMatchFailure(op, "not a matrix product");
+  bool integer = false;
+  if (failed(dims)) {
+    FailureOr<IntegerMatmul> product = matchIntegerMatmul(op);
+    if (failed(product) || !u8s8Dot || width != 16 ||
+        !isVPDPBUSDProduct(op, *product) ||
+        !constantBytes(
+            op.getDpsInputs()[1].getDefiningOp<arith::ConstantOp>().getValue()))
+      return rewriter.notifyMatchFailure(op, "not a matrix product");
+    dims = product->dims;
+    integer = true;
+  }
   ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx, bf16Dot,
                          rowGroupBytes);
+  tiler.u8s8 = integer;
   rewriter.replaceOp(op, tiler.build(op));
   return success();
 }
@@ -871,7 +941,7 @@ struct TileContractionsPass final
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w, amx,
-                                         bf16Dot, l2Bytes / 2);
+                                         bf16Dot, u8s8Dot, l2Bytes / 2);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };

@@ -404,3 +404,12 @@ func.func @row_offset_type(%q: tensor<2x1x8x4xf32>, %o: tensor<2xi64>) -> tensor
   %0 = masformer.attention %q, %q, %q row_offset(%o : tensor<2xi64>) {span = #masformer.span<block 4>} : tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32> -> tensor<2x1x8x4xf32>
   return %0 : tensor<2x1x8x4xf32>
 }
+
+// -----
+
+// vpdpbusd's shapes: 16 sums of four byte products each.
+func.func @dot_u8s8_lanes(%acc: vector<8xi32>, %a: vector<64xi8>) -> vector<8xi32> {
+  // expected-error @+1 {{'masformer.dot_u8s8' op operand #0 must be vector of 32-bit signless integer values of length 16, but got 'vector<8xi32>'}}
+  %0 = masformer.dot_u8s8 %acc, %a, %a : vector<64xi8> -> vector<8xi32>
+  return %0 : vector<8xi32>
+}

@@ -80,3 +80,10 @@ func.func @row_offset_no_mask(%q: tensor<?x4x3x16xf32>, %k: tensor<?x2x11x16xf32
   %0 = masformer.attention %q, %k, %k row_offset(%o : tensor<?xindex>) {span = #masformer.span<block 4>} : tensor<?x4x3x16xf32>, tensor<?x2x11x16xf32>, tensor<?x2x11x16xf32> -> tensor<?x4x3x16xf32>
   return %0 : tensor<?x4x3x16xf32>
 }
+
+// CHECK-LABEL: func @dot_u8s8
+// CHECK: masformer.dot_u8s8 %{{.*}}, %{{.*}}, %{{.*}} : vector<64xi8> -> vector<16xi32>
+func.func @dot_u8s8(%acc: vector<16xi32>, %a: vector<64xi8>, %b: vector<64xi8>) -> vector<16xi32> {
+  %0 = masformer.dot_u8s8 %acc, %a, %b : vector<64xi8> -> vector<16xi32>
+  return %0 : vector<16xi32>
+}

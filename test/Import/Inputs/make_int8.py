@@ -10,6 +10,9 @@ quantizers write them (test/Import/int8-ops.test), into OUTDIR:
                 column (per_channel) and against uint8 weights with one zero
                 point, Cast, Mul by the scales; and MatMulInteger of two
                 run-time operands (int32 out).
+  mmi-exact.onnx MatMulInteger with k = 4096 and int32 sums past 2^24
+                (beyond f32's integers): uint8 A by int8 and by uint8
+                weights, int8 A by int8 weights, zero points per column.
   mmi-rows.onnx MatMulInteger with a zero point per row of A;
   mmi-rows-ref.onnx the same product in float ops (the reference:
                 onnxruntime's MatMulInteger takes one zero point for A).
@@ -122,6 +125,34 @@ save("mmi-rows-ref",
      [vi("a", TP.FLOAT, [M, K])], [vi("p", TP.INT32, [M, Nn])],
      common + [init("rows_zp_f", rows_zp.astype(np.float32).reshape(M, 1)),
                init("w8_zp_f", w8_zp.astype(np.float32))])
+
+# Exactness: int32 sums past 2^24, which f32 sums cannot hold (k = 4096,
+# operands near the ends of their ranges, zero points per column): uint8
+# A from DynamicQuantizeLinear by int8 and by uint8 weights, and int8 A
+# (QuantizeLinear with a zero point) by int8 weights.
+KB, NB = 4096, 40
+wbig = rng.integers(-128, -100, size=(KB, NB), dtype=np.int8)
+wbig_zp = rng.integers(0, 20, size=(NB,), dtype=np.int8)
+wubig = rng.integers(0, 30, size=(KB, NB), dtype=np.uint8)
+wubig_zp = rng.integers(220, 256, size=(NB,), dtype=np.uint8)
+save("mmi-exact",
+     # |x| + 1: every product of one sign, the sums of 1e8.
+     [N("Abs", ["x"], ["xabs"]), N("Add", ["xabs", "one"], ["xp"]),
+      N("DynamicQuantizeLinear", ["xp"], ["xq", "x_s", "x_z"], name="dql"),
+      N("MatMulInteger", ["xq", "wbig", "x_z", "wbig_zp"], ["p_s8"],
+        name="mmi_s8"),
+      N("MatMulInteger", ["xq", "wubig", "x_z", "wubig_zp"], ["p_u8"],
+        name="mmi_u8"),
+      N("QuantizeLinear", ["xp", "qa_scale", "qa_zp"], ["xa"], name="qa"),
+      N("MatMulInteger", ["xa", "wbig", "qa_zp", "wbig_zp"], ["p_a8"],
+        name="mmi_a8")],
+     [vi("x", TP.FLOAT, ["b", KB])],
+     [vi("p_s8", TP.INT32, ["b", NB]), vi("p_u8", TP.INT32, ["b", NB]),
+      vi("p_a8", TP.INT32, ["b", NB])],
+     [init("wbig", wbig), init("wbig_zp", wbig_zp), init("wubig", wubig),
+      init("wubig_zp", wubig_zp), init("one", np.float32(1)),
+      init("qa_scale", np.float32(0.01)),
+      init("qa_zp", np.int8(-120))])
 
 # --- DequantizeLinear ------------------------------------------------------
 V, D = 128, 16

@@ -111,6 +111,18 @@ def TileAttention : Pass<"masformer-tile-attention"> {
   ];
 }
 
+def LowerDotU8S8 : Pass<"masformer-lower-dot-u8s8"> {
+  let summary = "masformer.dot_u8s8 as AVX512-VNNI's vpdpbusd";
+  let description = [{
+    Replaces each `masformer.dot_u8s8` with a call of the LLVM intrinsic
+    `llvm.x86.avx512.vpdpbusd.512` (`llvm.call_intrinsic`), which the
+    x86 backend compiles to one `vpdpbusd`. Run after bufferization (the
+    call has unknown memory effects to MLIR) and before the vector
+    dialect's conversion to LLVM; the target must have AVX512-VNNI.
+  }];
+  let dependentDialects = ["LLVM::LLVMDialect"];
+}
+
 def TileContractions : Pass<"masformer-tile-contractions"> {
   let summary = "Matrix products as parallel tiles with vector micro-kernels";
   let description = [{
@@ -144,6 +156,15 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     product on its slices as a `linalg.generic`. This is what the importer
     makes of `MatMul`, `Gemm` and `Einsum`; `--masformer-lower-to-cpu`
     runs it before the attention is tiled.
+
+    With `u8s8-dot` (AVX512-VNNI), an integer product of `uint8` A by a
+    constant `int8` B of two dimensions with `i32` sums (the importer's
+    form of a quantized model's `MatMulInteger`; `k` a multiple of 4) is
+    tiled the same way on B packed at compile time in quads of `k`
+    (`[ceil(n / tile-n), k / 4, tile-n, 4]`, whatever `n`), each step of
+    the 4 x 4 register block a `masformer.dot_u8s8` (`vpdpbusd`) per
+    accumulator, `k` in chunks of 512; other integer products are left
+    alone.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"64",
@@ -158,11 +179,16 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "Other products of bf16 operands (k even, vector-width 16) on "
            "AVX512-BF16's vdpbf16ps, on VNNI-packed weights">,
+    Option<"u8s8Dot", "u8s8-dot", "bool", /*default=*/"false",
+           "Integer products of uint8 A by constant int8 B (a quantized "
+           "model's MatMulInteger; k a multiple of 4, vector-width 16) on "
+           "AVX512-VNNI's vpdpbusd, on weights packed in quads of k">,
     Option<"l2Bytes", "l2-bytes", "int64_t", /*default=*/"2097152",
            "Bytes of L2 cache per thread: a group of row tiles reads at most "
            "half of it of A (masformer-compile passes the target CPU's)">,
   ];
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
+                           "masformer::MASFormerDialect",
                            "scf::SCFDialect", "tensor::TensorDialect",
                            "vector::VectorDialect",
                            "x86vector::X86VectorDialect"];

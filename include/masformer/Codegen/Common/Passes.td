@@ -63,6 +63,32 @@ def FoldConstantTransposes : Pass<"masformer-fold-constant-transposes"> {
   let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect"];
 }
 
+def IntegerProductsToFloat : Pass<"masformer-integer-products-to-float"> {
+  let summary = "8-bit integer matrix products as f32 products";
+  let description = [{
+    Rewrites every integer matrix product (the importer's form of a
+    quantized model's `MatMulInteger`: `i8` operands extended signed or
+    unsigned, `i32` sums) as the same product of the operands converted to
+    `f32`, converted back to `i32`: a constant operand (the weights) is
+    converted at compile time, any other by an element-wise generic. The
+    products then run on the float kernels of targets that have no integer
+    one (the GPU, and CPUs without AVX512-VNNI, where
+    `--masformer-tile-contractions` has no 8-bit kernel). Exact while the
+    partial sums stay below 2^24 in magnitude (certainly for k up to 514
+    for the importer's uint8 by int8, 258 for uint8 by uint8; beyond, the
+    sum is the int32 one up to f32's rounding). With `keep-vpdpbusd`, the
+    products that `--masformer-tile-contractions{u8s8-dot}` runs on
+    AVX512-VNNI stay integer.
+  }];
+  let options = [
+    Option<"keepVPDPBUSD", "keep-vpdpbusd", "bool", /*default=*/"false",
+           "Keep the products of uint8 by constant int8 with k a multiple "
+           "of 4 (those --masformer-tile-contractions{u8s8-dot} takes)">,
+  ];
+  let dependentDialects = ["arith::ArithDialect", "linalg::LinalgDialect",
+                           "tensor::TensorDialect"];
+}
+
 def CheckInPlace : Pass<"masformer-check-in-place", "::mlir::ModuleOp"> {
   let summary = "Check that arguments updated in place were written in "
                 "place by bufferization";

@@ -1,6 +1,6 @@
 //===- MASFormerOps.td - masformer operations --------------*- tablegen -*-===//
 //
-// masformer.attention.
+// masformer.attention, and masformer.dot_u8s8 (a CPU kernel's step).
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,6 +142,30 @@ def MASFormer_AttentionOp : MASFormer_Op<"attention",
     /// over the query heads (counted once when they are dynamic).
     int64_t countPairs(int64_t q, int64_t kv);
   }];
+}
+
+def MASFormer_DotU8S8Op : MASFormer_Op<"dot_u8s8", [Pure,
+    AllTypesMatch<["a", "b"]>, AllTypesMatch<["acc", "result"]>]> {
+  let summary = "Sums of four products of uint8 by int8, added to i32 lanes";
+  let description = [{
+    `result[i] = acc[i] + sum_{j < 4} a[4 i + j] * b[4 i + j]`, `a` read as
+    uint8 and `b` as int8, in i32 with wrap-around: one AVX512-VNNI
+    `vpdpbusd`, the step of `--masformer-tile-contractions`' kernel for a
+    quantized model's 8-bit products. A pure operation (the LLVM
+    intrinsic call it stands for has no memory effects, which
+    `llvm.call_intrinsic` cannot say: bufferization refuses such calls);
+    `--masformer-lower-dot-u8s8` makes it that call.
+
+    ```mlir
+    %r = masformer.dot_u8s8 %acc, %a, %b : vector<64xi8> -> vector<16xi32>
+    ```
+  }];
+  let arguments = (ins VectorOfLengthAndType<[16], [I32]>:$acc,
+                   VectorOfLengthAndType<[64], [I8]>:$a,
+                   VectorOfLengthAndType<[64], [I8]>:$b);
+  let results = (outs VectorOfLengthAndType<[16], [I32]>:$result);
+  let assemblyFormat =
+      "$acc `,` $a `,` $b attr-dict `:` type($a) `->` type($acc)";
 }
 
 #endif // MASFORMER_DIALECT_MASFORMER_IR_MASFORMEROPS_TD
