@@ -3,7 +3,7 @@
 machine's sgemm (numpy's BLAS) and onnxruntime's MatMul, in one run:
 
   python3 bench/matmul_cpu.py [--seq 2048] [--reps 5] [--shapes gpt2|llama7b]
-      [--precision f32] [--cpu native] [--work /tmp/masformer-matmul]
+      [--precision f32] [--cpu native] [--int8] [--work /tmp/masformer-matmul]
 
 --cpu NAME compiles for another CPU (masformer-compile --cpu), which must
 run on this one: code for an AVX2 server (znver3, haswell) measured on an
@@ -32,12 +32,22 @@ operands are bf16 already and its result is bf16, where our library reads
 f32 activations, rounds them and writes f32 results (the model's
 interface).
 
+--int8 quantizes each product's model with the pinned onnxruntime's
+quantize_dynamic (int8 weights per column: DynamicQuantizeLinear on x,
+MatMulInteger, the scales' Mul), as test/python_utils/quantize_model.py
+--per-channel does; ours and onnxruntime (its u8s8 kernels) both run the
+quantized model, numpy's sgemm the f32 product (the machine's f32 rate, for
+scale). The LM head's weights are then stored [k, n] (quantize_dynamic
+quantizes a MatMul's initializer, not a Transpose of one), and the error
+column is ours against onnxruntime's quantized result.
+
 Prints the CPU model and its ISA extensions, then one markdown table:
 GFLOP/s of each, and ours / sgemm and ours / onnxruntime (and ours /
 torch).
 """
 
 import argparse
+import logging
 import os
 import statistics
 import subprocess
@@ -135,6 +145,10 @@ def main():
     ap.add_argument("--cpu", default="native",
                     help="masformer-compile --cpu: code for this LLVM CPU")
     ap.add_argument("--work", default="/tmp/masformer-matmul")
+    ap.add_argument("--int8", action="store_true",
+                    help="quantize each product with onnxruntime's "
+                         "quantize_dynamic (per-column int8 weights); ours "
+                         "and onnxruntime run the quantized model")
     ap.add_argument("--torch", metavar="PYTHON",
                     help="also time torch.matmul on bf16 operands (oneDNN) "
                          "with this interpreter")
@@ -145,7 +159,9 @@ def main():
     core = os.environ.get("OPENBLAS_CORETYPE", "chosen by OpenBLAS")
     print(f"\nproducts at {a.seq} rows, masformer-compile "
           f"--precision={a.precision} --cpu={a.cpu}, numpy's OpenBLAS core: "
-          f"{core}, median of {a.reps}\n")
+          f"{core}, median of {a.reps}"
+          + (", int8 (quantize_dynamic, per-column weights) for ours and "
+             "onnxruntime, f32 for sgemm" if a.int8 else "") + "\n")
     peer = (" torch bf16 GFLOP/s | ours / torch |" if a.torch else "")
     print("| product | m x k x n | sgemm GFLOP/s | onnxruntime GFLOP/s | "
           "ours GFLOP/s | ours / sgemm | ours / onnxruntime | max rel err |"
@@ -156,9 +172,17 @@ def main():
     flops_all = 0.0
     for name, k, n, transposed in SHAPES[a.shapes]:
         path = os.path.join(a.work, f"{name}.onnx")
-        w = make_model(path, k, n, transposed, rng)
+        w = make_model(path, k, n, transposed and not a.int8, rng)
+        if a.int8:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            quantized = os.path.join(a.work, f"{name}-int8.onnx")
+            logging.getLogger().setLevel(logging.ERROR)  # its advice
+            quantize_dynamic(path, quantized, weight_type=QuantType.QInt8,
+                             per_channel=True)
+            path = quantized
         x = rng.standard_normal((a.seq, k)).astype(np.float32)
-        lib = os.path.join(a.work, f"{name}-{a.precision}-{a.cpu}.so")
+        tag = f"{a.precision}-{a.cpu}" + ("-int8" if a.int8 else "")
+        lib = os.path.join(a.work, f"{name}-{tag}.so")
         run([os.path.join(BIN, "masformer-compile"), path, "-o", lib,
              f"--precision={a.precision}", f"--cpu={a.cpu}"])
         # The library and its weights just written (tens of MB for the LM
@@ -182,6 +206,8 @@ def main():
         sess = ort.InferenceSession(path, opts,
                                     providers=["CPUExecutionProvider"])
         ot = median_time(lambda: sess.run(None, {"x": x}), a.reps)
+        if a.int8:  # against onnxruntime on the same quantized model
+            ref = sess.run(None, {"x": x})[0]
         err = float(np.max(np.abs(y - ref)) / np.max(np.abs(ref)))
         flops = 2.0 * a.seq * k * n
         flops_all += flops

@@ -76,3 +76,47 @@ func.func @not_rows(%x: memref<?x16xf32>, %cols: memref<16xf32>, %t: tensor<4x16
   } -> tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// A row minimum (a quantized activation's range): LLVM does not vectorize
+// minnum's loop, so the pass does: vectors of 16 through the whole
+// vectors of the row, reduced across lanes, the rest one by one.
+// CHECK-LABEL: func.func @row_min
+// CHECK-SAME:  (%[[X:.+]]: memref<?x40xf32>, %[[S:.+]]: memref<?xf32>)
+// CHECK:       scf.for %[[I:.+]] = %c0 to %{{.+}} step %c1 {
+// CHECK:         %[[FIRST:.+]] = memref.load %[[S]][%[[I]]]
+// CHECK:         %[[SPLAT:.+]] = vector.broadcast %[[FIRST]] : f32 to vector<16xf32>
+// CHECK:         %[[VEC:.+]] = scf.for %[[K:.+]] = %c0 to %c32 step %c16 iter_args(%[[ACC:.+]] = %[[SPLAT]]) -> (vector<16xf32>) {
+// CHECK:           %[[V:.+]] = vector.transfer_read %[[X]][%[[I]], %[[K]]]{{.*}} : memref<?x40xf32>, vector<16xf32>
+// CHECK:           %[[M:.+]] = arith.minnumf %[[ACC]], %[[V]] : vector<16xf32>
+// CHECK:           scf.yield %[[M]]
+// CHECK:         %[[R:.+]] = vector.reduction <minnumf>, %[[VEC]] : vector<16xf32> into f32
+// CHECK:         %[[TAIL:.+]] = scf.for %[[K2:.+]] = %c32 to %c40 step %c1 iter_args(%[[ACC2:.+]] = %[[R]]) -> (f32) {
+// CHECK:           %[[X2:.+]] = memref.load %[[X]][%[[I]], %[[K2]]]
+// CHECK:           arith.minnumf %[[ACC2]], %[[X2]] : f32
+// CHECK:         memref.store %[[TAIL]], %[[S]][%[[I]]]
+func.func @row_min(%x: memref<?x40xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<?x40xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.minnumf %in, %acc : f32
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A maximum over the rows of a transposed read (the reduction loop is not
+// the input's last index): left scalar.
+// CHECK-LABEL: func.func @column_max
+// CHECK-NOT:   vector.
+// CHECK:       arith.maxnumf
+func.func @column_max(%x: memref<40x?xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<40x?xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.maxnumf %in, %acc : f32
+    linalg.yield %a : f32
+  }
+  return
+}

@@ -263,6 +263,11 @@ def LowerReductions : Pass<"masformer-lower-reductions"> {
     `convert-linalg-to-loops` instead loads and stores the output at every
     step, which LLVM cannot keep in a register (an input might alias it),
     with the adds in order: one scalar add per store-to-load latency.
+    A minimum or maximum (`arith.minnumf`, `arith.maxnumf`) of one f32
+    input read along the reduction loop, which LLVM does not vectorize
+    (minnum's rule for NaN), is vectorized here: vectors of 16 lanes
+    carried through the loop, `vector.reduction` across them, the rest one
+    by one (the same result: both ops ignore NaN in any order).
     Other generics are left to `convert-linalg-to-loops`.
 
     ```mlir
@@ -278,7 +283,8 @@ def LowerReductions : Pass<"masformer-lower-reductions"> {
     `arith.addf %in, %acc fastmath<reassoc>`.
   }];
   let dependentDialects = ["affine::AffineDialect", "arith::ArithDialect",
-                           "memref::MemRefDialect", "scf::SCFDialect"];
+                           "memref::MemRefDialect", "scf::SCFDialect",
+                           "vector::VectorDialect"];
 }
 
 def VectorizeRowCopies : Pass<"masformer-vectorize-row-copies"> {
