@@ -163,8 +163,9 @@ def main():
           + (", int8 (quantize_dynamic, per-column weights) for ours and "
              "onnxruntime, f32 for sgemm" if a.int8 else "") + "\n")
     peer = (" torch bf16 GFLOP/s | ours / torch |" if a.torch else "")
-    print("| product | m x k x n | sgemm GFLOP/s | onnxruntime GFLOP/s | "
-          "ours GFLOP/s | ours / sgemm | ours / onnxruntime | max rel err |"
+    rate = "GOP/s" if a.int8 else "GFLOP/s"
+    print(f"| product | m x k x n | sgemm GFLOP/s | onnxruntime {rate} | "
+          f"ours {rate} | ours / sgemm | ours / onnxruntime | max rel err |"
           + peer)
     print("| --- | --- | --- | --- | --- | --- | --- | --- |" +
           (" --- | --- |" if a.torch else ""))
