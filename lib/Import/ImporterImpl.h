@@ -131,9 +131,9 @@ public:
 
   /// Values a handler derives from the graph's tensors, under a key it
   /// names, so that nodes sharing the tensors share the value (the three
-  /// MatMulIntegers of Q, K and V read one quantized X: one X less its zero
-  /// point, in f32, which the raise then sees as the projections' one
-  /// source).
+  /// MatMulIntegers of Q, K and V read one quantized X: one X as uint8, or
+  /// less its zero point in f32, which the raise then sees as the
+  /// projections' one source).
   llvm::StringMap<Value> derivedValues;
 
   /// Records, once, why the model's positions depend on each other outside

@@ -14,9 +14,11 @@
 // weights, DequantizeLinear after gathers from int8 embedding tables) and
 // quantize_static's QDQ format (QuantizeLinear and DequantizeLinear pairs).
 // Each computes what onnxruntime computes: quantized values bit for bit, and
-// MatMulInteger's integer product in f32 (the quantized values and weights are
-// small integers, exact in f32 and bf16; the sum is onnxruntime's int32 up to
-// f32 rounding once it passes 2^24).
+// MatMulInteger's product against constant weights as an integer product of
+// uint8 by int8 with i32 sums (vpdpbusd's operands; the zero points' terms
+// after it), any other in f32 (the quantized values and weights are small
+// integers, exact in f32 and bf16; the sum is onnxruntime's int32 up to f32
+// rounding once it passes 2^24).
 //
 //===----------------------------------------------------------------------===//
 
@@ -1035,9 +1037,9 @@ Value reduceRows(ONNXImporterImpl &im, Value x, ArrayRef<AffineExpr> dims,
 
 /// The product (A - a_zero_point)(B - b_zero_point) of 8-bit A (`a`, the
 /// graph's tensor `aName`, dimensions `ad`, uint8 with `aUnsigned`; its
-/// zero point `aZero` a
-/// one-element tensor or null) and the constant 2-D B of input `bInput`
-/// (zero point input `bZp`), exactly, as onnxruntime's int32 sums, in
+/// zero point `aZero` a one-element tensor or null) and the constant 2-D B
+/// of input `bInput` (zero point input `bZp`), exactly, as onnxruntime's
+/// int32 sums, in
 /// element type `outElem` (i32, or f32 converted from them); `outDims` is
 /// set to the result's dimensions. integerProductApplies must hold.
 ///
@@ -1161,7 +1163,6 @@ FailureOr<Value> buildIntegerProduct(ONNXImporterImpl &im, Value a,
   SmallVector<Value> ins{p, *dConst};
   if (aZero)
     ins.push_back(buildReshape(b, loc, aZero, RankedTensorType::get({}, i8)));
-  Value zbConst;
   if (rowSums) {
     FailureOr<Value> z = columnConstant(".zeropoint", zbShifted);
     if (failed(z))
@@ -1204,9 +1205,11 @@ FailureOr<Value> buildIntegerProduct(ONNXImporterImpl &im, Value a,
 
 /// MatMulInteger(A, B, a_zero_point?, b_zero_point?): the int32 product
 /// (A - a_zero_point)(B - b_zero_point) of 8-bit operands, as numpy's
-/// matmul. Computed in f32 (each operand less its zero point is an integer
-/// of at most 255 in magnitude: exact, in bf16 too), then converted; a
-/// Cast of the result to float takes the f32 product as it is.
+/// matmul. Against constant 2-D weights, an integer product
+/// (buildIntegerProduct); otherwise computed in f32 (each operand less its
+/// zero point is an integer of at most 255 in magnitude: exact, in bf16
+/// too), then converted, and a Cast of the result to float takes the f32
+/// product as it is.
 LogicalResult importMatMulInteger(ONNXImporterImpl &im) {
   if (failed(im.checkAttributes({})))
     return failure();

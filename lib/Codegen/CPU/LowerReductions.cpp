@@ -78,7 +78,12 @@ Operation *minMaxCombiner(linalg::GenericOp op) {
     return nullptr;
   OpOperand *in = op.getDpsInputOperand(0);
   auto inTy = dyn_cast<MemRefType>(in->get().getType());
-  if (!inTy || !inTy.getElementType().isF32())
+  if (!inTy || !inTy.getElementType().isF32() || inTy.getRank() == 0)
+    return nullptr;
+  // Its last dimension contiguous: the vectors are plain loads.
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(inTy.getStridesAndOffset(strides, offset)) || strides.back() != 1)
     return nullptr;
   Block &body = op.getRegion().front();
   if (!llvm::hasSingleElement(body.without_terminator()))

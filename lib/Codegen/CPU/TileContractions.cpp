@@ -437,9 +437,8 @@ Value ContractionTiler::buildKernelChunk(OpBuilder &kb, Value at, Value bt,
       return buildBlockedDotU8S8(kb, loc,
                                  kPanel(kb, loc, at, false, k0, k0v, len),
                                  groups, c, rows, tileN, len, init);
-    Value pairs = groups;
     return buildBlockedDotBF16(kb, loc,
-                               kPanel(kb, loc, at, false, k0, k0v, len), pairs,
+                               kPanel(kb, loc, at, false, k0, k0v, len), groups,
                                c, rows, tileN, len, init);
   }
   return buildBlockedMatmul(kb, loc, kPanel(kb, loc, at, false, k0, k0v, len),

@@ -111,9 +111,25 @@ func.func @row_min(%x: memref<?x40xf32>, %s: memref<?xf32>) {
 // the input's last index): left scalar.
 // CHECK-LABEL: func.func @column_max
 // CHECK-NOT:   vector.
-// CHECK:       arith.maxnumf
+// CHECK:       arith.maxnumf {{.*}} fastmath<reassoc>
 func.func @column_max(%x: memref<40x?xf32>, %s: memref<?xf32>) {
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<40x?xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.maxnumf %in, %acc : f32
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// A row maximum of a view whose rows are not contiguous (a column of a
+// transposed buffer): its vectors would not be plain loads; left scalar.
+// CHECK-LABEL: func.func @strided_max
+// CHECK-NOT:   vector.
+// CHECK:       arith.maxnumf {{.*}} fastmath<reassoc>
+func.func @strided_max(%x: memref<?x40xf32, strided<[1, ?]>>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<?x40xf32, strided<[1, ?]>>) outs(%s : memref<?xf32>) {
   ^bb0(%in: f32, %acc: f32):
     %a = arith.maxnumf %in, %acc : f32
     linalg.yield %a : f32
