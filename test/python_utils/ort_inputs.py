@@ -2,7 +2,8 @@
 reference outputs, and the comparison every numerics test makes.
 
 Integer inputs (token ids; int64, or int32 where the model declares int32)
-are random in [0, 100); an input named *mask* is
+are random in [0, 100), 8-bit ones (quantized values) over their type's
+range; an input named *mask* is
 all ones except the last three positions of the last batch row (padding;
 pad=False: all ones).
 Float inputs are standard normal (of the input's float type). Fixed seed.
@@ -23,7 +24,13 @@ def make_inputs(sess, shapes, seed=7, pad=True):
                 raise KeyError(f"input {inp.name!r} has dynamic dimensions "
                                f"{inp.shape}: give --input-shape")
             shape = list(inp.shape)
-        if "int" in inp.type:
+        if inp.type in ("tensor(uint8)", "tensor(int8)"):
+            # Quantized values: the type's whole range.
+            unsigned = inp.type == "tensor(uint8)"
+            x = rng.integers(0 if unsigned else -128, 256 if unsigned else 128,
+                             size=shape,
+                             dtype=np.uint8 if unsigned else np.int8)
+        elif "int" in inp.type:
             itype = np.int32 if inp.type == "tensor(int32)" else np.int64
             if "mask" in inp.name:
                 x = np.ones(shape, itype)

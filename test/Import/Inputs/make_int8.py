@@ -13,6 +13,8 @@ quantizers write them (test/Import/int8-ops.test), into OUTDIR:
   mmi-exact.onnx MatMulInteger with k = 4096 and int32 sums past 2^24
                 (beyond f32's integers): uint8 A by int8 and by uint8
                 weights, int8 A by int8 weights, zero points per column.
+  mmi-inputs.onnx MatMulInteger of uint8 and int8 graph inputs (a
+                constant zero point) by int8 and uint8 weights.
   mmi-rows.onnx MatMulInteger with a zero point per row of A;
   mmi-rows-ref.onnx the same product in float ops (the reference:
                 onnxruntime's MatMulInteger takes one zero point for A).
@@ -153,6 +155,27 @@ save("mmi-exact",
       init("wubig_zp", wubig_zp), init("one", np.float32(1)),
       init("qa_scale", np.float32(0.01)),
       init("qa_zp", np.int8(-120))])
+
+# 8-bit graph inputs over their whole ranges (ort_inputs), A's zero point
+# a constant: uint8 A by int8 and by uint8 weights, int8 A by int8 weights.
+KI, NI = 48, 40
+wi8 = rng.integers(-128, 128, size=(KI, NI), dtype=np.int8)
+wi8_zp = rng.integers(-9, 10, size=(NI,), dtype=np.int8)
+wiu = rng.integers(0, 256, size=(KI, NI), dtype=np.uint8)
+wiu_zp = rng.integers(100, 156, size=(NI,), dtype=np.uint8)
+save("mmi-inputs",
+     [N("MatMulInteger", ["au", "wi8", "au_zp", "wi8_zp"], ["p_us"],
+        name="mmi_us"),
+      N("MatMulInteger", ["au", "wiu", "au_zp", "wiu_zp"], ["p_uu"],
+        name="mmi_uu"),
+      N("MatMulInteger", ["as", "wi8", "as_zp", "wi8_zp"], ["p_ss"],
+        name="mmi_ss")],
+     [vi("au", TP.UINT8, ["b", "s", KI]), vi("as", TP.INT8, ["b", "s", KI])],
+     [vi("p_us", TP.INT32, ["b", "s", NI]), vi("p_uu", TP.INT32, ["b", "s", NI]),
+      vi("p_ss", TP.INT32, ["b", "s", NI])],
+     [init("wi8", wi8), init("wi8_zp", wi8_zp), init("wiu", wiu),
+      init("wiu_zp", wiu_zp), init("au_zp", np.uint8(131)),
+      init("as_zp", np.int8(-7))])
 
 # --- DequantizeLinear ------------------------------------------------------
 V, D = 128, 16
