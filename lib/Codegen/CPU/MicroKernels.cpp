@@ -185,6 +185,49 @@ Value mlir::masformer::buildBlockedMatmul(
                              finish, atRows, step);
 }
 
+/// A step of a VNNI kernel (vdpbf16ps, vpdpbusd) for the register block
+/// of `rows` x `cols` (buildRegisterBlocks' step), each 32-bit lane a group
+/// of `g` consecutive k of `et` elements: loads the block's vectors of 16
+/// groups of `bp` ([kLen / g, g n]) at group kg, broadcasts each row's
+/// group of `a` (a[i, g kg]; with `transposedA`, a[kg, g i]) as one
+/// 32-bit value, and returns `dot(acc, a, b)` (the instruction) of each
+/// accumulator.
+static SmallVector<Value>
+vnniStep(OpBuilder &sb, Location loc, Value kg, ArrayRef<Value> rows,
+         ArrayRef<Value> cols, ValueRange acc, Value a, Value bp, Type et,
+         int64_t g, bool transposedA,
+         llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> dot) {
+  constexpr int64_t w = 16;
+  Type i32 = sb.getI32Type();
+  auto groupsTy = VectorType::get({g * w}, et);
+  Idx kx{sb, loc};
+  Value zero = arith::ConstantOp::create(sb, loc, sb.getZeroAttr(et));
+  SmallVector<Value> bv;
+  for (Value col : cols)
+    bv.push_back(vector::TransferReadOp::create(
+        sb, loc, groupsTy, bp, ValueRange{kg, kx.mul(col, kx.c(g))}, zero,
+        ArrayRef<bool>{true}));
+  SmallVector<Value> next;
+  for (auto [r, row] : llvm::enumerate(rows)) {
+    // The row's group of k as one i32, broadcast to every lane.
+    Value group = vector::TransferReadOp::create(
+        sb, loc, VectorType::get({g}, et), a,
+        transposedA ? ValueRange{kg, kx.mul(row, kx.c(g))}
+                    : ValueRange{row, kx.mul(kg, kx.c(g))},
+        zero, ArrayRef<bool>{true});
+    Value word = vector::ExtractOp::create(
+        sb, loc,
+        vector::BitCastOp::create(sb, loc, VectorType::get({1}, i32), group),
+        ArrayRef<int64_t>{0});
+    Value av = vector::BitCastOp::create(
+        sb, loc, groupsTy,
+        vector::BroadcastOp::create(sb, loc, VectorType::get({w}, i32), word));
+    for (auto [c, bc] : llvm::enumerate(bv))
+      next.push_back(dot(sb, acc[r * cols.size() + c], av, bc));
+  }
+  return next;
+}
+
 Value mlir::masformer::buildBlockedDotBF16(
     OpBuilder &b, Location loc, Value a, Value bp, Value out, int64_t tq,
     int64_t n, int64_t kLen,
@@ -192,43 +235,15 @@ Value mlir::masformer::buildBlockedDotBF16(
     llvm::function_ref<Value(OpBuilder &, Value, Value)> finish,
     bool transposedA,
     llvm::function_ref<void(OpBuilder &, Value, int64_t)> atRows) {
-  constexpr int64_t w = 16;
-  Type bf16 = b.getBF16Type(), i32 = b.getI32Type();
-  auto pairsTy = VectorType::get({2 * w}, bf16);
+  auto dot = [&](OpBuilder &sb, Value acc, Value x, Value y) -> Value {
+    return x86vector::DotBF16Op::create(sb, loc, acc.getType(), acc, x, y);
+  };
   auto step = [&](OpBuilder &sb, Value k2, ArrayRef<Value> rows,
                   ArrayRef<Value> cols, ValueRange acc) {
-    Idx kx{sb, loc};
-    Value bfZero = arith::ConstantOp::create(sb, loc, sb.getZeroAttr(bf16));
-    SmallVector<Value> bv;
-    for (Value col : cols)
-      bv.push_back(vector::TransferReadOp::create(
-          sb, loc, pairsTy, bp, ValueRange{k2, kx.mul(col, kx.c(2))}, bfZero,
-          ArrayRef<bool>{true}));
-    SmallVector<Value> next;
-    for (auto [r, row] : llvm::enumerate(rows)) {
-      // The row's pair of k as one i32, broadcast to every lane.
-      Value pair = vector::TransferReadOp::create(
-          sb, loc, VectorType::get({2}, bf16), a,
-          transposedA ? ValueRange{k2, kx.mul(row, kx.c(2))}
-                      : ValueRange{row, kx.mul(k2, kx.c(2))},
-          bfZero, ArrayRef<bool>{true});
-      Value word = vector::ExtractOp::create(
-          sb, loc,
-          vector::BitCastOp::create(sb, loc, VectorType::get({1}, i32), pair),
-          ArrayRef<int64_t>{0});
-      Value av = vector::BitCastOp::create(
-          sb, loc, pairsTy,
-          vector::BroadcastOp::create(sb, loc, VectorType::get({w}, i32),
-                                      word));
-      for (auto [c, bc] : llvm::enumerate(bv)) {
-        Value accum = acc[r * cols.size() + c];
-        next.push_back(x86vector::DotBF16Op::create(sb, loc, accum.getType(),
-                                                    accum, av, bc));
-      }
-    }
-    return next;
+    return vnniStep(sb, loc, k2, rows, cols, acc, a, bp, sb.getBF16Type(), 2,
+                    transposedA, dot);
   };
-  return buildRegisterBlocks(b, loc, out, tq, n, w, /*targetWidth=*/16,
+  return buildRegisterBlocks(b, loc, out, tq, n, /*w=*/16, /*targetWidth=*/16,
                              kLen / 2, init, finish, atRows, step);
 }
 
@@ -236,38 +251,15 @@ Value mlir::masformer::buildBlockedDotU8S8(
     OpBuilder &b, Location loc, Value a, Value bq, Value out, int64_t tq,
     int64_t n, int64_t kLen,
     llvm::function_ref<Value(OpBuilder &, Value, Value, Value)> init) {
-  constexpr int64_t w = 16;
-  Type i8 = b.getI8Type(), i32 = b.getI32Type();
-  auto quadsTy = VectorType::get({4 * w}, i8);
-  auto accTy = VectorType::get({w}, i32);
+  auto dot = [&](OpBuilder &sb, Value acc, Value x, Value y) -> Value {
+    return DotU8S8Op::create(sb, loc, acc.getType(), acc, x, y);
+  };
   auto step = [&](OpBuilder &sb, Value k4, ArrayRef<Value> rows,
                   ArrayRef<Value> cols, ValueRange acc) {
-    Idx kx{sb, loc};
-    Value zero = arith::ConstantOp::create(sb, loc, sb.getZeroAttr(i8));
-    SmallVector<Value> bv;
-    for (Value col : cols)
-      bv.push_back(vector::TransferReadOp::create(
-          sb, loc, quadsTy, bq, ValueRange{k4, kx.mul(col, kx.c(4))}, zero,
-          ArrayRef<bool>{true}));
-    SmallVector<Value> next;
-    for (auto [r, row] : llvm::enumerate(rows)) {
-      // The row's four k as one i32, broadcast to every lane.
-      Value quad = vector::TransferReadOp::create(
-          sb, loc, VectorType::get({4}, i8), a,
-          ValueRange{row, kx.mul(k4, kx.c(4))}, zero, ArrayRef<bool>{true});
-      Value word = vector::ExtractOp::create(
-          sb, loc,
-          vector::BitCastOp::create(sb, loc, VectorType::get({1}, i32), quad),
-          ArrayRef<int64_t>{0});
-      Value av = vector::BitCastOp::create(
-          sb, loc, quadsTy, vector::BroadcastOp::create(sb, loc, accTy, word));
-      for (auto [c, bc] : llvm::enumerate(bv))
-        next.push_back(DotU8S8Op::create(sb, loc, accTy,
-                                         acc[r * cols.size() + c], av, bc));
-    }
-    return next;
+    return vnniStep(sb, loc, k4, rows, cols, acc, a, bq, sb.getI8Type(), 4,
+                    /*transposedA=*/false, dot);
   };
-  return buildRegisterBlocks(b, loc, out, tq, n, w, /*targetWidth=*/16,
+  return buildRegisterBlocks(b, loc, out, tq, n, /*w=*/16, /*targetWidth=*/16,
                              kLen / 4, init, /*finish=*/nullptr,
                              /*atRows=*/nullptr, step);
 }
@@ -333,31 +325,43 @@ Value mlir::masformer::buildGreater(OpBuilder &b, Location loc, Value x,
   return arith::SelectOp::create(b, loc, gt, x, y);
 }
 
-linalg::GenericOp mlir::masformer::buildPairsProduct(OpBuilder &b, Location loc,
-                                                     Value a, Value bPairs,
-                                                     Value c) {
+linalg::GenericOp mlir::masformer::buildGroupsProduct(OpBuilder &b,
+                                                      Location loc, Value a,
+                                                      Value bGroups, Value c,
+                                                      int64_t group) {
   MLIRContext *ctx = b.getContext();
-  AffineExpr m, n, k2, kk;
-  bindDims(ctx, m, n, k2, kk);
+  AffineExpr m, n, kg, kk;
+  bindDims(ctx, m, n, kg, kk);
+  bool integer =
+      cast<RankedTensorType>(c.getType()).getElementType().isInteger(32);
   return linalg::GenericOp::create(
-      b, loc, c.getType(), ValueRange{a, bPairs}, ValueRange{c},
-      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k2 * 2 + kk}, ctx),
-                          AffineMap::get(4, 0, {k2, n, kk}, ctx),
+      b, loc, c.getType(), ValueRange{a, bGroups}, ValueRange{c},
+      ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, kg * group + kk}, ctx),
+                          AffineMap::get(4, 0, {kg, n, kk}, ctx),
                           AffineMap::get(4, 0, {m, n}, ctx)},
       ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
       [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value x = toF32(nb, nl, args[0]);
-        Value y = toF32(nb, nl, args[1]);
-        Value p = arith::MulFOp::create(nb, nl, x, y);
-        linalg::YieldOp::create(
-            nb, nl, arith::AddFOp::create(nb, nl, args[2], p).getResult());
+        Value sum;
+        if (integer) {
+          Type i32 = nb.getI32Type();
+          Value x = arith::ExtUIOp::create(nb, nl, i32, args[0]);
+          Value y = arith::ExtSIOp::create(nb, nl, i32, args[1]);
+          Value p = arith::MulIOp::create(nb, nl, x, y);
+          sum = arith::AddIOp::create(nb, nl, args[2], p);
+        } else {
+          Value x = toF32(nb, nl, args[0]);
+          Value y = toF32(nb, nl, args[1]);
+          Value p = arith::MulFOp::create(nb, nl, x, y);
+          sum = arith::AddFOp::create(nb, nl, args[2], p);
+        }
+        linalg::YieldOp::create(nb, nl, sum);
       });
 }
 
 Value mlir::masformer::buildAMXProduct(OpBuilder &b, Location loc, Value a,
                                        Value bPairs, Value c, int64_t m,
                                        int64_t n) {
-  linalg::GenericOp product = buildPairsProduct(b, loc, a, bPairs, c);
+  linalg::GenericOp product = buildGroupsProduct(b, loc, a, bPairs, c, 2);
   // The tile's static size: folded casts may leave the operands' sizes
   // dynamic after bufferization.
   product->setAttr(kAMXTileAttrName, b.getDenseI64ArrayAttr({m, n}));

@@ -134,14 +134,15 @@ Value buildExp2NonPositive(OpBuilder &b, Location loc, Value t);
 /// ops, for its NaN rule). Where x or y is NaN the result is y.
 Value buildGreater(OpBuilder &b, Location loc, Value x, Value y);
 
-/// C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk] over (m, n, k2, kk): the
-/// product on a VNNI panel `bPairs` ([k / 2, n, 2]), operands extended to
-/// f32.
-linalg::GenericOp buildPairsProduct(OpBuilder &b, Location loc, Value a,
-                                    Value bPairs, Value c);
+/// C[m, n] += A[m, g kg + kk] * B[kg, n, kk] over (m, n, kg, kk): the
+/// product on a VNNI panel `bGroups` ([k / g, n, g], g = `group`), its
+/// operands extended to f32 (bf16 pairs), or, for an i32 C, A as uint8 and
+/// B as int8 (vpdpbusd's quads).
+linalg::GenericOp buildGroupsProduct(OpBuilder &b, Location loc, Value a,
+                                     Value bGroups, Value c, int64_t group);
 
-/// buildPairsProduct marked for --masformer-lower-amx-tiles as a tile of
-/// m x n results (A [m, k] bf16, B [k / 2, n, 2] bf16, C [m, n] f32; m and
+/// buildGroupsProduct of pairs marked for --masformer-lower-amx-tiles as a tile
+/// of m x n results (A [m, k] bf16, B [k / 2, n, 2] bf16, C [m, n] f32; m and
 /// n multiples of 32, k of 32, rows contiguous once bufferized); its
 /// result.
 Value buildAMXProduct(OpBuilder &b, Location loc, Value a, Value bPairs,

@@ -138,31 +138,6 @@ Value packConstantB(OpBuilder &b, Location loc, Value bm, bool transposed,
       .getResult();
 }
 
-/// C[m, n] += A[m, 4 k4 + kk] * B[k4, n, kk] of uint8 A and int8 B (the
-/// quads of a packed panel), in i32: a partial tile of a vpdpbusd product.
-Value buildQuadsProduct(OpBuilder &b, Location loc, Value a, Value bQuads,
-                        Value c) {
-  MLIRContext *ctx = b.getContext();
-  AffineExpr m, n, k4, kk;
-  bindDims(ctx, m, n, k4, kk);
-  Type i32 = b.getI32Type();
-  return linalg::GenericOp::create(
-             b, loc, c.getType(), ValueRange{a, bQuads}, ValueRange{c},
-             ArrayRef<AffineMap>{AffineMap::get(4, 0, {m, k4 * 4 + kk}, ctx),
-                                 AffineMap::get(4, 0, {k4, n, kk}, ctx),
-                                 AffineMap::get(4, 0, {m, n}, ctx)},
-             ArrayRef<utils::IteratorType>{kPar, kPar, kRed, kRed},
-             [&](OpBuilder &nb, Location nl, ValueRange args) {
-               Value x = arith::ExtUIOp::create(nb, nl, i32, args[0]);
-               Value y = arith::ExtSIOp::create(nb, nl, i32, args[1]);
-               Value p = arith::MulIOp::create(nb, nl, x, y);
-               linalg::YieldOp::create(
-                   nb, nl,
-                   arith::AddIOp::create(nb, nl, args[2], p).getResult());
-             })
-      .getResult(0);
-}
-
 /// One matrix product rewritten as a parallel loop over (batch..., row
 /// tile, column tile): the state its steps share.
 struct ContractionTiler {
@@ -601,9 +576,7 @@ Value ContractionTiler::buildPartialTile(OpBuilder &eb) {
         ArrayRef<OpFoldResult>{eb.getIndexAttr(kLen / group), ns,
                                eb.getIndexAttr(group)},
         SmallVector<OpFoldResult>(3, eb.getIndexAttr(1)));
-    if (u8s8)
-      return buildQuadsProduct(eb, loc, aTile, bt, cTile);
-    return buildPairsProduct(eb, loc, aTile, bt, cTile).getResult(0);
+    return buildGroupsProduct(eb, loc, aTile, bt, cTile, group).getResult(0);
   }
   bool transposed = dims.transposedB && !packedB;
   AffineMap bMap =
