@@ -15,6 +15,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir::masformer {
 
@@ -111,9 +112,11 @@ inline Value toF32(OpBuilder &b, Location loc, Value v) {
   return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
-/// The float tensor `x` extended elementwise to the wider float type `et`
-/// (a linalg.generic of arith.extf).
-inline Value extendElements(OpBuilder &b, Location loc, Value x, Type et) {
+/// `f` of each element of the tensor `x`, a tensor of element type `et` of
+/// x's shape (a linalg.generic of identity maps).
+inline Value
+mapElements(OpBuilder &b, Location loc, Value x, Type et,
+            llvm::function_ref<Value(OpBuilder &, Location, Value)> f) {
   auto ty = cast<RankedTensorType>(x.getType());
   int64_t rank = ty.getRank();
   AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
@@ -125,11 +128,18 @@ inline Value extendElements(OpBuilder &b, Location loc, Value x, Type et) {
              SmallVector<utils::IteratorType>(rank,
                                               utils::IteratorType::parallel),
              [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(
-                   nb, nloc,
-                   arith::ExtFOp::create(nb, nloc, et, args[0]).getResult());
+               linalg::YieldOp::create(nb, nloc, f(nb, nloc, args[0]));
              })
       .getResult(0);
+}
+
+/// The float tensor `x` extended elementwise to the wider float type `et`
+/// (a linalg.generic of arith.extf).
+inline Value extendElements(OpBuilder &b, Location loc, Value x, Type et) {
+  return mapElements(b, loc, x, et,
+                     [&](OpBuilder &nb, Location nloc, Value v) -> Value {
+                       return arith::ExtFOp::create(nb, nloc, et, v);
+                     });
 }
 
 } // namespace mlir::masformer

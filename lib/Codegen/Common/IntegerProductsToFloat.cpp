@@ -10,6 +10,7 @@
 #include "masformer/Codegen/Common/Passes.h"
 #include "masformer/Utils/ConstantData.h"
 #include "masformer/Utils/Contractions.h"
+#include "masformer/Utils/IRBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -26,27 +27,6 @@ using namespace mlir;
 using namespace mlir::masformer;
 
 namespace {
-
-/// `v` (a tensor of integers) converted elementwise to `to`'s element type
-/// by `convert` (arith's casts), as a linalg.generic.
-Value convertTensor(
-    OpBuilder &b, Location loc, Value v, Type elem,
-    llvm::function_ref<Value(OpBuilder &, Location, Value)> convert) {
-  auto ty = cast<RankedTensorType>(v.getType());
-  int64_t rank = ty.getRank();
-  Value init =
-      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, v), elem);
-  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{v}, ValueRange{init},
-             ArrayRef<AffineMap>{id, id},
-             SmallVector<utils::IteratorType>(rank,
-                                              utils::IteratorType::parallel),
-             [&](OpBuilder &nb, Location l, ValueRange args) {
-               linalg::YieldOp::create(nb, l, convert(nb, l, args[0]));
-             })
-      .getResult(0);
-}
 
 /// An i8 operand as f32: a constant converted now, into a new constant;
 /// anything else by a generic.
@@ -72,7 +52,7 @@ Value operandToF32(OpBuilder &b, Location loc, Value v, bool isUnsigned) {
           .getResult();
     }
   }
-  return convertTensor(
+  return mapElements(
       b, loc, v, f32, [&](OpBuilder &nb, Location l, Value x) -> Value {
         if (isUnsigned)
           return arith::UIToFPOp::create(nb, l, nb.getF32Type(), x);
@@ -107,11 +87,11 @@ struct IntegerProductToFloat final : OpRewritePattern<linalg::GenericOp> {
           rewriter, loc, tensor::getMixedSizes(rewriter, loc, c), f32);
       init = linalg::FillOp::create(rewriter, loc, v, empty).getResult(0);
     } else {
-      init = convertTensor(rewriter, loc, c, f32,
-                           [](OpBuilder &nb, Location l, Value x) -> Value {
-                             return arith::SIToFPOp::create(nb, l,
-                                                            nb.getF32Type(), x);
-                           });
+      init = mapElements(rewriter, loc, c, f32,
+                         [](OpBuilder &nb, Location l, Value x) -> Value {
+                           return arith::SIToFPOp::create(nb, l,
+                                                          nb.getF32Type(), x);
+                         });
     }
     Value sum =
         linalg::GenericOp::create(
@@ -124,11 +104,11 @@ struct IntegerProductToFloat final : OpRewritePattern<linalg::GenericOp> {
             })
             .getResult(0);
     rewriter.replaceOp(
-        op, convertTensor(rewriter, loc, sum, rewriter.getI32Type(),
-                          [](OpBuilder &nb, Location l, Value x) -> Value {
-                            return arith::FPToSIOp::create(nb, l,
-                                                           nb.getI32Type(), x);
-                          }));
+        op, mapElements(rewriter, loc, sum, rewriter.getI32Type(),
+                        [](OpBuilder &nb, Location l, Value x) -> Value {
+                          return arith::FPToSIOp::create(nb, l, nb.getI32Type(),
+                                                         x);
+                        }));
     return success();
   }
 };
