@@ -62,6 +62,9 @@ except OSError:
     _flags = set()
 if {"amx_tile", "amx_bf16"} <= _flags:
     config.available_features.add("cpu-amx-bf16")
+# 8-bit products on AMX tiles (tdpbusd): AMX-INT8.
+if {"amx_tile", "amx_int8"} <= _flags:
+    config.available_features.add("cpu-amx-int8")
 if "avx512_bf16" in _flags:
     config.available_features.add("cpu-avx512-bf16")
 # 8-bit products on vpdpbusd (test/Import/int8-ops.test): AVX512-VNNI.

@@ -81,8 +81,8 @@ mlir::masformer::checkCompileTarget(const CompileONNXOptions &options,
     error = ("--precision=" + precision + ": expected f32 or bf16").str();
     return failure();
   }
-  if (options.emulateAMX && (target != "cpu" || precision != "bf16")) {
-    error = "--emulate-amx needs --target=cpu and --precision=bf16";
+  if (options.emulateAMX && target != "cpu") {
+    error = "--emulate-amx needs --target=cpu";
     return failure();
   }
   if (target == "cuda") {
@@ -158,6 +158,17 @@ checkOptionsAndFindTools(StringRef dst, const CompileONNXOptions &options,
                   "and --cpu="
                << options.cpu << " (" << tools.host.cpu << ") has neither",
            failure();
+  // At f32, --emulate-amx emulates the 8-bit products' AMX-INT8 tiles, the
+  // products of a few rows staying on vpdpbusd.
+  if (options.target == "cpu" && options.precision != "bf16" &&
+      options.emulateAMX && !tools.host.avx512VNNI)
+    return emitError(loc) << "--emulate-amx at --precision="
+                          << options.precision
+                          << " emulates AMX-INT8 for a quantized model's 8-bit "
+                             "products, which needs AVX512-VNNI, and --cpu="
+                          << options.cpu << " (" << tools.host.cpu
+                          << ") has none",
+           failure();
   return tools;
 }
 
@@ -202,6 +213,26 @@ std::string decodeCacheLines(func::FuncOp decode) {
   return out;
 }
 
+/// The AMX instruction sets that the lowered `module` calls ("amx-bf16" for
+/// tdpbf16ps, "amx-int8" for the 8-bit tile products), in that order.
+SmallVector<StringRef> usedAMXInstructionSets(ModuleOp module) {
+  bool bf16 = false, int8 = false;
+  module.walk([&](LLVM::CallIntrinsicOp call) {
+    StringRef name = call.getIntrin();
+    if (!name.consume_front("llvm.x86.tdp"))
+      return;
+    bf16 |= name.starts_with("bf16ps");
+    int8 |= name.starts_with("bss") || name.starts_with("bsu") ||
+            name.starts_with("bus") || name.starts_with("buu");
+  });
+  SmallVector<StringRef> sets;
+  if (bf16)
+    sets.push_back("amx-bf16");
+  if (int8)
+    sets.push_back("amx-int8");
+  return sets;
+}
+
 /// The CPU pipeline's options for the target CPU, in `lowering`.
 void setCPULowering(LowerToCPUOptions &lowering,
                     const CompileONNXOptions &options,
@@ -217,6 +248,8 @@ void setCPULowering(LowerToCPUOptions &lowering,
   lowering.emulateAMX = options.emulateAMX;
   lowering.avx512BF16 = options.precision == "bf16" && tools.host.avx512BF16;
   lowering.avx512VNNI = tools.host.avx512VNNI;
+  lowering.amxInt8 =
+      tools.host.avx512VNNI && (tools.host.amxInt8 || options.emulateAMX);
   // bf16 attention where its kernels beat the f32 ones: on AMX tiles, on
   // vdpbf16ps (AMD), or with no AVX512-BF16 at all (--emulate-amx on an
   // AVX2 CPU, a test of the bf16 attention kernels); f32 on Intel's
@@ -278,15 +311,6 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
              failure();
     }
   }
-  // The instructions the runtime must check (and, for AMX, ask the kernel
-  // for) before it runs the library.
-  if (!cuda && options.precision == "bf16" && tools.host.amxBF16 &&
-      !options.emulateAMX) {
-    entry.signature += "isa\tamx-bf16\n";
-    if (!entry.decodeSignature.empty() &&
-        !StringRef(entry.decodeSignature).starts_with(MF_ABI_DECODE_UNAVAILABLE))
-      entry.decodeSignature += "isa\tamx-bf16\n";
-  }
   PassManager pm(module.getContext());
   TimingScope passTiming = timing.nest("lowering (MLIR passes)");
   pm.enableTiming(passTiming);
@@ -328,6 +352,17 @@ FailureOr<EntryInfo> lowerModel(ModuleOp module,
                              "dialect does not verify (--verify-each names "
                              "the pass that broke it)",
            failure();
+  // The instructions the runtime must check (and, for AMX, ask the kernel
+  // for) before it runs the library: those the lowered code calls.
+  if (!cuda) {
+    for (StringRef isa : usedAMXInstructionSets(module)) {
+      entry.signature += ("isa\t" + isa + "\n").str();
+      if (!entry.decodeSignature.empty() &&
+          !StringRef(entry.decodeSignature)
+               .starts_with(MF_ABI_DECODE_UNAVAILABLE))
+        entry.decodeSignature += ("isa\t" + isa + "\n").str();
+    }
+  }
   return entry;
 }
 

@@ -105,15 +105,19 @@ void mlir::masformer::buildLowerToCPUPipeline(
   if ((options.amx || options.avx512BF16) && options.precision != "bf16")
     return addPipelineError(pm, "--masformer-lower-to-cpu: amx and "
                                 "avx512-bf16 need precision=bf16");
-  if (options.emulateAMX && !options.amx)
+  if (options.emulateAMX && !options.amx && !options.amxInt8)
     return addPipelineError(pm, "--masformer-lower-to-cpu: emulate-amx needs "
-                                "amx");
+                                "amx or amx-int8");
+  if (options.amxInt8 && (!options.avx512VNNI || options.vectorWidth != 16))
+    return addPipelineError(pm, "--masformer-lower-to-cpu: amx-int8 needs "
+                                "avx512-vnni and vector-width=16 (every CPU "
+                                "with AMX-INT8 has AVX512-VNNI)");
   // Weights that the model transposes (a tied LM head) are transposed once,
   // here, not in every run.
   pm.addPass(createFoldConstantTransposes());
-  // A quantized model's 8-bit products on vpdpbusd where the CPU has it;
-  // the others (every one without it) as f32 products, before the bf16
-  // rewrite takes them.
+  // A quantized model's 8-bit products on vpdpbusd (or AMX tiles) where the
+  // CPU has it; the others (every one without it) as f32 products, before
+  // the bf16 rewrite takes them.
   bool u8s8Dot = options.avx512VNNI && options.vectorWidth == 16;
   pm.addPass(createIntegerProductsToFloat(
       IntegerProductsToFloatOptions{/*keepVPDPBUSD=*/u8s8Dot}));
@@ -133,6 +137,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
     contractions.amx = options.amx;
     contractions.bf16Dot = options.avx512BF16 && options.vectorWidth == 16;
     contractions.u8s8Dot = u8s8Dot;
+    contractions.amxInt8 = options.amxInt8;
     contractions.l2Bytes = options.l2Bytes;
     pm.addPass(createTileContractions(contractions));
   }
@@ -182,8 +187,9 @@ void mlir::masformer::buildLowerToCPUPipeline(
       // (parallel_insert_slice of a slice of the same buffer); equal views
       // merged, the copies fold away.
       "cse,canonicalize,";
-  // The bf16 tile products marked for AMX, on buffers now.
-  if (options.amx)
+  // The tile products marked for AMX, on buffers now.
+  bool amx = options.amx || options.amxInt8;
+  if (amx)
     lowering += "func.func(masformer-lower-amx-tiles),";
   lowering +=
       // A tile's temporaries (an attention tile's packed queries, scores,
@@ -241,7 +247,7 @@ void mlir::masformer::buildLowerToCPUPipeline(
       "vector-transpose-lowering=shuffle16x16";
   // The AMX tile ops (with the vector ops: LLVM's conversion of control
   // flow has no tile type, so no tile value crosses a block).
-  if (options.amx && !options.emulateAMX)
+  if (amx && !options.emulateAMX)
     lowering += " enable-amx";
   if (options.avx512BF16)
     lowering += " enable-x86vector";

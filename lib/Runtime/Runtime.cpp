@@ -425,33 +425,37 @@ std::string mapWeights(const std::string &lib, const char *text,
 /// `path` was compiled to use, and enables it where the kernel must be
 /// asked first (AMX's tile data, per process on Linux); "" or the error.
 static std::string enableISA(const std::string &name, const char *path) {
-  if (name != "amx-bf16")
+  bool bf16 = name == "amx-bf16";
+  if (!bf16 && name != "amx-int8")
     return std::string("'") + path + "' needs the instruction set '" + name +
            "', which this runtime does not know";
+  std::string what = bf16 ? "its bf16 products and attention"
+                          : "its 8-bit (quantized) products";
 #if defined(__x86_64__) && defined(__linux__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
+  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE, bit 25 AMX-INT8.
   bool have = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
-              (edx & (1u << 22)) && (edx & (1u << 24));
+              (edx & (1u << (bf16 ? 22 : 25))) && (edx & (1u << 24));
   if (!have)
-    return std::string("'") + path +
-           "' runs its bf16 products and attention on AMX tiles, and this CPU "
-           "has no AMX-BF16: compile the model on this machine, or with "
-           "--precision=f32";
+    return std::string("'") + path + "' runs " + what +
+           " on AMX tiles, and this CPU has no " +
+           (bf16 ? "AMX-BF16" : "AMX-INT8") +
+           ": compile the model on this machine" +
+           (bf16 ? ", or with --precision=f32"
+                 : ", or for a CPU without it (--cpu=icelake-server: "
+                   "vpdpbusd)");
   // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: without it the first tile
   // instruction is SIGILL.
   constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0)
-    return std::string("'") + path +
-           "' runs its bf16 products and attention on AMX tiles, and the "
-           "kernel refused them to this process "
+    return std::string("'") + path + "' runs " + what +
+           " on AMX tiles, and the kernel refused them to this process "
            "(arch_prctl(ARCH_REQ_XCOMP_PERM): " +
            std::strerror(errno) + ")";
   return "";
 #else
-  return std::string("'") + path +
-         "' runs its bf16 products and attention on AMX tiles, which need "
-         "x86-64 Linux";
+  return std::string("'") + path + "' runs " + what +
+         " on AMX tiles, which need x86-64 Linux";
 #endif
 }
 
@@ -537,7 +541,7 @@ bool mf_model::parseSignature(const char *text) {
       continue;
     }
     if (f.size() == 2 && f[0] == "isa") {
-      if (f[1] != "amx-bf16")
+      if (f[1] != "amx-bf16" && f[1] != "amx-int8")
         return false;
       isa.push_back(f[1]);
       continue;

@@ -130,6 +130,7 @@ FailureOr<HostTarget> mlir::masformer::createHostTarget(StringRef cpuOption,
   host.amxBF16 = sti->checkFeatures("+amx-tile,+amx-bf16");
   host.avx512BF16 = sti->checkFeatures("+avx512bf16");
   host.avx512VNNI = sti->checkFeatures("+avx512vnni");
+  host.amxInt8 = sti->checkFeatures("+amx-tile,+amx-int8");
   // AMD's Zen cores are LLVM's znver*; a host's vendor comes from CPUID,
   // which a virtual machine reports truly where its model number may not be
   // (an Intel Xeon with AMX seen as "rocketlake").

@@ -40,8 +40,9 @@ def compile(src, dst, *, target="cpu", chip=None, precision="f32",
     together. `embed_weights=True` keeps them in the library (models well
     under 2 GiB of weights only).
 
-    `emulate_amx=True` (with precision="bf16" on the CPU; masformer-compile
-    --emulate-amx) compiles the products AMX takes for AMX whatever the CPU
+    `emulate_amx=True` (on the CPU; masformer-compile --emulate-amx)
+    compiles the products AMX takes (bf16 ones with precision="bf16", a
+    quantized model's 8-bit ones at any precision) for AMX whatever the CPU
     has and runs them in a checked scalar emulation of AMX's tile
     instructions: a test of the AMX path on any CPU, slow (docs/cpu.md).
 

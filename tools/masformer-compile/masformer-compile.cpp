@@ -63,10 +63,12 @@ int main(int argc, char **argv) {
       cl::init("native"), cl::cat(category));
   cl::opt<bool> emulateAMX(
       "emulate-amx",
-      cl::desc("With --precision=bf16 on the CPU: compile the products AMX "
-               "takes for AMX whatever the CPU has, and run them in a checked "
-               "scalar emulation of AMX's tile instructions (a test of the "
-               "AMX path on a CPU without AMX; slow)"),
+      cl::desc("On the CPU: compile the products AMX takes (bf16 ones with "
+               "--precision=bf16, a quantized model's 8-bit ones at any "
+               "precision where the CPU has AVX512-VNNI) for AMX whatever the "
+               "CPU has, and run them in a checked scalar emulation of AMX's "
+               "tile instructions (a test of the AMX path on a CPU without "
+               "AMX; slow)"),
       cl::init(false), cl::cat(category));
   cl::list<std::string> inputShapes(
       "input-shape",

@@ -48,10 +48,11 @@ struct CompileONNXOptions {
   /// The LLVM CPU to generate code for ("native": this machine's CPU and
   /// features).
   std::string cpu = "native";
-  /// For target "cpu" with precision "bf16": the products AMX takes are
-  /// compiled for AMX whatever the CPU has, and run in a checked scalar
-  /// emulation of its tile instructions (--masformer-emulate-amx): a test
-  /// of the AMX path on any CPU, slow.
+  /// For target "cpu": the products AMX takes (bf16 ones with precision
+  /// "bf16"; a quantized model's 8-bit ones at any precision, where the CPU
+  /// has AVX512-VNNI) are compiled for AMX whatever the CPU has, and run in
+  /// a checked scalar emulation of its tile instructions
+  /// (--masformer-emulate-amx): a test of the AMX path on any CPU, slow.
   bool emulateAMX = false;
   /// Query rows and keys per attention tile. tileKV 0 chooses for the
   /// CPU: 128 with AVX-512, 64 with vectors of 8 (AVX2), where causal

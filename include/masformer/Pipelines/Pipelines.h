@@ -65,9 +65,10 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::init(false)};
   PassOptions::Option<bool> emulateAMX{
       *this, "emulate-amx",
-      llvm::cl::desc("With amx: the AMX tile operations as checked scalar "
-                     "loops (--masformer-emulate-amx), which run on any CPU: "
-                     "a test of the AMX path where there is no AMX"),
+      llvm::cl::desc("With amx or amx-int8: the AMX tile operations as "
+                     "checked scalar loops (--masformer-emulate-amx), which "
+                     "run on any CPU: a test of the AMX path where there is "
+                     "no AMX"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> avx512BF16{
       *this, "avx512-bf16",
@@ -82,6 +83,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "(the CPU has AVX512-VNNI; with vector-width 16); "
                      "off, they run as f32 products "
                      "(--masformer-integer-products-to-float)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> amxInt8{
+      *this, "amx-int8",
+      llvm::cl::desc("With avx512-vnni: those 8-bit products whose k is a "
+                     "multiple of 64 on AMX tiles (tdpbusd; the CPU has "
+                     "AMX-INT8), at any precision"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> attentionBF16{
       *this, "attention-bf16",

@@ -27,8 +27,9 @@ struct HostTarget {
   bool avx512 = false;
   /// bf16 on the CPU: AMX tiles (AMX-TILE and AMX-BF16), and AVX512-BF16.
   bool amxBF16 = false, avx512BF16 = false;
-  /// 8-bit products on the CPU: AVX512-VNNI's vpdpbusd (uint8 by int8).
-  bool avx512VNNI = false;
+  /// 8-bit products on the CPU: AVX512-VNNI's vpdpbusd (uint8 by int8), and
+  /// AMX tiles (AMX-TILE and AMX-INT8: tdpbusd).
+  bool avx512VNNI = false, amxInt8 = false;
   /// Whether AVX512-BF16's vdpbf16ps does twice the multiply-adds of the
   /// f32 FMAs a cycle: AMD's Zen 4 and later issue it on two pipes. Intel's
   /// cores issue it on one (by published instruction tables), so it does no

@@ -1,15 +1,16 @@
 //===- EmulateAMX.cpp - AMX tile operations as checked scalar loops ------===//
 //
 // A test of the AMX path on a CPU without AMX: every amx.tile_zero,
-// tile_load, tile_mulf and tile_store becomes scalar loops over an emulated
-// file of 8 tile registers (16 rows of 64 bytes each), written from the
-// definitions of TILEZERO, TILELOADD, TDPBF16PS / TDPFP16PS and TILESTORED
-// in Intel's ISA reference, independent of how --masformer-lower-amx-tiles
-// uses them. It is stricter than the hardware: a load or store past its
-// buffer's bounds stops the program with a message naming the operation,
-// its indices and the buffer's sizes, and more than 8 tile values live at
-// once is a compile-time error. The emulation depends on nothing but the
-// operations (no location): each layer's kernels stay identical, and
+// tile_load, tile_mulf, tile_muli and tile_store becomes scalar loops over
+// an emulated file of 8 tile registers (16 rows of 64 bytes each), written
+// from the definitions of TILEZERO, TILELOADD, TDPBF16PS / TDPFP16PS,
+// TDPBSSD / TDPBSUD / TDPBUSD / TDPBUUD and TILESTORED in Intel's ISA
+// reference, independent of how --masformer-lower-amx-tiles uses them. It is
+// stricter than the hardware: a load or store past its buffer's bounds stops
+// the program with a message naming the operation, its indices and the buffer's
+// sizes, and more than 8 tile values live at once is a compile-time error. The
+// emulation depends on nothing but the operations (no location): each layer's
+// kernels stay identical, and
 // --masformer-outline-kernels shares them as it does on the AMX path.
 //
 //===----------------------------------------------------------------------===//
@@ -94,9 +95,10 @@ private:
   /// A private, never inlined function `name` of type `fnTy` at the end of
   /// the module, its body a return; the rewriter left before that return.
   func::FuncOp createHelper(Location loc, StringRef name, FunctionType fnTy);
-  /// The function that emulates `op`'s product on register files.
-  func::FuncOp productFunction(amx::TileMulFOp op);
-  void emitMul(amx::TileMulFOp op, int64_t lhs, int64_t rhs, int64_t acc,
+  /// The function that emulates `op`'s product (amx.tile_mulf or
+  /// amx.tile_muli) on register files.
+  func::FuncOp productFunction(Operation *op);
+  void emitMul(Operation *op, int64_t lhs, int64_t rhs, int64_t acc,
                int64_t out);
 
   RewriterBase &rw;
@@ -305,21 +307,35 @@ void BlockEmulator::emitZero(amx::TileZeroOp op, int64_t out) {
 //   for m, for k < K / 2, for n:
 //     dst[m][n] += f32(a[m][2 k]) * f32(b[k][2 n])
 //     dst[m][n] += f32(a[m][2 k + 1]) * f32(b[k][2 n + 1])
-// with a [M x K], b [K / 2 x 2 N] (pairs of k), dst [M x N]: one private
-// function per element type and shape, called for each product (inlined,
-// the hundreds of products of a model take minutes to compile).
-func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
-  amx::TileType aTy = op.getLhs().getType(), cTy = op.getAcc().getType();
-  Type in = aTy.getElementType(), f32 = cTy.getElementType();
+// with a [M x K], b [K / 2 x 2 N] (pairs of k), dst [M x N]; and TDPBSSD,
+// TDPBSUD, TDPBUSD and TDPBUUD (amx.tile_muli, each operand sign- or
+// zero-extended as its attribute says):
+//   for m, for k < K / 4, for n:
+//     dst[m][n] += ext(a[m][4 k + i]) * ext(b[k][4 n + i])   for i < 4
+// in i32 arithmetic that wraps: one private function per element type,
+// extension and shape, called for each product (inlined, the hundreds of
+// products of a model take minutes to compile).
+func::FuncOp BlockEmulator::productFunction(Operation *op) {
+  auto lhs = cast<TypedValue<amx::TileType>>(op->getOperand(0));
+  auto accV = cast<TypedValue<amx::TileType>>(op->getOperand(2));
+  amx::TileType aTy = lhs.getType(), cTy = accV.getType();
+  Type in = aTy.getElementType(), acc = cTy.getElementType();
+  auto muli = dyn_cast<amx::TileMulIOp>(op);
+  int64_t group = muli ? 4 : 2;
   int64_t rows = cTy.getShape()[0], cols = cTy.getShape()[1],
-          pairs = aTy.getShape()[1] / 2;
+          groups = aTy.getShape()[1] / group;
   std::string name;
   llvm::raw_string_ostream os(name);
-  os << "__masformer_amx_emulator_tdp" << in << "ps_" << rows << "x" << pairs
-     << "x" << cols;
+  os << "__masformer_amx_emulator_";
+  if (muli)
+    os << "tdpb" << (muli.getIsZextLhs() ? 'u' : 's')
+       << (muli.getIsZextRhs() ? 'u' : 's') << "d_";
+  else
+    os << "tdp" << in << "ps_";
+  os << rows << "x" << groups << "x" << cols;
   if (auto fn = symbols.lookup<func::FuncOp>(name))
     return fn;
-  Value aFile = file(in), cFile = file(f32);
+  Value aFile = file(in), cFile = file(acc);
   Type index = rw.getIndexType();
   auto fnTy = rw.getFunctionType(
       {aFile.getType(), cFile.getType(), index, index, index, index}, {});
@@ -330,25 +346,37 @@ func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
   Value a = body->getArgument(0), cf = body->getArgument(1);
   Value ra = body->getArgument(2), rb = body->getArgument(3),
         rc = body->getArgument(4), ro = body->getArgument(5);
-  Value zero = c(loc, 0), one = c(loc, 1), two = c(loc, 2);
+  Value zero = c(loc, 0), one = c(loc, 1), g4 = c(loc, group);
+  auto extend = [&](OpBuilder &b, Location loc, Value x, bool zext) -> Value {
+    if (!muli)
+      return arith::ExtFOp::create(b, loc, acc, x);
+    if (zext)
+      return arith::ExtUIOp::create(b, loc, acc, x);
+    return arith::ExtSIOp::create(b, loc, acc, x);
+  };
   forEachElement(loc, rows, cols, [&](Value m, Value n) {
     Value init = memref::LoadOp::create(rw, loc, cf, ValueRange{rc, m, n});
     auto kLoop = scf::ForOp::create(
-        rw, loc, zero, c(loc, pairs), one, ValueRange{init},
+        rw, loc, zero, c(loc, groups), one, ValueRange{init},
         [&](OpBuilder &b, Location loc, Value k, ValueRange iter) {
           Value sum = iter[0];
-          Value k2 = arith::MulIOp::create(b, loc, k, two);
-          Value n2 = arith::MulIOp::create(b, loc, n, two);
-          for (int64_t kk = 0; kk < 2; ++kk) {
+          Value kg = arith::MulIOp::create(b, loc, k, g4);
+          Value ng = arith::MulIOp::create(b, loc, n, g4);
+          for (int64_t kk = 0; kk < group; ++kk) {
             Value off = arith::ConstantIndexOp::create(b, loc, kk);
-            Value ak = arith::AddIOp::create(b, loc, k2, off);
-            Value bn = arith::AddIOp::create(b, loc, n2, off);
+            Value ak = arith::AddIOp::create(b, loc, kg, off);
+            Value bn = arith::AddIOp::create(b, loc, ng, off);
             Value x = memref::LoadOp::create(b, loc, a, ValueRange{ra, m, ak});
             Value y = memref::LoadOp::create(b, loc, a, ValueRange{rb, k, bn});
-            Value xf = arith::ExtFOp::create(b, loc, f32, x);
-            Value yf = arith::ExtFOp::create(b, loc, f32, y);
-            Value p = arith::MulFOp::create(b, loc, xf, yf);
-            sum = arith::AddFOp::create(b, loc, sum, p);
+            Value xe = extend(b, loc, x, muli && muli.getIsZextLhs());
+            Value ye = extend(b, loc, y, muli && muli.getIsZextRhs());
+            if (muli) {
+              Value p = arith::MulIOp::create(b, loc, xe, ye);
+              sum = arith::AddIOp::create(b, loc, sum, p);
+            } else {
+              Value p = arith::MulFOp::create(b, loc, xe, ye);
+              sum = arith::AddFOp::create(b, loc, sum, p);
+            }
           }
           scf::YieldOp::create(b, loc, sum);
         });
@@ -358,12 +386,15 @@ func::FuncOp BlockEmulator::productFunction(amx::TileMulFOp op) {
   return fn;
 }
 
-void BlockEmulator::emitMul(amx::TileMulFOp op, int64_t lhs, int64_t rhs,
+void BlockEmulator::emitMul(Operation *op, int64_t lhs, int64_t rhs,
                             int64_t acc, int64_t out) {
-  Location loc = op.getLoc();
+  Location loc = op->getLoc();
   func::FuncOp fn = productFunction(op);
-  Value aFile = file(op.getLhs().getType().getElementType());
-  Value cFile = file(op.getAcc().getType().getElementType());
+  auto elt = [&](unsigned i) {
+    return cast<amx::TileType>(op->getOperand(i).getType()).getElementType();
+  };
+  Value aFile = file(elt(0));
+  Value cFile = file(elt(2));
   func::CallOp::create(rw, loc, fn,
                        ValueRange{aFile, cFile, c(loc, lhs), c(loc, rhs),
                                   c(loc, acc), c(loc, out)});
@@ -401,7 +432,7 @@ LogicalResult BlockEmulator::run() {
       lastUse[res] = last;
     }
   }
-  // Registers by a linear scan; a tdpbf16ps accumulates in place when its
+  // Registers by a linear scan; a product accumulates in place when its
   // accumulator dies there.
   DenseMap<Value, int64_t> reg;
   SmallVector<bool> busy(kRegisters, false);
@@ -450,20 +481,23 @@ LogicalResult BlockEmulator::run() {
         return failure();
       reg[zero.getRes()] = *out;
       emitZero(zero, *out);
-    } else if (auto mul = dyn_cast<amx::TileMulFOp>(op)) {
-      int64_t acc = reg[mul.getAcc()];
+    } else if (isa<amx::TileMulFOp, amx::TileMulIOp>(op)) {
+      // (lhs, rhs, acc) -> res, for both.
+      Value lhs = op->getOperand(0), rhs = op->getOperand(1),
+            accV = op->getOperand(2);
+      int64_t acc = reg[accV];
       int64_t out;
-      if (lastUse[mul.getAcc()] == at) {
+      if (lastUse[accV] == at) {
         out = acc;
-        lastUse.erase(mul.getAcc());
+        lastUse.erase(accV);
       } else {
         FailureOr<int64_t> r = allocate(op);
         if (failed(r))
           return failure();
         out = *r;
       }
-      reg[mul.getRes()] = out;
-      emitMul(mul, reg[mul.getLhs()], reg[mul.getRhs()], acc, out);
+      reg[op->getResult(0)] = out;
+      emitMul(op, reg[lhs], reg[rhs], acc, out);
     } else {
       return op->emitError() << "--masformer-emulate-amx: " << op->getName()
                              << " is not emulated";

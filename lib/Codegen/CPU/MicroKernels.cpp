@@ -359,9 +359,10 @@ linalg::GenericOp mlir::masformer::buildGroupsProduct(OpBuilder &b,
 }
 
 Value mlir::masformer::buildAMXProduct(OpBuilder &b, Location loc, Value a,
-                                       Value bPairs, Value c, int64_t m,
+                                       Value bGroups, Value c, int64_t m,
                                        int64_t n) {
-  linalg::GenericOp product = buildGroupsProduct(b, loc, a, bPairs, c, 2);
+  int64_t group = cast<RankedTensorType>(bGroups.getType()).getDimSize(2);
+  linalg::GenericOp product = buildGroupsProduct(b, loc, a, bGroups, c, group);
   // The tile's static size: folded casts may leave the operands' sizes
   // dynamic after bufferization.
   product->setAttr(kAMXTileAttrName, b.getDenseI64ArrayAttr({m, n}));

@@ -141,11 +141,12 @@ Value buildGreater(OpBuilder &b, Location loc, Value x, Value y);
 linalg::GenericOp buildGroupsProduct(OpBuilder &b, Location loc, Value a,
                                      Value bGroups, Value c, int64_t group);
 
-/// buildGroupsProduct of pairs marked for --masformer-lower-amx-tiles as a tile
-/// of m x n results (A [m, k] bf16, B [k / 2, n, 2] bf16, C [m, n] f32; m and
-/// n multiples of 32, k of 32, rows contiguous once bufferized); its
-/// result.
-Value buildAMXProduct(OpBuilder &b, Location loc, Value a, Value bPairs,
+/// buildGroupsProduct marked for --masformer-lower-amx-tiles as a tile of m x
+/// n results: A [m, k] bf16 by B [k / 2, n, 2] bf16 into C [m, n] f32 (k a
+/// multiple of 32), or A [m, k] uint8 by B [k / 4, n, 4] int8 into C [m, n]
+/// i32 (k a multiple of 64); m and n multiples of 32, rows contiguous once
+/// bufferized. Its result.
+Value buildAMXProduct(OpBuilder &b, Location loc, Value a, Value bGroups,
                       Value c, int64_t m, int64_t n);
 
 } // namespace mlir::masformer

@@ -174,6 +174,8 @@ struct ContractionTiler {
   /// An integer product of uint8 A and int8 B (constant, packed in quads)
   /// on vpdpbusd: i32 sums.
   bool u8s8 = false;
+  /// Whether such products may run on AMX tiles (tdpbusd) instead.
+  bool amxInt8 = false;
   /// k side by side in B's packed panel: 1, 2 (bf16) or 4 (8-bit).
   int64_t group = 1;
   /// The scalar C starts at when the product's init is a linalg.fill (a
@@ -232,7 +234,8 @@ struct ContractionTiler {
   /// A partial tile: the same product on the slices, as loops.
   Value buildPartialTile(OpBuilder &eb);
   /// Whether this product runs on AMX: bf16 A and constant B, f32 C, k a
-  /// multiple of 32.
+  /// multiple of 32; or an 8-bit product (u8s8) with amxInt8, k a
+  /// multiple of 64.
   bool amxApplies(linalg::GenericOp op);
   /// Whether it runs on vdpbf16ps: bf16 A and B, f32 C, k even, AVX-512.
   bool dotApplies(linalg::GenericOp op);
@@ -615,6 +618,8 @@ bool ContractionTiler::dotApplies(linalg::GenericOp op) {
 }
 
 bool ContractionTiler::amxApplies(linalg::GenericOp op) {
+  if (u8s8)
+    return amxInt8 && kLen % 64 == 0 && tileM % 32 == 0 && tileN % 32 == 0;
   auto elem = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getElementType();
   };
@@ -626,7 +631,9 @@ bool ContractionTiler::amxApplies(linalg::GenericOp op) {
 }
 
 Value ContractionTiler::buildAMXTile(OpBuilder &tb, bool fullTile) {
-  Type bf16 = tb.getBF16Type(), f32 = tb.getF32Type();
+  // (bf16 A and f32 C, or 8-bit A and i32 C.)
+  Type aElt = cast<RankedTensorType>(aTile.getType()).getElementType();
+  Type cElt = cTileTy.getElementType();
   SmallVector<OpFoldResult> zero2(2, tb.getIndexAttr(0)),
       one2(2, tb.getIndexAttr(1));
   auto filled = [&](int64_t rows, int64_t cols, Type t, Value v) {
@@ -645,9 +652,9 @@ Value ContractionTiler::buildAMXTile(OpBuilder &tb, bool fullTile) {
     // The rows past ms are zeros; the columns past ns multiply the
     // panel's zero padding.
     at = tensor::InsertSliceOp::create(
-        tb, loc, aTile, filled(tileM, kLen, bf16, Value()), zero2,
+        tb, loc, aTile, filled(tileM, kLen, aElt, Value()), zero2,
         ArrayRef<OpFoldResult>{ms, tb.getIndexAttr(kLen)}, one2);
-    ct = filled(tileM, tileN, f32, fill);
+    ct = filled(tileM, tileN, cElt, fill);
     if (!fill)
       ct = tensor::InsertSliceOp::create(tb, loc, cTile, ct, zero2,
                                          ArrayRef<OpFoldResult>{ms, ns}, one2);
@@ -724,7 +731,8 @@ Value ContractionTiler::build(linalg::GenericOp op) {
     group = 4;
     packedB = packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB,
                             tileN, group);
-    vnni = dot = true;
+    vnni = true;
+    dot = !amxApplies(op);
   } else if (amxApplies(op) || dotApplies(op)) {
     packedB = packConstantB(b, loc, op.getDpsInputs()[1], dims.transposedB,
                             tileN, /*group=*/2);
@@ -784,13 +792,13 @@ Value ContractionTiler::buildTile() {
           scf::YieldOp::create(tb, loc, buildAMXTile(tb, true));
         },
         [&](OpBuilder &eb, Location) {
-          if (!bf16Dot || width != 16) {
+          if (!u8s8 && (!bf16Dot || width != 16)) {
             scf::YieldOp::create(eb, loc, buildAMXTile(eb, false));
             return;
           }
           // At most kRows rows of whole columns (a decode step's): the
-          // same VNNI panel on vdpbf16ps, B streamed once, where an AMX
-          // tile would compute tileM rows of zero padding (zeroed first:
+          // same VNNI panel on vdpbf16ps or vpdpbusd, B streamed once, where an
+          // AMX tile would compute tileM rows of zero padding (zeroed first:
           // the padding's memset took 6% of a GPT-2 small bf16 decode
           // step, the products ran at half the memory's rate).
           Idx eix{eb, loc};
@@ -846,16 +854,16 @@ Value ContractionTiler::buildTile() {
 struct TileContractionPattern final : OpRewritePattern<linalg::GenericOp> {
   TileContractionPattern(MLIRContext *ctx, int64_t tileM, int64_t tileN,
                          int64_t width, bool amx, bool bf16Dot, bool u8s8Dot,
-                         int64_t rowGroupBytes)
+                         bool amxInt8, int64_t rowGroupBytes)
       : OpRewritePattern(ctx), tileM(tileM), tileN(tileN), width(width),
         rowGroupBytes(rowGroupBytes), amx(amx), bf16Dot(bf16Dot),
-        u8s8Dot(u8s8Dot) {}
+        u8s8Dot(u8s8Dot), amxInt8(amxInt8) {}
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override;
 
   int64_t tileM, tileN, width, rowGroupBytes;
-  bool amx, bf16Dot, u8s8Dot;
+  bool amx, bf16Dot, u8s8Dot, amxInt8;
 };
 
 LogicalResult
@@ -876,6 +884,7 @@ TileContractionPattern::matchAndRewrite(linalg::GenericOp op,
   ContractionTiler tiler(rewriter, op, *dims, tileM, tileN, width, amx, bf16Dot,
                          rowGroupBytes);
   tiler.u8s8 = integer;
+  tiler.amxInt8 = amxInt8;
   rewriter.replaceOp(op, tiler.build(op));
   return success();
 }
@@ -913,7 +922,8 @@ struct TileContractionsPass final
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<TileContractionPattern>(&getContext(), tileM, tileN, w, amx,
-                                         bf16Dot, u8s8Dot, l2Bytes / 2);
+                                         bf16Dot, u8s8Dot, amxInt8,
+                                         l2Bytes / 2);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };

@@ -197,12 +197,39 @@ func.func @stride(%c: memref<256xf32>) {
 
 // -----
 
+// 8-bit products: tdpbusd (zext A, sext B) and tdpbssd (both signed),
+// each a function of its own, quads of k with each operand extended as the
+// op says, i32 sums.
+// CHECK-LABEL: func.func @integer
+// CHECK:       call @__masformer_amx_emulator_tdpbusd_16x16x16(
+// CHECK:       call @__masformer_amx_emulator_tdpbssd_16x16x16(
+// CHECK-LABEL: func.func private @__masformer_amx_emulator_tdpbusd_16x16x16
+// CHECK-SAME:    (%[[AR:.*]]: memref<8x16x64xi8>, %[[CR:.*]]: memref<8x16x16xi32>, %[[RA:.*]]: index, %[[RB:.*]]: index, %[[RC:.*]]: index, %[[RO:.*]]: index)
+// CHECK:           %[[INIT:.*]] = memref.load %[[CR]][%[[RC]], %[[M:.*]], %[[N:.*]]]
+// CHECK:           %[[SUM:.*]] = scf.for %[[K:.*]] = {{.*}} iter_args(%[[S:.*]] = %[[INIT]])
+// CHECK:             %[[K4:.*]] = arith.muli %[[K]], %[[FOUR:.*]] : index
+// CHECK:             %[[N4:.*]] = arith.muli %[[N]], %[[FOUR]] : index
+// CHECK:             %[[X0:.*]] = memref.load %[[AR]][%[[RA]], %[[M]], %[[K4]]]
+// CHECK:             %[[Y0:.*]] = memref.load %[[AR]][%[[RB]], %[[K]], %[[N4]]]
+// CHECK:             %[[XE:.*]] = arith.extui %[[X0]] : i8 to i32
+// CHECK:             %[[YE:.*]] = arith.extsi %[[Y0]] : i8 to i32
+// CHECK:             %[[P:.*]] = arith.muli %[[XE]], %[[YE]] : i32
+// CHECK:             %[[S1:.*]] = arith.addi %[[S]], %[[P]] : i32
+// CHECK-COUNT-3:     arith.addi %{{.*}}, %{{.*}} : i32
+// CHECK:             scf.yield
+// CHECK:           memref.store %[[SUM]], %[[CR]][%[[RO]], %[[M]], %[[N]]]
+// CHECK-LABEL: func.func private @__masformer_amx_emulator_tdpbssd_16x16x16
+// CHECK-NOT:     arith.extui
+// CHECK:         arith.extsi
+// CHECK:         arith.extsi
+// CHECK-NOT:     arith.extui
+// CHECK:         return
 func.func @integer(%a: memref<16x64xi8>, %c: memref<16x16xi32>) {
   %c0 = arith.constant 0 : index
   %x = amx.tile_load %a[%c0, %c0] : memref<16x64xi8> into !amx.tile<16x64xi8>
   %acc = amx.tile_load %c[%c0, %c0] : memref<16x16xi32> into !amx.tile<16x16xi32>
-  // expected-error @+1 {{--masformer-emulate-amx: amx.tile_muli is not emulated}}
-  %p = amx.tile_muli %x, %x, %acc : !amx.tile<16x64xi8>, !amx.tile<16x64xi8>, !amx.tile<16x16xi32>
-  amx.tile_store %c[%c0, %c0], %p : memref<16x16xi32>, !amx.tile<16x16xi32>
+  %p = amx.tile_muli %x zext, %x, %acc : !amx.tile<16x64xi8>, !amx.tile<16x64xi8>, !amx.tile<16x16xi32>
+  %q = amx.tile_muli %x, %x, %p : !amx.tile<16x64xi8>, !amx.tile<16x64xi8>, !amx.tile<16x16xi32>
+  amx.tile_store %c[%c0, %c0], %q : memref<16x16xi32>, !amx.tile<16x16xi32>
   return
 }

@@ -159,7 +159,7 @@ func.func @bad_size(%a: memref<48x64xbf16>, %b: memref<32x48x2xbf16>, %c: memref
 // -----
 
 func.func @f32_operands(%a: memref<32x64xf32>, %b: memref<32x32x2xf32>, %c: memref<32x32xf32>) {
-  // expected-error @+1 {{cannot run on AMX: expected A [m, k] bf16, B [k / 2, n, 2] bf16 (static), C [m, n] f32}}
+  // expected-error @+1 {{cannot run on AMX: expected bf16 A and B with an f32 C, or 8-bit A and B with an i32 C}}
   linalg.generic {
       indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 * 2 + kk)>,
                        affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
@@ -248,7 +248,7 @@ func.func @strided_accumulator(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>,
 // -----
 
 func.func @other_maps(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>, %c: memref<32x32xf32>) {
-  // expected-error @+1 {{cannot run on AMX: expected the indexing maps of C[m, n] += A[m, 2 k2 + kk] * B[k2, n, kk]}}
+  // expected-error @+1 {{cannot run on AMX: expected the indexing maps of C[m, n] += A[m, 2 kg + kk] * B[kg, n, kk]}}
   linalg.generic {
       indexing_maps = [affine_map<(m, n, k2, kk) -> (m, k2 + kk * 32)>,
                        affine_map<(m, n, k2, kk) -> (k2, n, kk)>,
@@ -262,6 +262,124 @@ func.func @other_maps(%a: memref<32x64xbf16>, %b: memref<32x32x2xbf16>, %c: memr
     %p = arith.mulf %xf, %yf : f32
     %s = arith.addf %acc, %p : f32
     linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// An 8-bit product (a quantized model's uint8 A by int8 weights in quads
+// of k), C filled with zeros, k = 768: tdpbusd (A zero-extended, B
+// sign-extended, as the body's extui and extsi say) on 16 x 64 tiles of
+// bytes, B as [k / 4, 4 n]; 12 steps of 64 in chunks of 6 (the most, up to
+// 8, that divide 12), the first from tilezero.
+// CHECK-LABEL: func.func @u8s8
+// CHECK-SAME: (%[[A:.*]]: memref<64x768xi8>, %[[B:.*]]: memref<192x64x4xi8>, %[[C:.*]]: memref<64x64xi32>)
+// CHECK-NOT:     linalg.fill
+// CHECK:         %[[BV:.*]] = memref.collapse_shape %[[B]] {{\[}}[0], [1, 2]] : memref<192x64x4xi8> into memref<192x256xi8>
+// CHECK-COUNT-4: amx.tile_zero : !amx.tile<16x16xi32>
+// CHECK:         amx.tile_load %[[A]]{{.*}} into !amx.tile<16x64xi8>
+// CHECK:         amx.tile_load %[[A]]{{.*}} into !amx.tile<16x64xi8>
+// CHECK:         amx.tile_load %[[BV]]{{.*}} into !amx.tile<16x64xi8>
+// CHECK:         amx.tile_load %[[BV]]{{.*}} into !amx.tile<16x64xi8>
+// CHECK-COUNT-4: amx.tile_muli %{{.*}} zext, %{{.*}}, %{{.*}} : !amx.tile<16x64xi8>, !amx.tile<16x64xi8>, !amx.tile<16x16xi32>
+// CHECK-COUNT-20: amx.tile_muli
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK-COUNT-72: amx.tile_muli
+// CHECK:         scf.for %{{.*}} = %c384{{.*}} to %c768{{.*}} step %c384
+// CHECK-COUNT-4: amx.tile_load %[[C]]{{.*}} into !amx.tile<16x16xi32>
+// CHECK-COUNT-96: amx.tile_muli
+// CHECK-NOT:     amx.tile_muli
+// CHECK-NOT:     linalg.generic
+func.func @u8s8(%a: memref<64x768xi8>, %b: memref<192x64x4xi8>, %c: memref<64x64xi32>) {
+  %zero = arith.constant 0 : i32
+  linalg.fill ins(%zero : i32) outs(%c : memref<64x64xi32>)
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k4, kk) -> (m, k4 * 4 + kk)>,
+                       affine_map<(m, n, k4, kk) -> (k4, n, kk)>,
+                       affine_map<(m, n, k4, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<64x768xi8>, memref<192x64x4xi8>)
+      outs(%c : memref<64x64xi32>)
+      attrs = {masformer.amx_tile = array<i64: 64, 64>} {
+  ^bb0(%x: i8, %y: i8, %acc: i32):
+    %xe = arith.extui %x : i8 to i32
+    %ye = arith.extsi %y : i8 to i32
+    %p = arith.muli %xe, %ye : i32
+    %s = arith.addi %acc, %p : i32
+    linalg.yield %s : i32
+  }
+  return
+}
+
+// -----
+
+// Both signed (tdpbssd): neither operand marked zext.
+// CHECK-LABEL: func.func @s8s8
+// CHECK:     amx.tile_muli %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} : !amx.tile<16x64xi8>
+// CHECK-NOT: zext
+func.func @s8s8(%a: memref<32x64xi8>, %b: memref<16x32x4xi8>, %c: memref<32x32xi32>) {
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k4, kk) -> (m, k4 * 4 + kk)>,
+                       affine_map<(m, n, k4, kk) -> (k4, n, kk)>,
+                       affine_map<(m, n, k4, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xi8>, memref<16x32x4xi8>)
+      outs(%c : memref<32x32xi32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: i8, %y: i8, %acc: i32):
+    %xe = arith.extsi %x : i8 to i32
+    %ye = arith.extsi %y : i8 to i32
+    %p = arith.muli %xe, %ye : i32
+    %s = arith.addi %acc, %p : i32
+    linalg.yield %s : i32
+  }
+  return
+}
+
+// -----
+
+// k = 32: a tile row of bytes holds 64 of k.
+func.func @u8s8_short_k(%a: memref<32x32xi8>, %b: memref<8x32x4xi8>, %c: memref<32x32xi32>) {
+  // expected-error @+1 {{cannot run on AMX: expected m and n multiples of 32, k of 64, and sizes that agree}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k4, kk) -> (m, k4 * 4 + kk)>,
+                       affine_map<(m, n, k4, kk) -> (k4, n, kk)>,
+                       affine_map<(m, n, k4, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x32xi8>, memref<8x32x4xi8>)
+      outs(%c : memref<32x32xi32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: i8, %y: i8, %acc: i32):
+    %xe = arith.extui %x : i8 to i32
+    %ye = arith.extsi %y : i8 to i32
+    %p = arith.muli %xe, %ye : i32
+    %s = arith.addi %acc, %p : i32
+    linalg.yield %s : i32
+  }
+  return
+}
+
+// -----
+
+// The bytes multiplied without an extension the tile product can take.
+func.func @u8s8_no_extension(%a: memref<32x64xi8>, %b: memref<16x32x4xi8>, %c: memref<32x32xi32>) {
+  // expected-error @+1 {{cannot run on AMX: expected the 8-bit operands extended to i32 (arith.extui or arith.extsi) in the body}}
+  linalg.generic {
+      indexing_maps = [affine_map<(m, n, k4, kk) -> (m, k4 * 4 + kk)>,
+                       affine_map<(m, n, k4, kk) -> (k4, n, kk)>,
+                       affine_map<(m, n, k4, kk) -> (m, n)>],
+      iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%a, %b : memref<32x64xi8>, memref<16x32x4xi8>)
+      outs(%c : memref<32x32xi32>)
+      attrs = {masformer.amx_tile = array<i64: 32, 32>} {
+  ^bb0(%x: i8, %y: i8, %acc: i32):
+    %xe = arith.extui %x : i8 to i32
+    %ye = arith.extui %y : i8 to i16
+    %yw = arith.extsi %ye : i16 to i32
+    %p = arith.muli %xe, %yw : i32
+    %s = arith.addi %acc, %p : i32
+    linalg.yield %s : i32
   }
   return
 }

@@ -12,7 +12,8 @@ quantizers write them (test/Import/int8-ops.test), into OUTDIR:
                 run-time operands (int32 out).
   mmi-exact.onnx MatMulInteger with k = 4096 and int32 sums past 2^24
                 (beyond f32's integers): uint8 A by int8 and by uint8
-                weights, int8 A by int8 weights, zero points per column.
+                weights, int8 A by int8 weights, zero points per column;
+                80 columns (a whole tile of 64 and a part).
   mmi-inputs.onnx MatMulInteger of uint8 and int8 graph inputs (a
                 constant zero point) by int8 and uint8 weights.
   mmi-rows.onnx MatMulInteger with a zero point per row of A;
@@ -132,7 +133,7 @@ save("mmi-rows-ref",
 # operands near the ends of their ranges, zero points per column): uint8
 # A from DynamicQuantizeLinear by int8 and by uint8 weights, and int8 A
 # (QuantizeLinear with a zero point) by int8 weights.
-KB, NB = 4096, 40
+KB, NB = 4096, 80
 wbig = rng.integers(-128, -100, size=(KB, NB), dtype=np.int8)
 wbig_zp = rng.integers(0, 20, size=(NB,), dtype=np.int8)
 wubig = rng.integers(0, 30, size=(KB, NB), dtype=np.uint8)

@@ -164,7 +164,12 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
     (`[ceil(n / tile-n), k / 4, tile-n, 4]`, whatever `n`), each step of
     the 4 x 4 register block a `masformer.dot_u8s8` (`vpdpbusd`) per
     accumulator, `k` in chunks of 512; other integer products are left
-    alone.
+    alone. With `amx-int8` as well (AMX-INT8), those whose `k` is a
+    multiple of 64 (and `tile-m`, `tile-n` multiples of 32) run as AMX tile
+    products instead, on the same packed quads, marked for
+    `--masformer-lower-amx-tiles` (`tdpbusd`); a tile of at most 4 rows of
+    whole columns (a decode step's) stays on `vpdpbusd`, which does not
+    pad it to `tile-m` rows.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"64",
@@ -183,6 +188,10 @@ def TileContractions : Pass<"masformer-tile-contractions"> {
            "Integer products of uint8 A by constant int8 B (a quantized "
            "model's MatMulInteger; k a multiple of 4, vector-width 16) on "
            "AVX512-VNNI's vpdpbusd, on weights packed in quads of k">,
+    Option<"amxInt8", "amx-int8", "bool", /*default=*/"false",
+           "With u8s8-dot: those whose k is a multiple of 64 as tile "
+           "products marked for --masformer-lower-amx-tiles (tdpbusd; the "
+           "CPU has AMX-INT8), on the same packed weights">,
     Option<"l2Bytes", "l2-bytes", "int64_t", /*default=*/"2097152",
            "Bytes of L2 cache per thread: a group of row tiles reads at most "
            "half of it of A (masformer-compile passes the target CPU's)">,
@@ -323,22 +332,27 @@ def VectorizeRowCopies : Pass<"masformer-vectorize-row-copies"> {
 }
 
 def LowerAMXTiles : Pass<"masformer-lower-amx-tiles"> {
-  let summary = "The bf16 tile products marked for AMX as AMX tile "
-                "operations";
+  let summary = "The bf16 and 8-bit tile products marked for AMX as AMX "
+                "tile operations";
   let description = [{
     After bufferization, every `linalg.generic` that
-    `--masformer-tile-contractions` (with `amx=true`) marked
-    `masformer.amx_tile` (C[m, n] f32 += A[m, 2 k2 + kk] * B[k2, n, kk] on
-    bf16 A and B, B in the VNNI layout of pairs of k, m and n multiples of
-    32, k of 32, rows contiguous) becomes AMX code: for each chunk of up to
-    256 of k, each block of 32 x 32 results is loaded into four tile
-    registers, accumulated with `amx.tile_mulf` (tdpbf16ps) over the
-    chunk's steps of 32 (two tiles of A and two of B per step, unrolled),
-    and stored. When a `linalg.fill` of zeros writes C just before, the
-    fill is dropped and k's first chunk, peeled off the loop, starts from
-    `amx.tile_zero`. No tile value crosses a block (LLVM's conversion of control
-    flow has no AMX tile type). A marked op that does not have this form is
-    an error naming why.
+    `--masformer-tile-contractions` (with `amx` or `amx-int8`) or
+    `--masformer-tile-attention` marked `masformer.amx_tile` becomes AMX
+    code. The product is C[m, n] += A[m, g kg + kk] * B[kg, n, kk], B in
+    the VNNI layout of groups of k, m and n multiples of 32, rows
+    contiguous: bf16 A and B in pairs (g = 2) with an f32 C, on
+    `amx.tile_mulf` (tdpbf16ps), k a multiple of 32; or 8-bit A and B in
+    quads (g = 4) with an i32 C, on `amx.tile_muli` (tdpbusd for the
+    uint8 by int8 products of a quantized model; each operand zero- or
+    sign-extended as the body's `arith.extui` or `arith.extsi` says), k a
+    multiple of 64. For each chunk of up to 8 steps of k (256 of bf16, 512
+    of 8-bit), each block of 32 x 32 results is loaded into four tile
+    registers, accumulated over the chunk's steps (two tiles of A and two
+    of B per step, unrolled), and stored. When a `linalg.fill` of zeros
+    writes C just before, the fill is dropped and k's first chunk, peeled
+    off the loop, starts from `amx.tile_zero`. No tile value crosses a
+    block (LLVM's conversion of control flow has no AMX tile type). A
+    marked op that does not have this form is an error naming why.
   }];
   let dependentDialects = ["::mlir::amx::AMXDialect",
                            "::mlir::arith::ArithDialect",
@@ -351,27 +365,32 @@ def EmulateAMX : Pass<"masformer-emulate-amx", "::mlir::ModuleOp"> {
                 "without AMX";
   let description = [{
     A test of the AMX path where the CPU has no AMX: every `amx.tile_zero`,
-    `amx.tile_load`, `amx.tile_mulf` (bf16 or f16 tiles, f32 accumulator)
-    and `amx.tile_store` becomes scalar loops over an emulated file of 8
-    tile registers of 16 rows of 64 bytes (`memref.alloca`s at the start of
-    the closest enclosing parallel loop or function, one per block of tile
-    operations and element type),
-    computing what Intel's ISA reference defines for TILEZERO, TILELOADD,
-    TDPBF16PS / TDPFP16PS and TILESTORED (each product a call of a private
-    function `__masformer_amx_emulator_tdp<type>ps_<M>x<K/2>x<N>`, kept
-    out of line: inlined, a model's hundreds of products compile slowly):
+    `amx.tile_load`, `amx.tile_mulf` (bf16 or f16 tiles, f32 accumulator),
+    `amx.tile_muli` (8-bit tiles, i32 accumulator) and `amx.tile_store`
+    becomes scalar loops over an emulated file of 8 tile registers of 16
+    rows of 64 bytes (`memref.alloca`s at the start of the closest
+    enclosing parallel loop or function, one per block of tile operations
+    and element type), computing what Intel's ISA reference defines for
+    TILEZERO, TILELOADD, TDPBF16PS / TDPFP16PS, TDPBSSD / TDPBSUD / TDPBUSD
+    / TDPBUUD and TILESTORED (each product a call of a private function
+    `__masformer_amx_emulator_tdp<type>ps_<M>x<K/2>x<N>` or
+    `__masformer_amx_emulator_tdpb<s|u><s|u>d_<M>x<K/4>x<N>`, kept out of
+    line: inlined, a model's hundreds of products compile slowly):
 
     ```
     dst[m][n] += f32(a[m][2 k]) * f32(b[k][2 n])
                + f32(a[m][2 k + 1]) * f32(b[k][2 n + 1])   for k < K / 2
+    dst[m][n] += sum over i < 4 of ext(a[m][4 k + i]) * ext(b[k][4 n + i])
+                                        for k < K / 4 (i32, wrapping)
     ```
 
-    It is stricter than the hardware: each load and store checks that its
-    tile lies inside its buffer's dimensions, and otherwise writes a message
-    naming the operation and its location to stderr and aborts; a block with more
-    than 8 tile values live at once, a tile value used outside its block,
-    a tile larger than 16 rows of 64 bytes, an explicit stride or an
-    integer product is an error. Registers are assigned by a linear scan;
+    where `ext` sign- or zero-extends each operand as the op's `zext`
+    flags say. It is stricter than the hardware: each load and store checks
+    that its tile lies inside its buffer's dimensions, and otherwise writes
+    a message naming the operation and its location to stderr and aborts;
+    a block with more than 8 tile values live at once, a tile value used
+    outside its block, a tile larger than 16 rows of 64 bytes or an
+    explicit stride is an error. Registers are assigned by a linear scan;
     a product accumulates in place when its accumulator dies there.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
