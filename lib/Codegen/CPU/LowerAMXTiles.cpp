@@ -69,7 +69,8 @@ FailureOr<bool> isZeroExtended(linalg::GenericOp op, unsigned arg) {
   if (!x.hasOneUse())
     return failure();
   Operation *user = *x.getUsers().begin();
-  if (!user->getResult(0).getType().isInteger(32))
+  if (user->getNumResults() != 1 ||
+      !user->getResult(0).getType().isInteger(32))
     return failure();
   if (isa<arith::ExtUIOp>(user))
     return true;
