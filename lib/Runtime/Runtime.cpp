@@ -424,9 +424,15 @@ std::string mapWeights(const std::string &lib, const char *text,
 /// Checks that this CPU has the instruction set `name` that the library at
 /// `path` was compiled to use, and enables it where the kernel must be
 /// asked first (AMX's tile data, per process on Linux); "" or the error.
+/// Whether this runtime can check and enable the instruction set `name`
+/// of a signature's "isa" line.
+static bool isKnownISA(const std::string &name) {
+  return name == "amx-bf16" || name == "amx-int8";
+}
+
 static std::string enableISA(const std::string &name, const char *path) {
   bool bf16 = name == "amx-bf16";
-  if (!bf16 && name != "amx-int8")
+  if (!isKnownISA(name))
     return std::string("'") + path + "' needs the instruction set '" + name +
            "', which this runtime does not know";
   std::string what = bf16 ? "its bf16 products and attention"
@@ -541,7 +547,7 @@ bool mf_model::parseSignature(const char *text) {
       continue;
     }
     if (f.size() == 2 && f[0] == "isa") {
-      if (f[1] != "amx-bf16" && f[1] != "amx-int8")
+      if (!isKnownISA(f[1]))
         return false;
       isa.push_back(f[1]);
       continue;

@@ -7,11 +7,11 @@
 // TDPBSSD / TDPBSUD / TDPBUSD / TDPBUUD and TILESTORED in Intel's ISA
 // reference, independent of how --masformer-lower-amx-tiles uses them. It is
 // stricter than the hardware: a load or store past its buffer's bounds stops
-// the program with a message naming the operation, its indices and the buffer's
-// sizes, and more than 8 tile values live at once is a compile-time error. The
-// emulation depends on nothing but the operations (no location): each layer's
-// kernels stay identical, and
-// --masformer-outline-kernels shares them as it does on the AMX path.
+// the program with a message naming the operation, its indices and the
+// buffer's sizes, and more than 8 tile values live at once is a compile-time
+// error. The emulation depends on nothing but the operations (no location):
+// each layer's kernels stay identical, and --masformer-outline-kernels shares
+// them as it does on the AMX path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -346,7 +346,7 @@ func::FuncOp BlockEmulator::productFunction(Operation *op) {
   Value a = body->getArgument(0), cf = body->getArgument(1);
   Value ra = body->getArgument(2), rb = body->getArgument(3),
         rc = body->getArgument(4), ro = body->getArgument(5);
-  Value zero = c(loc, 0), one = c(loc, 1), g4 = c(loc, group);
+  Value zero = c(loc, 0), one = c(loc, 1), groupSize = c(loc, group);
   auto extend = [&](OpBuilder &b, Location loc, Value x, bool zext) -> Value {
     if (!muli)
       return arith::ExtFOp::create(b, loc, acc, x);
@@ -360,8 +360,8 @@ func::FuncOp BlockEmulator::productFunction(Operation *op) {
         rw, loc, zero, c(loc, groups), one, ValueRange{init},
         [&](OpBuilder &b, Location loc, Value k, ValueRange iter) {
           Value sum = iter[0];
-          Value kg = arith::MulIOp::create(b, loc, k, g4);
-          Value ng = arith::MulIOp::create(b, loc, n, g4);
+          Value kg = arith::MulIOp::create(b, loc, k, groupSize);
+          Value ng = arith::MulIOp::create(b, loc, n, groupSize);
           for (int64_t kk = 0; kk < group; ++kk) {
             Value off = arith::ConstantIndexOp::create(b, loc, kk);
             Value ak = arith::AddIOp::create(b, loc, kg, off);

@@ -2,6 +2,12 @@
 // RUN: masformer-opt %s --masformer-tile-contractions --split-input-file | FileCheck %s --check-prefix=OFF
 // RUN: masformer-opt %s --masformer-tile-contractions="u8s8-dot=1" --masformer-lower-dot-u8s8 --split-input-file | FileCheck %s --check-prefix=LOWER
 // RUN: masformer-opt %s --masformer-tile-contractions="u8s8-dot=1 amx-int8=1" --split-input-file | FileCheck %s --check-prefix=AMX
+// The CPU pipeline: AMX-INT8's few-row tiles run on vpdpbusd, and the
+// emulator needs a kind of AMX to emulate.
+// RUN: not masformer-opt %s --split-input-file --masformer-lower-to-cpu="amx-int8=1" 2>&1 | FileCheck %s --check-prefix=NOVNNI
+// RUN: not masformer-opt %s --split-input-file --masformer-lower-to-cpu="emulate-amx=1" 2>&1 | FileCheck %s --check-prefix=NOAMX
+// NOVNNI: error: --masformer-lower-to-cpu: amx-int8 needs avx512-vnni and vector-width=16 (every CPU with AMX-INT8 has AVX512-VNNI)
+// NOAMX: error: --masformer-lower-to-cpu: emulate-amx needs amx or amx-int8
 
 // A quantized model's 8-bit product (uint8 A by constant int8 weights, i32
 // sums: what the importer makes of MatMulInteger) on AVX512-VNNI: the
